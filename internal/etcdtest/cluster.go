@@ -1,0 +1,483 @@
+package etcdtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Options configure a cluster started by Start. The zero value starts one
+// member with etcd's defaults, silent logs, in a directory the test removes.
+type Options struct {
+	// Members is the number of voting members; 0 means 1.
+	Members int
+	// Dir holds one data dir per member (<Dir>/<name>); "" means t.TempDir().
+	Dir string
+	// Token is the initial cluster token; "" means "etcdtest".
+	Token string
+	// SnapshotCount is etcd's --snapshot-count; 0 keeps etcd's default.
+	SnapshotCount uint64
+	// QuotaBackendBytes is etcd's --quota-backend-bytes; 0 keeps the default.
+	QuotaBackendBytes int64
+	// UnsafeNoFsync skips fsync in etcd for speed; leave it false in tests
+	// that look at what reached the disk.
+	UnsafeNoFsync bool
+	// Logger receives etcd's logs; nil discards them.
+	Logger *zap.Logger
+	// StartTimeout bounds how long a member may take to become ready;
+	// 0 means 60s.
+	StartTimeout time.Duration
+}
+
+// Cluster is a set of members started together.
+type Cluster struct {
+	Members []*Member
+	opts    Options
+}
+
+// Member is one etcd member running in this process.
+type Member struct {
+	Name      string
+	Dir       string
+	PeerURL   url.URL
+	ClientURL url.URL
+	// InitialCluster and ClusterState are what the member was started with;
+	// Restart starts it again with ClusterState "existing".
+	InitialCluster string
+	ClusterState   string
+
+	opts Options
+	mu   sync.Mutex
+	etcd *embed.Etcd
+}
+
+// Start starts opts.Members members as one new cluster, waits until every
+// member is ready and a leader is elected, and stops them when the test ends.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	opts = opts.withDefaults(t)
+	n := opts.Members
+
+	// Ports are picked free and then released, so another process may take
+	// one before etcd binds it; that is rare, and a retry with new ports
+	// fixes it.
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		c := &Cluster{opts: opts}
+		var initial []string
+		for i := 0; i < n; i++ {
+			peer, client, err := freeURLs()
+			if err != nil {
+				t.Fatalf("etcdtest: %v", err)
+			}
+			name := fmt.Sprintf("m%d", i)
+			c.Members = append(c.Members, &Member{
+				Name:      name,
+				Dir:       filepath.Join(opts.Dir, fmt.Sprintf("%s-%d", name, attempt)),
+				PeerURL:   peer,
+				ClientURL: client,
+				opts:      opts,
+			})
+			initial = append(initial, name+"="+peer.String())
+		}
+		for _, m := range c.Members {
+			m.InitialCluster = strings.Join(initial, ",")
+			m.ClusterState = embed.ClusterStateFlagNew
+		}
+		lastErr = c.startAll()
+		if lastErr == nil {
+			t.Cleanup(c.Close)
+			if err := c.WaitLeader(context.Background()); err != nil {
+				t.Fatalf("etcdtest: %v", err)
+			}
+			return c
+		}
+		c.Close()
+		if !isAddrInUse(lastErr) {
+			break
+		}
+	}
+	t.Fatalf("etcdtest: start %d member(s): %v", n, lastErr)
+	return nil
+}
+
+func (o Options) withDefaults(t testing.TB) Options {
+	if o.Members <= 0 {
+		o.Members = 1
+	}
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	if o.Token == "" {
+		o.Token = "etcdtest"
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	return o
+}
+
+// startAll starts every member concurrently: members of a new cluster only
+// become ready once a quorum of them runs.
+func (c *Cluster) startAll() error {
+	errs := make([]error, len(c.Members))
+	var wg sync.WaitGroup
+	for i, m := range c.Members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = m.start()
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close stops every member that still runs.
+func (c *Cluster) Close() {
+	for _, m := range c.Members {
+		m.Stop()
+	}
+}
+
+// Endpoints returns the client URLs of all members.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, m := range c.Members {
+		eps = append(eps, m.ClientURL.String())
+	}
+	return eps
+}
+
+// Client returns a client to every member, closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	return newClient(t, c.Endpoints())
+}
+
+// Leader returns the member that is leader now, or nil when none is known.
+func (c *Cluster) Leader() *Member {
+	for _, m := range c.Members {
+		e := m.Etcd()
+		if e == nil {
+			continue
+		}
+		lead := e.Server.Leader()
+		for _, o := range c.Members {
+			if oe := o.Etcd(); oe != nil && oe.Server.MemberID() == lead {
+				return o
+			}
+		}
+	}
+	return nil
+}
+
+// WaitLeader waits until the running members agree on a leader and each of
+// them answers a linearizable read.
+func (c *Cluster) WaitLeader(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.StartTimeout)
+	defer cancel()
+	for _, m := range c.Members {
+		if m.Etcd() == nil {
+			continue
+		}
+		if err := m.waitServing(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Member returns the member called name, or nil.
+func (c *Cluster) Member(name string) *Member {
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// AddMemberOptions describe a member that joins a running cluster.
+type AddMemberOptions struct {
+	// Name of the new member; "" means m<index>.
+	Name string
+	// Dir is its data dir; "" means a new directory under the cluster's Dir.
+	Dir string
+	// Learner adds it as a non-voting learner.
+	Learner bool
+}
+
+// AddMember adds a member to the running cluster through the membership
+// API, starts it with initial-cluster-state "existing" and waits until it
+// serves reads (a learner answers serializable reads only).
+func (c *Cluster) AddMember(t testing.TB, opts AddMemberOptions) *Member {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
+	defer cancel()
+	if opts.Name == "" {
+		opts.Name = fmt.Sprintf("m%d", len(c.Members))
+	}
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(c.opts.Dir, opts.Name+"-added")
+	}
+	peer, client, err := freeURLs()
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	cli := c.Client(t)
+	var resp *clientv3.MemberAddResponse
+	for {
+		if opts.Learner {
+			resp, err = cli.MemberAddAsLearner(ctx, []string{peer.String()})
+		} else {
+			resp, err = cli.MemberAdd(ctx, []string{peer.String()})
+		}
+		// etcd refuses membership changes until every member has been
+		// connected for a few seconds (strict reconfig check); a member
+		// restarted just before is the usual reason.
+		if err == nil || !strings.Contains(err.Error(), "unhealthy cluster") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("etcdtest: add member %s: %v", opts.Name, err)
+	}
+	var initial []string
+	for _, pm := range resp.Members {
+		name := pm.Name
+		if pm.ID == resp.Member.ID {
+			name = opts.Name
+		}
+		for _, u := range pm.PeerURLs {
+			initial = append(initial, name+"="+u)
+		}
+	}
+	m := &Member{
+		Name:           opts.Name,
+		Dir:            opts.Dir,
+		PeerURL:        peer,
+		ClientURL:      client,
+		InitialCluster: strings.Join(initial, ","),
+		ClusterState:   embed.ClusterStateFlagExisting,
+		opts:           c.opts,
+	}
+	if err := m.start(); err != nil {
+		t.Fatalf("etcdtest: start added member %s: %v", opts.Name, err)
+	}
+	c.Members = append(c.Members, m)
+	t.Cleanup(m.Stop)
+	if err := m.waitStarted(ctx); err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return m
+}
+
+// Etcd returns the running embedded server, or nil when stopped.
+func (m *Member) Etcd() *embed.Etcd {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.etcd
+}
+
+// Running reports whether the member runs.
+func (m *Member) Running() bool { return m.Etcd() != nil }
+
+// Client returns a client to this member only, closed when the test ends.
+func (m *Member) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	return newClient(t, []string{m.ClientURL.String()})
+}
+
+// Stop stops the member gracefully (a leader hands leadership over first).
+// Stopping a stopped member does nothing.
+func (m *Member) Stop() {
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Kill stops the member without leadership transfer and without waiting for
+// in-flight requests, the closest an in-process member gets to a crash.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	e := m.etcd
+	m.etcd = nil
+	m.mu.Unlock()
+	if e != nil {
+		e.Server.HardStop()
+		e.Close()
+	}
+}
+
+// Restart starts a stopped member again on the same data dir and URLs and
+// waits until it serves.
+func (m *Member) Restart(t testing.TB) {
+	t.Helper()
+	m.ClusterState = embed.ClusterStateFlagExisting
+	if err := m.start(); err != nil {
+		t.Fatalf("etcdtest: restart %s: %v", m.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.StartTimeout)
+	defer cancel()
+	if err := m.waitStarted(ctx); err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+}
+
+// Config returns the embed configuration the member starts with; tests that
+// start a member by other means (a wrapper, a restored data dir) use it as a
+// template.
+func (m *Member) Config() *embed.Config {
+	cfg := embed.NewConfig()
+	cfg.Name = m.Name
+	cfg.Dir = m.Dir
+	cfg.ListenPeerUrls = []url.URL{m.PeerURL}
+	cfg.AdvertisePeerUrls = []url.URL{m.PeerURL}
+	cfg.ListenClientUrls = []url.URL{m.ClientURL}
+	cfg.AdvertiseClientUrls = []url.URL{m.ClientURL}
+	cfg.InitialCluster = m.InitialCluster
+	cfg.ClusterState = m.ClusterState
+	cfg.InitialClusterToken = m.opts.Token
+	if m.opts.SnapshotCount > 0 {
+		cfg.SnapshotCount = m.opts.SnapshotCount
+	}
+	cfg.QuotaBackendBytes = m.opts.QuotaBackendBytes
+	cfg.UnsafeNoFsync = m.opts.UnsafeNoFsync
+	// Short ticks make elections in tests take tens of milliseconds.
+	cfg.TickMs = 20
+	cfg.ElectionMs = 200
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.opts.Logger.Named(m.Name))
+	return cfg
+}
+
+func (m *Member) start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.etcd != nil {
+		return fmt.Errorf("member %s already runs", m.Name)
+	}
+	e, err := embed.StartEtcd(m.Config())
+	if err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("member %s: %w", m.Name, err)
+	case <-time.After(m.opts.StartTimeout):
+		e.Server.HardStop()
+		e.Close()
+		return fmt.Errorf("member %s: not ready after %s", m.Name, m.opts.StartTimeout)
+	}
+	m.etcd = e
+	return nil
+}
+
+// waitStarted waits until the member serves: a voting member answers a
+// linearizable read, a learner a serializable one.
+func (m *Member) waitStarted(ctx context.Context) error {
+	e := m.Etcd()
+	if e == nil {
+		return fmt.Errorf("member %s is not running", m.Name)
+	}
+	if e.Server.IsLearner() {
+		return m.poll(ctx, clientv3.WithSerializable())
+	}
+	return m.waitServing(ctx)
+}
+
+func (m *Member) waitServing(ctx context.Context) error {
+	return m.poll(ctx)
+}
+
+func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
+	cli, err := dial([]string{m.ClientURL.String()})
+	if err != nil {
+		return fmt.Errorf("member %s: %w", m.Name, err)
+	}
+	defer cli.Close()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = cli.Get(rctx, "etcdtest-ready", opts...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member %s not serving: %w (last error: %v)", m.Name, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func newClient(t testing.TB, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := dial(endpoints)
+	if err != nil {
+		t.Fatalf("etcdtest: client for %v: %v", endpoints, err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func dial(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+}
+
+// FreeURLs returns a peer and a client URL on loopback ports that were free
+// a moment ago.
+func FreeURLs() (peer, client url.URL, err error) { return freeURLs() }
+
+func freeURLs() (peer, client url.URL, err error) {
+	p, err := FreePort()
+	if err != nil {
+		return peer, client, err
+	}
+	c, err := FreePort()
+	if err != nil {
+		return peer, client, err
+	}
+	peer = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", p)}
+	client = url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", c)}
+	return peer, client, nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func isAddrInUse(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "address already in use")
+}

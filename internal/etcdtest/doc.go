@@ -1,0 +1,16 @@
+// Package etcdtest starts real etcd members in the test process, through
+// go.etcd.io/etcd/server/v3/embed, on loopback addresses with ports picked
+// free at start: one member or a cluster of several, ready before the caller
+// sees them.
+//
+// It owns the life of those members (start, graceful stop, hard stop,
+// restart on the same data dir and URLs, adding a member to a running
+// cluster) and a seeded workload writer whose expected end state tests can
+// compare with what a restore or a watch produced.
+//
+// It does not own anything a product binary needs: no package outside tests
+// imports it. A hard stop here stops the member without leader transfer and
+// without a graceful shutdown, but it runs in the same process, so it cannot
+// tear a write the way SIGKILL of a separate process can; tests that need
+// that run real processes.
+package etcdtest

@@ -1,0 +1,128 @@
+package etcdtest
+
+import (
+	"context"
+	"maps"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestSingleMemberWorkloadSurvivesKill(t *testing.T) {
+	ctx := context.Background()
+	c := Start(t, Options{})
+	m := c.Members[0]
+	cli := m.Client(t)
+
+	res, err := Workload{Ops: 300, Keys: 50, DeletePercent: 10, TxnPercent: 10, LeasePercent: 10, Seed: 1}.Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.LastRevision <= res.FirstRevision {
+		t.Fatalf("revisions did not advance: first %d last %d", res.FirstRevision, res.LastRevision)
+	}
+	got, rev, err := ReadAll(ctx, cli, "/workload/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, res.Expected) {
+		t.Fatalf("keyspace differs from the workload's expectation: %d keys, want %d", len(got), len(res.Expected))
+	}
+	if rev != res.LastRevision {
+		t.Fatalf("read at revision %d, workload ended at %d", rev, res.LastRevision)
+	}
+
+	m.Kill()
+	if m.Running() {
+		t.Fatal("member still running after Kill")
+	}
+	m.Restart(t)
+	got, rev, err = ReadAll(ctx, m.Client(t), "/workload/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, res.Expected) || rev != res.LastRevision {
+		t.Fatalf("after kill and restart: %d keys at revision %d, want %d keys at %d", len(got), rev, len(res.Expected), res.LastRevision)
+	}
+}
+
+func TestWorkloadIsRepeatable(t *testing.T) {
+	ctx := context.Background()
+	a := Start(t, Options{UnsafeNoFsync: true})
+	b := Start(t, Options{UnsafeNoFsync: true})
+	w := Workload{Ops: 200, DeletePercent: 20, TxnPercent: 20, Seed: 7}
+	ra, err := w.Run(ctx, a.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := w.Run(ctx, b.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(ra.Expected, rb.Expected) || ra.LastRevision != rb.LastRevision {
+		t.Fatalf("same seed gave different results: %d keys at %d vs %d keys at %d",
+			len(ra.Expected), ra.LastRevision, len(rb.Expected), rb.LastRevision)
+	}
+}
+
+func TestThreeMembersLeaderLossAndLearner(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := Start(t, Options{Members: 3, UnsafeNoFsync: true})
+	if len(c.Endpoints()) != 3 {
+		t.Fatalf("endpoints: %v", c.Endpoints())
+	}
+	seen := map[string]bool{}
+	for _, ep := range c.Endpoints() {
+		if seen[ep] {
+			t.Fatalf("two members share the client URL %s", ep)
+		}
+		seen[ep] = true
+	}
+	leader := c.Leader()
+	if leader == nil {
+		t.Fatal("no leader after start")
+	}
+	cli := c.Client(t)
+	if _, err := cli.Put(ctx, "before", "1"); err != nil {
+		t.Fatal(err)
+	}
+
+	leader.Stop()
+	if err := c.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := c.Leader()
+	if next == nil || next == leader {
+		t.Fatalf("no new leader after stopping %s", leader.Name)
+	}
+	if _, err := cli.Put(ctx, "after", "2"); err != nil {
+		t.Fatalf("write with two of three members: %v", err)
+	}
+	leader.Restart(t)
+
+	learner := c.AddMember(t, AddMemberOptions{Learner: true})
+	if !learner.Etcd().Server.IsLearner() {
+		t.Fatalf("%s is not a learner", learner.Name)
+	}
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members.Members) != 4 {
+		t.Fatalf("member list has %d members, want 4", len(members.Members))
+	}
+	// The learner replicates: it serves the earlier writes from its own copy.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _, err := ReadAll(ctx, learner.Client(t), "after", 0, clientv3.WithSerializable())
+		if err == nil && got["after"] == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("learner never caught up: %v %v", got, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
