@@ -1,0 +1,302 @@
+package emulator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Kind names an emulator.
+type Kind string
+
+const (
+	S3    Kind = "s3"
+	GCS   Kind = "gcs"
+	Azure Kind = "azure"
+)
+
+// Azurite's well-known development account, the one its documentation
+// publishes; it is not a secret.
+const (
+	AzureAccount = "devstoreaccount1"
+	AzureKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// ErrNotInstalled is returned by Start when the emulator's program is not
+// where tools/install-emulators.sh puts it.
+var ErrNotInstalled = errors.New("emulator not installed (run tools/install-emulators.sh, or the test command tools/test.sh)")
+
+// Server is a running emulator.
+type Server struct {
+	Kind Kind
+	// Endpoint is the base URL clients use: http://127.0.0.1:<port> for S3
+	// and GCS, http://127.0.0.1:<port>/devstoreaccount1 for Azure.
+	Endpoint string
+	// Port the server listens on; Restart reuses it.
+	Port int
+	// AccessKey and SecretKey are the S3 root credentials.
+	AccessKey, SecretKey string
+	// Account and Key are the Azure shared key credentials.
+	Account, Key string
+
+	prog   string
+	dir    string
+	ownDir bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *tail
+}
+
+// Options for Start.
+type Options struct {
+	// Dir holds the emulator's data; "" means a new temporary directory,
+	// removed by Stop.
+	Dir string
+	// Port to listen on; 0 means a free one.
+	Port int
+}
+
+// ToolsDir returns where the emulators are installed: $ETCDKIT_TOOLS_DIR,
+// or the tools directory of the module the working directory is in.
+func ToolsDir() (string, error) {
+	if d := os.Getenv("ETCDKIT_TOOLS_DIR"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(data), "module github.com/etcdkit/etcdkit\n") {
+			return filepath.Join(dir, "tools"), nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("emulator: not inside the etcdkit module; set ETCDKIT_TOOLS_DIR")
+		}
+		dir = parent
+	}
+}
+
+func program(kind Kind) (string, error) {
+	tools, err := ToolsDir()
+	if err != nil {
+		return "", err
+	}
+	var p string
+	switch kind {
+	case S3:
+		p = filepath.Join(tools, "bin", "versitygw")
+	case GCS:
+		p = filepath.Join(tools, "bin", "fake-gcs-server")
+	case Azure:
+		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
+	default:
+		return "", fmt.Errorf("emulator: unknown kind %q", kind)
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%s: %w: %s is missing", kind, ErrNotInstalled, p)
+	}
+	return p, nil
+}
+
+// Start starts an emulator and waits until it answers.
+func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
+	prog, err := program(kind)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Kind: kind, Port: opts.Port, dir: opts.Dir, prog: prog}
+	if s.dir == "" {
+		if s.dir, err = os.MkdirTemp("", "etcdkit-"+string(kind)+"-"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	}
+	// A port picked free may be taken before the emulator binds it; a new
+	// one fixes that.
+	for attempt := 0; ; attempt++ {
+		if opts.Port == 0 {
+			if s.Port, err = freePort(); err != nil {
+				break
+			}
+		}
+		err = s.start(ctx)
+		if err == nil || opts.Port != 0 || attempt == 2 {
+			break
+		}
+	}
+	if err != nil {
+		if s.ownDir {
+			_ = os.RemoveAll(s.dir)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) args() []string {
+	addr := fmt.Sprintf("127.0.0.1:%d", s.Port)
+	switch s.Kind {
+	case S3:
+		s.AccessKey, s.SecretKey = "etcdkit-test-access", "etcdkit-test-secret"
+		s.Endpoint = "http://" + addr
+		return []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "posix", s.dir}
+	case GCS:
+		s.Endpoint = "http://" + addr
+		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(s.Port),
+			"-backend", "memory", "-public-host", addr, "-log-level", "error"}
+	default: // Azure
+		s.Account, s.Key = AzureAccount, AzureKey
+		s.Endpoint = "http://" + addr + "/" + AzureAccount
+		return []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(s.Port), "--location", s.dir,
+			"--silent", "--disableTelemetry", "--skipApiVersionCheck"}
+	}
+}
+
+func (s *Server) start(ctx context.Context) error {
+	cmd := exec.Command(s.prog, s.args()...)
+	logs := &tail{max: 8 << 10}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	// The emulator dies with the test process, even when that one is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("emulator %s: start %s: %w", s.Kind, s.prog, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	s.mu.Lock()
+	s.cmd, s.logs, s.exited = cmd, logs, exited
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			return nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			return fmt.Errorf("emulator %s exited at start (%v): %s", s.Kind, err, logs)
+		case <-ctx.Done():
+			s.Stop()
+			return fmt.Errorf("emulator %s: no answer on port %d: %w: %s", s.Kind, s.Port, ctx.Err(), logs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Stop kills the emulator and waits until it has exited. The data of an
+// emulator whose directory Start made is removed.
+func (s *Server) Stop() {
+	s.halt()
+	if s.ownDir {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+// halt kills the process group so that Node's children go too.
+func (s *Server) halt() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+}
+
+// Restart stops the emulator and starts it again on the same port and data
+// directory; what a memory backend held is gone.
+func (s *Server) Restart(ctx context.Context) error {
+	s.halt()
+	return s.start(ctx)
+}
+
+// Logs returns the last lines the emulator printed.
+func (s *Server) Logs() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logs == nil {
+		return ""
+	}
+	return s.logs.String()
+}
+
+// Require starts an emulator for a test and stops it when the test ends.
+// When the emulator is not installed the test fails if
+// ETCDKIT_REQUIRE_EMULATORS=1 (the project's test command and CI set it),
+// and is skipped with the command that installs it otherwise.
+func Require(t testing.TB, kind Kind) *Server {
+	t.Helper()
+	s, err := Start(context.Background(), kind, Options{})
+	if errors.Is(err, ErrNotInstalled) {
+		if os.Getenv("ETCDKIT_REQUIRE_EMULATORS") == "1" {
+			t.Fatalf("%v (ETCDKIT_REQUIRE_EMULATORS=1)", err)
+		}
+		t.Skipf("%v; skipping", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("emulator: pick a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail keeps the last bytes written to it, for error messages.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sc := bufio.NewScanner(strings.NewReader(string(t.buf)))
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,198 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/etcdkit/etcdkit/store/internal/xfer"
+)
+
+// tempPrefix starts the name of a file being written. List never shows such
+// files, so a Put that fails, or a process killed during a Put, leaves
+// nothing visible.
+const tempPrefix = ".etcdkit-tmp-"
+
+// File is a store in a directory of the local file system. Objects are files
+// under the directory; a key's slashes are subdirectories.
+type File struct {
+	root string
+	url  string
+}
+
+func openFile(_ context.Context, u *url.URL, _ Options) (Store, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, fmt.Errorf("store %s: file URLs name a local path: write file:///abs/path (three slashes)", Redact(u))
+	}
+	if err := NewQuery(u).Unused(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", Redact(u), err)
+	}
+	return NewFile(filepath.FromSlash(u.Path))
+}
+
+// NewFile returns a store rooted at dir, which is created when missing.
+func NewFile(dir string) (*File, error) {
+	if dir == "" {
+		return nil, errors.New("store file://: no directory given")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("store file://%s: %w", dir, err)
+	}
+	f := &File{root: abs, url: "file://" + filepath.ToSlash(abs)}
+	if err := os.MkdirAll(abs, 0o750); err != nil {
+		return nil, fmt.Errorf("store %s: create the directory: %w", f.url, err)
+	}
+	return f, nil
+}
+
+func (f *File) String() string { return f.url }
+
+func (f *File) path(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", fmt.Errorf("store %s: %w", f.url, err)
+	}
+	if strings.HasPrefix(path.Base(key), tempPrefix) {
+		return "", fmt.Errorf("store %s: %w: %q starts with %s, which this store keeps for files being written", f.url, ErrInvalidKey, key, tempPrefix)
+	}
+	return filepath.Join(f.root, filepath.FromSlash(key)), nil
+}
+
+// Put writes to a temporary file in the target directory, syncs it, renames
+// it over the key and syncs the directory, so the object is either complete
+// or absent after a crash.
+func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, xfer.ContextReader(ctx, r)); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("store %s: put %s: sync: %w", f.url, key, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("store %s: put %s: sync directory: %w", f.url, key, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (f *File) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	p, err := f.path(key)
+	if err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscallENOTDIR) {
+		return nil, fmt.Errorf("store %s: get %s: %w", f.url, key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store %s: get %s: %w", f.url, key, err)
+	}
+	if st, err := fh.Stat(); err != nil || !st.Mode().IsRegular() {
+		_ = fh.Close()
+		return nil, fmt.Errorf("store %s: get %s: %w", f.url, key, ErrNotFound)
+	}
+	return fh, nil
+}
+
+// List walks only the directory the prefix reaches into, so listing one
+// cluster's snapshots does not read the rest of a shared tree.
+func (f *File) List(ctx context.Context, prefix string) ([]Object, error) {
+	if err := CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("store %s: %w", f.url, err)
+	}
+	start := f.root
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		start = filepath.Join(f.root, filepath.FromSlash(prefix[:i]))
+	}
+	var objs []Object
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tempPrefix) {
+			return nil
+		}
+		rel, err := filepath.Rel(f.root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted while we walked
+		}
+		if err != nil {
+			return err
+		}
+		objs = append(objs, Object{Key: key, Size: info.Size(), Modified: info.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: list %q: %w", f.url, prefix, err)
+	}
+	slices.SortFunc(objs, func(a, b Object) int { return strings.Compare(a.Key, b.Key) })
+	return objs, nil
+}
+
+func (f *File) Delete(_ context.Context, key string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscallENOTDIR) {
+		return fmt.Errorf("store %s: delete %s: %w", f.url, key, err)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package credfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLoadJSONFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "aws.json")
+	if err := os.WriteFile(p, []byte(`{"accessKeyID":"AK","secretAccessKey":" SK\n","region":"eu-west-1","s3ForcePathStyle":true,"endpoint":null}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("X_JSON", p)
+	t.Setenv("X_DIR", "/does/not/matter")
+	f, from, err := Load("X_JSON", "X_DIR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f["accessKeyID"] != "AK" || f["secretAccessKey"] != "SK" || f["region"] != "eu-west-1" {
+		t.Fatalf("fields: %v", f)
+	}
+	if ok, err := f.Bool("s3ForcePathStyle"); !ok || err != nil {
+		t.Fatalf("s3ForcePathStyle: %v %v", ok, err)
+	}
+	if _, present := f["endpoint"]; present {
+		t.Fatal("null field present")
+	}
+	if !strings.Contains(from, "X_JSON") {
+		t.Fatalf("source %q", from)
+	}
+}
+
+func TestLoadDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for name, v := range map[string]string{"storageAccount": "acct\n", "storageKey": "a2V5", "emulatorEnabled": "true"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "..2026_11_29"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("X_DIR", dir)
+	f, _, err := Load("X_JSON_UNSET", "X_DIR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f["storageAccount"] != "acct" || f["storageKey"] != "a2V5" {
+		t.Fatalf("fields: %v", f)
+	}
+	if ok, _ := f.Bool("emulatorEnabled"); !ok {
+		t.Fatal("emulatorEnabled not read")
+	}
+}
+
+func TestLoadDirectoryPrefersJSON(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "accessKeyID"), []byte("from-file"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "creds.json"), []byte(`{"accessKeyID":"from-json"}`), 0o600)
+	t.Setenv("X_DIR", dir)
+	f, _, err := Load("X_JSON_UNSET", "X_DIR")
+	if err != nil || f["accessKeyID"] != "from-json" {
+		t.Fatalf("%v %v", f, err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	f, _, err := Load("X_UNSET_1", "X_UNSET_2")
+	if f != nil || err != nil {
+		t.Fatalf("nothing set: %v %v", f, err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	_ = os.WriteFile(bad, []byte("not json"), 0o600)
+	t.Setenv("X_JSON", bad)
+	if _, _, err := Load("X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "X_JSON="+bad) {
+		t.Fatalf("bad JSON: %v", err)
+	}
+	t.Setenv("X_JSON", "")
+	t.Setenv("X_DIR", t.TempDir())
+	if _, _, err := Load("X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "no credential files") {
+		t.Fatalf("empty dir: %v", err)
+	}
+}

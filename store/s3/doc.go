@@ -1,0 +1,17 @@
+// Package s3 is the store backend for Amazon S3 and S3-compatible servers,
+// registered for s3:// URLs when imported:
+//
+//	s3://bucket/prefix?region=eu-west-1
+//	s3://bucket/prefix?endpoint=https://s3.example.com&path-style=true
+//
+// Objects move through the AWS SDK's transfer manager: multipart uploads
+// of parallel parts (aborted when a Put fails, so nothing partial is ever
+// listed) and parallel ranged downloads, with memory bounded by the store
+// options. Checksums are sent only where the S3 API requires them, so
+// S3-compatible servers accept the uploads. Credentials come from the
+// etcd-backup-restore credential file or directory
+// (AWS_APPLICATION_CREDENTIALS_JSON, AWS_APPLICATION_CREDENTIALS) when set,
+// and from the SDK's default chain otherwise.
+//
+// It owns nothing but moving bytes to and from S3.
+package s3

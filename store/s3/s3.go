@@ -1,0 +1,436 @@
+package s3
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/internal/credfile"
+)
+
+func init() {
+	store.Register("s3", open)
+}
+
+// Config describes an S3 store. Fields left empty come from the
+// etcd-backup-restore credential file (AWS_APPLICATION_CREDENTIALS_JSON or
+// AWS_APPLICATION_CREDENTIALS) when one is set, and otherwise from the AWS
+// SDK's default chain (environment, shared config, web identity, instance
+// role).
+type Config struct {
+	Bucket string
+	// Prefix every key is stored under; "" means the bucket's root.
+	Prefix string
+	// Region of the bucket; "" means from the credentials or the SDK, and
+	// us-east-1 for an S3-compatible Endpoint that names none.
+	Region string
+	// Endpoint of an S3-compatible server; "" means AWS.
+	Endpoint string
+	// PathStyle addresses the bucket in the URL path instead of the host
+	// name, which most S3-compatible servers need.
+	PathStyle bool
+	// AccessKeyID and SecretAccessKey, when set, are used instead of any
+	// other credentials.
+	AccessKeyID, SecretAccessKey string
+	// Options tune transfers and carry the logger.
+	Options store.Options
+}
+
+// Store is an S3 bucket (or a prefix of one).
+type Store struct {
+	cfg    Config
+	url    string
+	client *s3.Client
+	tm     *transfermanager.Client
+}
+
+func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
+	q := store.NewQuery(u)
+	prefix, err := store.CleanPrefix(u.Path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	pathStyle, err := q.Bool("path-style")
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	cfg := Config{
+		Bucket:    u.Host,
+		Prefix:    prefix,
+		Region:    q.Get("region"),
+		Endpoint:  q.Get("endpoint"),
+		PathStyle: pathStyle,
+		Options:   opts,
+	}
+	if err := q.Unused(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	return New(ctx, cfg)
+}
+
+// New opens the bucket of cfg and checks that it exists and that the
+// credentials may use it, so that a wrong configuration fails at start
+// with a message that says what to fix.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.Options = cfg.Options.WithDefaults()
+	s := &Store{cfg: cfg, url: "s3://" + cfg.Bucket}
+	if cfg.Prefix != "" {
+		s.url += "/" + cfg.Prefix
+	}
+	if cfg.Bucket == "" {
+		return nil, fmt.Errorf("store %s: no bucket: write s3://<bucket>/<prefix>", s.url)
+	}
+
+	awsCfg, err := s.awsConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	s.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		o.UsePathStyle = s.cfg.PathStyle
+		if s.cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(s.cfg.Endpoint)
+		}
+		// S3-compatible servers reject the CRC trailers newer SDKs add to
+		// every upload; send checksums only where the API requires them.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	o := cfg.Options
+	s.tm = transfermanager.New(s.client, func(t *transfermanager.Options) {
+		t.PartSizeBytes = o.PartSize
+		t.MultipartUploadThreshold = o.PartSize
+		t.Concurrency = o.Concurrency
+		t.GetObjectType = tmtypes.GetObjectRanges
+		t.GetObjectBufferSize = int64(o.Concurrency) * o.PartSize
+		t.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		t.DisableChecksumValidation = true
+		// Abort a failed multipart upload with a fresh context: the one
+		// that failed may be the cancelled one.
+		t.FailTimeout = time.Minute
+	})
+
+	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
+		return nil, s.fail("open", "", err)
+	}
+	return s, nil
+}
+
+// awsConfig assembles the SDK configuration: the credential file of
+// etcd-backup-restore first, explicit fields over both.
+func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
+	var loadOpts []func(*config.LoadOptions) error
+	fields, from, err := credfile.Load("AWS_APPLICATION_CREDENTIALS_JSON", "AWS_APPLICATION_CREDENTIALS")
+	if err != nil {
+		return aws.Config{}, err
+	}
+	var tlsCfg *tls.Config
+	if fields != nil {
+		if fields["sseCustomerKey"] != "" {
+			return aws.Config{}, fmt.Errorf("%s: sseCustomerKey (SSE-C) is not supported by etcdkit; encrypt snapshots with age instead", from)
+		}
+		if s.cfg.AccessKeyID == "" {
+			s.cfg.AccessKeyID, s.cfg.SecretAccessKey = fields["accessKeyID"], fields["secretAccessKey"]
+		}
+		if s.cfg.Region == "" {
+			s.cfg.Region = fields["region"]
+		}
+		if s.cfg.Endpoint == "" {
+			s.cfg.Endpoint = fields["endpoint"]
+		}
+		if !s.cfg.PathStyle {
+			if s.cfg.PathStyle, err = fields.Bool("s3ForcePathStyle"); err != nil {
+				return aws.Config{}, fmt.Errorf("%s: %w", from, err)
+			}
+		}
+		if tlsCfg, err = tlsFromFields(fields); err != nil {
+			return aws.Config{}, fmt.Errorf("%s: %w", from, err)
+		}
+	}
+	if (s.cfg.AccessKeyID == "") != (s.cfg.SecretAccessKey == "") {
+		return aws.Config{}, fmt.Errorf("%w: an access key ID without a secret access key, or the reverse (check the credentials in %s)",
+			store.ErrAccessDenied, orDefault(from, "the configuration"))
+	}
+	if s.cfg.AccessKeyID != "" {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(s.cfg.AccessKeyID, s.cfg.SecretAccessKey, "")))
+	}
+	if s.cfg.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(s.cfg.Region))
+	}
+	loadOpts = append(loadOpts, config.WithRetryer(func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = 6
+			o.MaxBackoff = 10 * time.Second
+		})
+	}))
+	if tlsCfg != nil {
+		loadOpts = append(loadOpts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.TLSClientConfig = tlsCfg
+		})))
+	}
+	loadOpts = append(loadOpts, config.WithLogger(logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		s.cfg.Options.Logger.Debug(fmt.Sprintf(format, v...), "store", s.url, "sdk", "aws", "class", string(c))
+	})))
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	if s.cfg.Options.Transport != nil {
+		// Set after loading: the loader would try to add AWS_CA_BUNDLE to
+		// a client it cannot configure.
+		awsCfg.HTTPClient = &http.Client{Transport: s.cfg.Options.Transport}
+	}
+	if awsCfg.Region == "" {
+		if s.cfg.Endpoint == "" {
+			return aws.Config{}, errors.New("no region: add ?region=<region> to the store URL, or set AWS_REGION")
+		}
+		// S3-compatible servers mostly ignore the region, but requests
+		// must be signed for one.
+		awsCfg.Region = "us-east-1"
+	}
+	s.cfg.Region = awsCfg.Region
+	return awsCfg, nil
+}
+
+func tlsFromFields(f credfile.Fields) (*tls.Config, error) {
+	insecure, err := f.Bool("insecureSkipVerify")
+	if err != nil {
+		return nil, err
+	}
+	ca := f["trustedCaCert"]
+	if !insecure && ca == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{InsecureSkipVerify: insecure, MinVersion: tls.VersionTLS12} //nolint:gosec // the operator asked for it in the credential file
+	if ca != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return nil, errors.New("trustedCaCert holds no PEM certificate")
+		}
+		cfg.RootCAs = pool
+	}
+	return cfg, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (s *Store) String() string { return s.url }
+
+func (s *Store) key(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", fmt.Errorf("store %s: %w", s.url, err)
+	}
+	return store.JoinKey(s.cfg.Prefix, key), nil
+}
+
+// Put uploads through the SDK's transfer manager: one PutObject below
+// PartSize, a multipart upload of parallel parts above it, aborted when the
+// source or the context fails.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	name, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	src := &sourceReader{r: r}
+	_, err = s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Key:    aws.String(name),
+		Body:   src,
+	})
+	if err != nil {
+		// The cause is the source's own error when it broke; make sure the
+		// caller can match it whatever the SDK wrapped around it.
+		if src.err != nil && !errors.Is(err, src.err) {
+			err = fmt.Errorf("%w (reading the source: %w)", err, src.err)
+		}
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		return s.fail("put", key, err)
+	}
+	return nil
+}
+
+// sourceReader remembers the error the caller's reader returned.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// Get downloads through the transfer manager in parallel byte ranges,
+// holding at most Concurrency parts in memory.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	name, err := s.key(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	out, err := s.tm.GetObject(ctx, &transfermanager.GetObjectInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Key:    aws.String(name),
+	})
+	if err != nil {
+		cancel()
+		return nil, s.fail("get", key, err)
+	}
+	return &body{r: out.Body, cancel: cancel, s: s, key: key}, nil
+}
+
+type body struct {
+	r      io.Reader
+	cancel context.CancelFunc
+	s      *Store
+	key    string
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = b.s.fail("get", b.key, err)
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.cancel()
+	if c, ok := b.r.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	if err := store.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	base := ""
+	if s.cfg.Prefix != "" {
+		base = s.cfg.Prefix + "/"
+	}
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
+		Bucket: aws.String(s.cfg.Bucket),
+		Prefix: aws.String(base + prefix),
+	})
+	var objs []store.Object
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, s.fail("list", prefix, err)
+		}
+		for _, o := range page.Contents {
+			objs = append(objs, store.Object{
+				Key:      strings.TrimPrefix(aws.ToString(o.Key), base),
+				Size:     aws.ToInt64(o.Size),
+				Modified: aws.ToTime(o.LastModified),
+			})
+		}
+	}
+	return objs, nil
+}
+
+func (s *Store) Delete(ctx context.Context, key string) error {
+	name, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)})
+	if err != nil && !errors.Is(s.classify(err), store.ErrNotFound) {
+		return s.fail("delete", key, err)
+	}
+	return nil
+}
+
+// classify maps the S3 errors a caller can act on to the store's errors.
+func (s *Store) classify(err error) error {
+	code, status := "", 0
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code = ae.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		status = re.HTTPStatusCode()
+	}
+	switch {
+	case code == "NoSuchBucket":
+		return store.ErrBucketNotFound
+	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
+		return store.ErrNotFound
+	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
+		code == "InvalidToken" || code == "ExpiredToken" || status == http.StatusForbidden:
+		return store.ErrAccessDenied
+	}
+	return nil
+}
+
+// fail wraps err with the store and the operation, and with the store
+// error a caller can match, plus what to do about it.
+func (s *Store) fail(op, key string, err error) error {
+	what := op
+	if key != "" {
+		what += " " + key
+	}
+	kind := s.classify(err)
+	if op == "open" && errors.Is(kind, store.ErrNotFound) {
+		// HeadBucket has no body, so a missing bucket is a bare 404.
+		kind = store.ErrBucketNotFound
+	}
+	switch kind {
+	case store.ErrBucketNotFound:
+		return fmt.Errorf("store %s: %s: %w: bucket %q in region %s (create it, or fix the bucket or region of the store URL): %w",
+			s.url, what, store.ErrBucketNotFound, s.cfg.Bucket, s.cfg.Region, err)
+	case store.ErrAccessDenied:
+		return fmt.Errorf("store %s: %s: %w: check the credentials (AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the instance role) and their permissions on bucket %q: %w",
+			s.url, what, store.ErrAccessDenied, s.cfg.Bucket, err)
+	case store.ErrNotFound:
+		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+	}
+	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+}
+
+// PendingUploads counts the multipart uploads under the store's prefix that
+// were started and neither completed nor aborted. They are invisible to
+// List but cost storage; a lifecycle rule on the bucket removes those a
+// killed process leaves behind.
+func (s *Store) PendingUploads(ctx context.Context) (int, error) {
+	out, err := s.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{
+		Bucket: aws.String(s.cfg.Bucket),
+		Prefix: aws.String(s.cfg.Prefix),
+	})
+	if err != nil {
+		return 0, s.fail("list multipart uploads", "", err)
+	}
+	return len(out.Uploads), nil
+}

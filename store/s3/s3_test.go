@@ -1,0 +1,178 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/s3"
+	"github.com/etcdkit/etcdkit/store/storetest"
+)
+
+// testOptions keep the suite's objects a few parts long without moving
+// hundreds of megabytes; 5 MiB is the smallest part S3 accepts.
+var testOptions = store.Options{PartSize: 5 << 20, Concurrency: 3}
+
+func createBucket(t *testing.T, srv *emulator.Server, bucket string) {
+	t.Helper()
+	cli := awss3.New(awss3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
+	})
+	if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+}
+
+func isPartUpload(r *http.Request) bool {
+	return r.Method == http.MethodPut && r.URL.Query().Has("partNumber")
+}
+
+func TestConformance(t *testing.T) {
+	srv := emulator.Require(t, emulator.S3)
+	createBucket(t, srv, "conformance")
+	wire := &storetest.Wire{IsPartUpload: isPartUpload}
+	opts := testOptions
+	opts.Transport = wire
+	cfg := func(bucket, prefix string) s3.Config {
+		return s3.Config{
+			Bucket: bucket, Prefix: prefix, Endpoint: srv.Endpoint, PathStyle: true,
+			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: opts,
+		}
+	}
+	storetest.Run(t, storetest.Harness{
+		Options: opts,
+		Wire:    wire,
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := s3.New(context.Background(), cfg("conformance", prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		BadCredentials: func(t *testing.T) (store.Store, error) {
+			c := cfg("conformance", "bad")
+			c.SecretAccessKey = "not-the-secret"
+			return asStore(s3.New(context.Background(), c))
+		},
+		MissingBucket: func(t *testing.T) (store.Store, error) {
+			return asStore(s3.New(context.Background(), cfg("no-such-bucket", "")))
+		},
+		PendingUploads: func(t *testing.T, prefix string) int {
+			st, err := s3.New(context.Background(), cfg("conformance", prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := st.PendingUploads(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		},
+	})
+}
+
+// asStore keeps a failed open from turning into a non-nil interface
+// holding a nil *s3.Store.
+func asStore(st *s3.Store, err error) (store.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// TestCredentialFiles opens stores from URLs only, with the credentials
+// where etcd-backup-restore deployments keep them.
+func TestCredentialFiles(t *testing.T) {
+	srv := emulator.Require(t, emulator.S3)
+	createBucket(t, srv, "creds")
+	ctx := context.Background()
+	roundTrip := func(t *testing.T, url string) {
+		t.Helper()
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := st.List(ctx, "")
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("list: %v %v", objs, err)
+		}
+	}
+
+	t.Run("json", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "aws.json")
+		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true,"bucketName":"creds"}`,
+			srv.AccessKey, srv.SecretKey, srv.Endpoint)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
+		roundTrip(t, "s3://creds/from-json")
+	})
+	t.Run("directory", func(t *testing.T) {
+		dir := t.TempDir()
+		for name, v := range map[string]string{
+			"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey + "\n", "region": "us-east-1",
+			"endpoint": srv.Endpoint, "s3ForcePathStyle": "true",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
+		t.Setenv("AWS_APPLICATION_CREDENTIALS", dir)
+		roundTrip(t, "s3://creds/from-dir")
+	})
+	t.Run("sdk-environment", func(t *testing.T) {
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
+		t.Setenv("AWS_APPLICATION_CREDENTIALS", "")
+		t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+		t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+		roundTrip(t, "s3://creds/from-env?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
+	})
+	t.Run("sse-c-refused", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "aws.json")
+		_ = os.WriteFile(p, []byte(`{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`), 0o600)
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
+		_, err := store.Open(ctx, "s3://creds/x?endpoint="+srv.Endpoint)
+		if err == nil || !strings.Contains(err.Error(), "sseCustomerKey") {
+			t.Fatalf("open with SSE-C: %v", err)
+		}
+	})
+}
+
+func TestURLOptions(t *testing.T) {
+	ctx := context.Background()
+	for url, want := range map[string]string{
+		"s3:///prefix":                    "no bucket",
+		"s3://b/p?regoin=eu-west-1":       "unknown option(s) regoin",
+		"s3://b/p?path-style=maybe":       "not a boolean",
+		"s3://b/../p?endpoint=http://x:1": "..",
+	} {
+		if _, err := store.Open(ctx, url); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("open %s: %v, want %q", url, err, want)
+		}
+	}
+	_, err := store.Open(ctx, "s3://b/p?endpoint=http://127.0.0.1:1&region=us-east-1")
+	if err == nil || errors.Is(err, store.ErrAccessDenied) || !strings.Contains(err.Error(), "s3://b/p") {
+		t.Fatalf("unreachable endpoint: %v", err)
+	}
+}

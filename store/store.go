@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Store is a flat key space of immutable objects under one prefix.
+//
+// Keys are slash-separated relative paths (see CheckKey). Implementations are
+// safe for concurrent use.
+type Store interface {
+	// Put stores the bytes of r under key, replacing an object already
+	// there. The object becomes visible only once it is complete: when Put
+	// fails, or ctx is cancelled, List does not show it and Get still returns
+	// the previous object or ErrNotFound.
+	Put(ctx context.Context, key string, r io.Reader) error
+	// Get opens the object stored under key; ErrNotFound when there is none.
+	// The caller closes the reader.
+	Get(ctx context.Context, key string) (io.ReadCloser, error)
+	// List returns the objects whose keys start with prefix, sorted by key.
+	// Prefix matching is on the key string: "v2/Full" matches
+	// "v2/Full-00000001-00000010-1700000000".
+	List(ctx context.Context, prefix string) ([]Object, error)
+	// Delete removes the object under key; deleting a missing key is not an
+	// error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Object describes a stored object.
+type Object struct {
+	// Key relative to the store's prefix.
+	Key      string
+	Size     int64
+	Modified time.Time
+}
+
+var (
+	// ErrNotFound is returned by Get for a key with no object.
+	ErrNotFound = errors.New("object not found")
+	// ErrInvalidKey is returned for a key that breaks the rules of CheckKey.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrAccessDenied is returned when the store refuses the credentials.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrBucketNotFound is returned when the bucket or container of the
+	// store URL does not exist.
+	ErrBucketNotFound = errors.New("bucket does not exist")
+)
+
+// Options tune how a backend moves objects. The zero value is what an
+// operator would run in production.
+type Options struct {
+	// Logger receives retries and other events worth a line; nil discards.
+	Logger *slog.Logger
+	// PartSize is the size of one part of a large object moved in parts
+	// (S3 multipart, GCS resumable chunks, Azure blocks), up and down;
+	// 0 means DefaultPartSize. Memory in flight per transfer stays within
+	// about (Concurrency+2) × PartSize.
+	PartSize int64
+	// Concurrency is the number of parts in flight per transfer; 0 means
+	// DefaultConcurrency.
+	Concurrency int
+	// Transport carries the backend's HTTP requests; nil means the SDK's
+	// default. Tests wrap it to watch and disturb the wire.
+	Transport http.RoundTripper
+}
+
+const (
+	// DefaultPartSize is the part size of Options' zero value.
+	DefaultPartSize = 8 << 20
+	// DefaultConcurrency is the concurrency of Options' zero value.
+	DefaultConcurrency = 4
+)
+
+// WithDefaults returns o with its zero fields set to their documented
+// defaults; backends call it once when they open.
+func (o Options) WithDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PartSize <= 0 {
+		o.PartSize = DefaultPartSize
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	return o
+}
+
+// Opener opens a store for a parsed URL of the scheme it was registered for.
+type Opener func(ctx context.Context, u *url.URL, opts Options) (Store, error)
+
+// registry maps URL schemes to openers. Backends fill it from init, which is
+// the only init-time side effect the project allows.
+var registry = struct {
+	sync.RWMutex
+	openers map[string]Opener
+}{openers: map[string]Opener{}}
+
+// Register makes Open understand scheme. It panics when the scheme is
+// registered twice, which is a programming error caught at start.
+func Register(scheme string, open Opener) {
+	registry.Lock()
+	defer registry.Unlock()
+	if _, dup := registry.openers[scheme]; dup {
+		panic("store: scheme " + scheme + " registered twice")
+	}
+	registry.openers[scheme] = open
+}
+
+func init() {
+	Register("file", openFile)
+	Register("mem", openMem)
+}
+
+// Open opens the store a URL names, with default options. See OpenWith.
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	return OpenWith(ctx, rawURL, Options{})
+}
+
+// OpenWith opens the store a URL names:
+//
+//	file:///var/backups/etcd        (a bare path is read as a file URL too)
+//	mem://
+//	s3://bucket/prefix?region=…&endpoint=…&path-style=true
+//	gs://bucket/prefix?endpoint=…
+//	azblob://container/prefix?account=…&endpoint=…
+//
+// Cloud schemes are available once their package is imported, for example
+// import _ "github.com/etcdkit/etcdkit/store/s3".
+func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	registry.RLock()
+	open, ok := registry.openers[u.Scheme]
+	known := make([]string, 0, len(registry.openers))
+	for s := range registry.openers {
+		known = append(known, s+"://")
+	}
+	registry.RUnlock()
+	if !ok {
+		slices.Sort(known)
+		return nil, fmt.Errorf("store %s: unknown scheme %q (known here: %s; cloud schemes need their package imported, e.g. github.com/etcdkit/etcdkit/store/s3)",
+			Redact(u), u.Scheme, strings.Join(known, ", "))
+	}
+	return open(ctx, u, opts.WithDefaults())
+}
+
+func parseURL(rawURL string) (*url.URL, error) {
+	if rawURL == "" {
+		return nil, errors.New("store: empty URL (give file:///path, s3://bucket/prefix, gs://…, azblob://… or mem://)")
+	}
+	if !strings.Contains(rawURL, "://") {
+		abs, err := filepath.Abs(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", rawURL, err)
+		}
+		return &url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", rawURL, err)
+	}
+	return u, nil
+}
+
+// Redact returns the URL as text without any password it carries, for
+// messages and logs.
+func Redact(u *url.URL) string { return u.Redacted() }
+
+// Options of a store URL's query are read through a Query so that an option
+// nobody asked for is reported: a typo must not silently fall back to a
+// default.
+type Query struct {
+	values url.Values
+	used   map[string]bool
+}
+
+// NewQuery wraps the query of u.
+func NewQuery(u *url.URL) *Query {
+	return &Query{values: u.Query(), used: map[string]bool{}}
+}
+
+// Get returns the value of option name, "" when absent.
+func (q *Query) Get(name string) string {
+	q.used[name] = true
+	return q.values.Get(name)
+}
+
+// Bool returns option name as a boolean; absent is false.
+func (q *Query) Bool(name string) (bool, error) {
+	v := q.Get(name)
+	switch strings.ToLower(v) {
+	case "", "false", "0", "no":
+		return false, nil
+	case "true", "1", "yes":
+		return true, nil
+	}
+	return false, fmt.Errorf("option %s=%q is not a boolean (use true or false)", name, v)
+}
+
+// Unused returns an error naming the options that were given but never read.
+func (q *Query) Unused() error {
+	var unknown []string
+	for k := range q.values {
+		if !q.used[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	known := make([]string, 0, len(q.used))
+	for k := range q.used {
+		known = append(known, k)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("unknown option(s) %s (this scheme knows: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+}

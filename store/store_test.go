@@ -1,0 +1,129 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/storetest"
+)
+
+func TestFileConformance(t *testing.T) {
+	root := t.TempDir()
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := store.Open(context.Background(), "file://"+filepath.ToSlash(filepath.Join(root, prefix)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	})
+}
+
+func TestMemConformance(t *testing.T) {
+	mem := store.NewMem()
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := store.WithPrefix(mem, prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		HoldsObjects: true,
+	})
+}
+
+func TestFileHidesTemporaryFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "v2/Full-1", strings.NewReader("full")); err != nil {
+		t.Fatal(err)
+	}
+	// What a process killed in the middle of a Put leaves behind.
+	if err := os.WriteFile(filepath.Join(dir, "v2", ".etcdkit-tmp-123"), []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := st.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 1 || objs[0].Key != "v2/Full-1" {
+		t.Fatalf("list shows %+v, want only v2/Full-1", objs)
+	}
+	if err := st.Put(ctx, "v2/.etcdkit-tmp-x", strings.NewReader("x")); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("put under a temporary name: %v, want ErrInvalidKey", err)
+	}
+	// Nothing outside the root is reachable.
+	if err := st.Put(ctx, "../outside", strings.NewReader("x")); !errors.Is(err, store.ErrInvalidKey) {
+		t.Fatalf("put ../outside: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "outside")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a file was written outside the store: %v", err)
+	}
+}
+
+func TestFileCreatesDirectories(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "not", "yet")
+	st, err := store.Open(ctx, dir) // a bare path is a file store
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "a/b/c/d", strings.NewReader("deep")); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "a", "b", "c", "d"))
+	if err != nil || string(data) != "deep" {
+		t.Fatalf("file on disk: %q, %v", data, err)
+	}
+	// A key below an object is simply missing, not an error of the disk.
+	if _, err := st.Get(ctx, "a/b/c/d/e"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("get below an object: %v, want ErrNotFound", err)
+	}
+}
+
+func TestOpenRejectsBadURLs(t *testing.T) {
+	ctx := context.Background()
+	for url, want := range map[string]string{
+		"":                            "empty URL",
+		"ftp://host/x":                "unknown scheme",
+		"file://host/x":               "three slashes",
+		"file:///tmp/x?typo=1":        "unknown option(s) typo",
+		"mem://x/../y":                "..",
+		"s3-without-import://b/p":     "unknown scheme",
+		"file:///tmp/x?part-size=abc": "unknown option(s) part-size",
+	} {
+		_, err := store.Open(ctx, url)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("open %q: %v, want an error saying %q", url, err, want)
+		}
+	}
+}
+
+func TestCheckKey(t *testing.T) {
+	for _, ok := range []string{"a", "v2/Full-00000001-00000002-3.gz", "a.b/c_d-e", "x/.hidden"} {
+		if err := store.CheckKey(ok); err != nil {
+			t.Errorf("CheckKey(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "/a", "a/", "a//b", "..", "a/./b", `a\b`, "a\nb"} {
+		if err := store.CheckKey(bad); !errors.Is(err, store.ErrInvalidKey) {
+			t.Errorf("CheckKey(%q) = %v, want ErrInvalidKey", bad, err)
+		}
+	}
+	for _, ok := range []string{"", "v2/", "v2/Fu"} {
+		if err := store.CheckPrefix(ok); err != nil {
+			t.Errorf("CheckPrefix(%q): %v", ok, err)
+		}
+	}
+}

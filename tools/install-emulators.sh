@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs the pinned store emulators the tests run against into tools/bin
+# and tools/azurite/node_modules (both git-ignored). Idempotent: an emulator
+# already installed at the pinned version is left alone.
+set -euo pipefail
+
+VERSITYGW_VERSION=v1.8.0       # S3 (Apache-2.0); checks signatures like AWS
+FAKE_GCS_VERSION=v1.56.1       # GCS
+# Azurite is pinned in tools/azurite/package-lock.json (3.35.0; 3.36+ needs Node 22).
+
+here=$(cd "$(dirname "$0")" && pwd)
+bin="$here/bin"
+mkdir -p "$bin"
+
+install_go() { # name module version
+  local name=$1 module=$2 version=$3 stamp="$bin/.$1.version"
+  if [[ -x "$bin/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
+    return
+  fi
+  echo "installing $name $version" >&2
+  GOBIN="$bin" GOFLAGS=-buildvcs=false go install "$module@$version"
+  echo "$version" >"$stamp"
+}
+
+install_go versitygw github.com/versity/versitygw/cmd/versitygw "$VERSITYGW_VERSION" &
+s3=$!
+install_go fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION" &
+gcs=$!
+
+lock="$here/azurite/package-lock.json"
+stamp="$here/azurite/node_modules/.lock.sha256"
+want=$(sha256sum "$lock" | cut -d' ' -f1)
+if [[ ! -x "$here/azurite/node_modules/.bin/azurite-blob" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "installing azurite from $lock" >&2
+  (cd "$here/azurite" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$want" >"$stamp"
+fi
+
+wait $s3
+wait $gcs
+echo "emulators ready in $here" >&2
