@@ -69,13 +69,13 @@ func (w *Wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	if w.IsPartUpload != nil && w.IsPartUpload(req) {
 		w.counts.PartUploads++
 	}
-	if req.Method == http.MethodGet && (req.Header.Get("Range") != "" || req.Header.Get("X-Ms-Range") != "") {
+	rng := header(req, "Range") + header(req, "X-Ms-Range")
+	if req.Method == http.MethodGet && rng != "" {
 		w.counts.RangedGets++
 	}
 	inject := false
 	if w.failNew {
-		id := strings.Join([]string{req.Method, req.URL.String(), req.Header.Get("Range"),
-			req.Header.Get("X-Ms-Range"), req.Header.Get("Content-Range")}, " ")
+		id := strings.Join([]string{req.Method, req.URL.String(), rng, header(req, "Content-Range")}, " ")
 		w.attempts[id]++
 		inject = w.attempts[id] == 1
 		if inject {
@@ -105,4 +105,15 @@ func (w *Wire) RoundTrip(req *http.Request) (*http.Response, error) {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(req)
+}
+
+// header reads a request header whatever case the SDK wrote its name in:
+// some set the map directly, without canonical names.
+func header(req *http.Request, name string) string {
+	for k, v := range req.Header {
+		if strings.EqualFold(k, name) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
 }

@@ -1,0 +1,395 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/internal/credfile"
+	"github.com/etcdkit/etcdkit/store/internal/xfer"
+)
+
+func init() {
+	store.Register("azblob", open)
+}
+
+// Config describes an Azure Blob Storage store. Empty credential fields
+// are looked up as the package documentation says.
+type Config struct {
+	Container string
+	// Prefix every key is stored under; "" means the container's root.
+	Prefix string
+	// Account is the storage account name.
+	Account string
+	// Endpoint is the blob service URL, such as an emulator's
+	// http://127.0.0.1:10000/devstoreaccount1; "" means
+	// https://<account>.blob.core.windows.net.
+	Endpoint string
+	// AccountKey is the shared key of the account.
+	AccountKey string
+	// ConnectionString, when set, gives account, key and endpoint at once.
+	ConnectionString string
+	// Options tune transfers and carry the logger.
+	Options store.Options
+}
+
+// Store is an Azure blob container (or a prefix of one).
+type Store struct {
+	cfg       Config
+	url       string
+	container *container.Client
+}
+
+func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
+	q := store.NewQuery(u)
+	prefix, err := store.CleanPrefix(u.Path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	cfg := Config{Container: u.Host, Prefix: prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Options: opts}
+	if err := q.Unused(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	return New(ctx, cfg)
+}
+
+// New opens the container of cfg and checks that it exists and that the
+// credentials may use it.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.Options = cfg.Options.WithDefaults()
+	s := &Store{cfg: cfg, url: "azblob://" + cfg.Container}
+	if cfg.Prefix != "" {
+		s.url += "/" + cfg.Prefix
+	}
+	if cfg.Container == "" {
+		return nil, fmt.Errorf("store %s: no container: write azblob://<container>/<prefix>", s.url)
+	}
+	client, err := s.newClient()
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	s.container = client
+	if _, err := s.container.GetProperties(ctx, nil); err != nil {
+		return nil, s.fail("open", "", err)
+	}
+	return s, nil
+}
+
+func (s *Store) clientOptions() *container.ClientOptions {
+	o := &container.ClientOptions{}
+	o.Retry = policy.RetryOptions{
+		MaxRetries:    5,
+		RetryDelay:    200 * time.Millisecond,
+		MaxRetryDelay: 10 * time.Second,
+		// A block of PartSize bytes must fit in one try on a slow link.
+		TryTimeout: 5 * time.Minute,
+	}
+	if s.cfg.Options.Transport != nil {
+		o.Transport = &http.Client{Transport: s.cfg.Options.Transport}
+	}
+	return o
+}
+
+// newClient finds the credentials and the service URL.
+func (s *Store) newClient() (*container.Client, error) {
+	opts := s.clientOptions()
+	if cs := orDefault(s.cfg.ConnectionString, os.Getenv("AZURE_STORAGE_CONNECTION_STRING")); cs != "" {
+		c, err := container.NewClientFromConnectionString(cs, s.cfg.Container, opts)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the connection string: %w", store.ErrAccessDenied, err)
+		}
+		return c, nil
+	}
+	domain, emulator := "", false
+	if s.cfg.AccountKey == "" {
+		fields, from, err := credfile.Load("AZURE_APPLICATION_CREDENTIALS_JSON", "AZURE_APPLICATION_CREDENTIALS")
+		if err != nil {
+			return nil, err
+		}
+		if fields != nil {
+			s.cfg.Account = orDefault(s.cfg.Account, fields["storageAccount"])
+			s.cfg.AccountKey = fields["storageKey"]
+			domain = fields["domain"]
+			if emulator, err = fields.Bool("emulatorEnabled"); err != nil {
+				return nil, fmt.Errorf("%s: %w", from, err)
+			}
+			if s.cfg.AccountKey == "" {
+				return nil, fmt.Errorf("%w: %s has no storageKey", store.ErrAccessDenied, from)
+			}
+		} else {
+			s.cfg.AccountKey = os.Getenv("AZURE_STORAGE_KEY")
+		}
+	}
+	if s.cfg.Account == "" {
+		s.cfg.Account = os.Getenv("AZURE_STORAGE_ACCOUNT")
+	}
+	endpoint := s.cfg.Endpoint
+	switch {
+	case endpoint != "":
+	case emulator && os.Getenv("AZURE_STORAGE_API_ENDPOINT") != "":
+		endpoint = strings.TrimSuffix(os.Getenv("AZURE_STORAGE_API_ENDPOINT"), "/") + "/" + s.cfg.Account
+	case s.cfg.Account == "":
+		return nil, errors.New("no storage account: add ?account=<name> to the store URL, or set AZURE_STORAGE_ACCOUNT")
+	default:
+		endpoint = fmt.Sprintf("https://%s.blob.%s", s.cfg.Account, orDefault(domain, "core.windows.net"))
+	}
+	containerURL := strings.TrimSuffix(endpoint, "/") + "/" + s.cfg.Container
+
+	if s.cfg.AccountKey != "" {
+		if s.cfg.Account == "" {
+			return nil, errors.New("a storage key without an account: add ?account=<name> to the store URL")
+		}
+		cred, err := container.NewSharedKeyCredential(s.cfg.Account, s.cfg.AccountKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the shared key of account %s: %w", store.ErrAccessDenied, s.cfg.Account, err)
+		}
+		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
+	if err != nil {
+		return nil, fmt.Errorf("%w: no usable Azure credential: %w", store.ErrAccessDenied, err)
+	}
+	return container.NewClient(containerURL, cred, opts)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (s *Store) String() string { return s.url }
+
+func (s *Store) name(key string) (string, error) {
+	if err := store.CheckKey(key); err != nil {
+		return "", fmt.Errorf("store %s: %w", s.url, err)
+	}
+	return store.JoinKey(s.cfg.Prefix, key), nil
+}
+
+// Put sends an object of up to PartSize bytes in one request, and a larger
+// one as blocks staged in parallel and committed at the end.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	name, err := s.name(key)
+	if err != nil {
+		return err
+	}
+	bb := s.container.NewBlockBlobClient(name)
+	src := xfer.ContextReader(ctx, r)
+	size := s.cfg.Options.PartSize
+
+	first := make([]byte, size)
+	n, err := io.ReadFull(src, first)
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		_, err = bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(first[:n])), nil)
+		if err != nil {
+			return s.fail("put", key, err)
+		}
+		return nil
+	case err != nil:
+		return s.fail("put", key, err)
+	}
+
+	// Block IDs carry a tag of this upload, so that two uploads of one key
+	// never commit each other's blocks.
+	var tag [8]byte
+	_, _ = rand.Read(tag[:])
+	blockID := func(i int) string {
+		return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-%08d", hex.EncodeToString(tag[:]), i))
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Concurrency buffers circulate, the first one among them: staged
+	// blocks return theirs, the reader waits for one to fill it.
+	pool := make(chan []byte, s.cfg.Options.Concurrency)
+	for range s.cfg.Options.Concurrency - 1 {
+		pool <- nil
+	}
+	var (
+		wg  sync.WaitGroup
+		ids []string
+	)
+	stage := func(i int, buf []byte) {
+		defer wg.Done()
+		_, err := bb.StageBlock(ctx, blockID(i), streaming.NopCloser(bytes.NewReader(buf)), nil)
+		if err != nil {
+			cancel(err)
+		}
+		pool <- buf[:cap(buf)]
+	}
+	buf := first
+	for i := 0; ; i++ {
+		ids = append(ids, blockID(i))
+		wg.Add(1)
+		go stage(i, buf[:n])
+
+		select {
+		case buf = <-pool:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if buf == nil {
+			buf = make([]byte, size)
+		}
+		n, err = io.ReadFull(src, buf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			cancel(err)
+			break
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			i++
+			ids = append(ids, blockID(i))
+			wg.Add(1)
+			go stage(i, buf[:n])
+			break
+		}
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return s.fail("put", key, err)
+	}
+	if _, err := bb.CommitBlockList(ctx, ids, nil); err != nil {
+		return s.fail("put", key, err)
+	}
+	return nil
+}
+
+// Get reads small objects in one request and larger ones in parallel
+// ranges, all of the ETag found first, so an object replaced while it is
+// read fails instead of mixing two versions.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	name, err := s.name(key)
+	if err != nil {
+		return nil, err
+	}
+	bc := s.container.NewBlobClient(name)
+	props, err := bc.GetProperties(ctx, nil)
+	if err != nil {
+		return nil, s.fail("get", key, err)
+	}
+	size := *props.ContentLength
+	cond := &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}}
+	openRange := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		resp, err := bc.DownloadStream(ctx, &blob.DownloadStreamOptions{
+			Range:            blob.HTTPRange{Offset: off, Count: n},
+			AccessConditions: cond,
+		})
+		if err != nil {
+			return nil, s.fail("get", key, err)
+		}
+		return resp.Body, nil
+	}
+	if size <= s.cfg.Options.PartSize {
+		return openRange(ctx, 0, 0) // Count 0 is the whole blob
+	}
+	return xfer.Ranged{
+		Size:        size,
+		PartSize:    s.cfg.Options.PartSize,
+		Concurrency: s.cfg.Options.Concurrency,
+		Retries:     3,
+		Logger:      s.cfg.Options.Logger,
+		Name:        s.url + "/" + key,
+		Open:        openRange,
+	}.Reader(ctx), nil
+}
+
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	if err := store.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	base := ""
+	if s.cfg.Prefix != "" {
+		base = s.cfg.Prefix + "/"
+	}
+	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &[]string{base + prefix}[0]})
+	var objs []store.Object
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, s.fail("list", prefix, err)
+		}
+		for _, b := range page.Segment.BlobItems {
+			o := store.Object{Key: strings.TrimPrefix(*b.Name, base)}
+			if p := b.Properties; p != nil {
+				if p.ContentLength != nil {
+					o.Size = *p.ContentLength
+				}
+				if p.LastModified != nil {
+					o.Modified = *p.LastModified
+				}
+			}
+			objs = append(objs, o)
+		}
+	}
+	return objs, nil
+}
+
+func (s *Store) Delete(ctx context.Context, key string) error {
+	name, err := s.name(key)
+	if err != nil {
+		return err
+	}
+	include := blob.DeleteSnapshotsOptionTypeInclude
+	_, err = s.container.NewBlobClient(name).Delete(ctx, &blob.DeleteOptions{DeleteSnapshots: &include})
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+		return s.fail("delete", key, err)
+	}
+	return nil
+}
+
+// fail wraps err with the store and the operation, and with the store
+// error a caller can match, plus what to do about it.
+func (s *Store) fail(op, key string, err error) error {
+	what := op
+	if key != "" {
+		what += " " + key
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAccessDenied) || errors.Is(err, store.ErrBucketNotFound) {
+		return err // classified already, by a range opener
+	}
+	status := 0
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		status = re.StatusCode
+	}
+	switch {
+	case bloberror.HasCode(err, bloberror.ContainerNotFound) || op == "open" && status == http.StatusNotFound:
+		return fmt.Errorf("store %s: %s: %w: container %q of account %s (create it, or fix the container of the store URL): %w",
+			s.url, what, store.ErrBucketNotFound, s.cfg.Container, s.cfg.Account, err)
+	case bloberror.HasCode(err, bloberror.BlobNotFound) || status == http.StatusNotFound:
+		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure,
+		bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions) || status == http.StatusForbidden:
+		return fmt.Errorf("store %s: %s: %w: check the credentials (AZURE_APPLICATION_CREDENTIALS[_JSON], AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or the managed identity) and their rights on container %q: %w",
+			s.url, what, store.ErrAccessDenied, s.cfg.Container, err)
+	}
+	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+}

@@ -1,0 +1,153 @@
+package azure_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/azure"
+	"github.com/etcdkit/etcdkit/store/storetest"
+)
+
+var testOptions = store.Options{PartSize: 5 << 20, Concurrency: 3}
+
+func createContainer(t *testing.T, srv *emulator.Server, name string) {
+	t.Helper()
+	cred, err := container.NewSharedKeyCredential(srv.Account, srv.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClientWithSharedKeyCredential(srv.Endpoint+"/"+name, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(context.Background(), nil); err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+}
+
+// Put Block requests carry comp=block; Put Block List (comp=blocklist)
+// commits them.
+func isPartUpload(r *http.Request) bool {
+	return r.Method == http.MethodPut && r.URL.Query().Get("comp") == "block"
+}
+
+func asStore(st *azure.Store, err error) (store.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func TestConformance(t *testing.T) {
+	srv := emulator.Require(t, emulator.Azure)
+	createContainer(t, srv, "conformance")
+	wire := &storetest.Wire{IsPartUpload: isPartUpload}
+	opts := testOptions
+	opts.Transport = wire
+	cfg := func(name, prefix string) azure.Config {
+		return azure.Config{Container: name, Prefix: prefix, Account: srv.Account, AccountKey: srv.Key, Endpoint: srv.Endpoint, Options: opts}
+	}
+	storetest.Run(t, storetest.Harness{
+		Options: opts,
+		Wire:    wire,
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := azure.New(context.Background(), cfg("conformance", prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		BadCredentials: func(t *testing.T) (store.Store, error) {
+			c := cfg("conformance", "bad")
+			c.AccountKey = "bm90LXRoZS1rZXk=" // valid base64, wrong key
+			return asStore(azure.New(context.Background(), c))
+		},
+		MissingBucket: func(t *testing.T) (store.Store, error) {
+			return asStore(azure.New(context.Background(), cfg("no-such-container", "")))
+		},
+	})
+}
+
+// TestCredentialSources opens stores from URLs, with the credentials where
+// deployments keep them.
+func TestCredentialSources(t *testing.T) {
+	srv := emulator.Require(t, emulator.Azure)
+	createContainer(t, srv, "creds")
+	ctx := context.Background()
+	check := func(t *testing.T, url string) {
+		t.Helper()
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
+			t.Fatal(err)
+		}
+		if objs, err := st.List(ctx, ""); err != nil || len(objs) != 1 {
+			t.Fatalf("list: %v %v", objs, err)
+		}
+	}
+	unset := func(t *testing.T) {
+		for _, v := range []string{"AZURE_STORAGE_CONNECTION_STRING", "AZURE_APPLICATION_CREDENTIALS_JSON",
+			"AZURE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_API_ENDPOINT"} {
+			t.Setenv(v, "")
+		}
+	}
+	t.Run("connection-string", func(t *testing.T) {
+		unset(t)
+		t.Setenv("AZURE_STORAGE_CONNECTION_STRING", fmt.Sprintf(
+			"DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;", srv.Account, srv.Key, srv.Endpoint))
+		check(t, "azblob://creds/cs")
+	})
+	t.Run("json", func(t *testing.T) {
+		unset(t)
+		p := filepath.Join(t.TempDir(), "azure.json")
+		body := fmt.Sprintf(`{"storageAccount":%q,"storageKey":%q,"emulatorEnabled":true,"bucketName":"creds"}`, srv.Account, srv.Key)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AZURE_APPLICATION_CREDENTIALS_JSON", p)
+		t.Setenv("AZURE_STORAGE_API_ENDPOINT", strings.TrimSuffix(srv.Endpoint, "/"+srv.Account))
+		check(t, "azblob://creds/json")
+	})
+	t.Run("directory", func(t *testing.T) {
+		unset(t)
+		dir := t.TempDir()
+		for name, v := range map[string]string{"storageAccount": srv.Account, "storageKey": srv.Key + "\n"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Setenv("AZURE_APPLICATION_CREDENTIALS", dir)
+		check(t, "azblob://creds/dir?endpoint="+srv.Endpoint)
+	})
+	t.Run("shared-key-environment", func(t *testing.T) {
+		unset(t)
+		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
+		check(t, "azblob://creds/env?account="+srv.Account+"&endpoint="+srv.Endpoint)
+	})
+	t.Run("no-account", func(t *testing.T) {
+		unset(t)
+		_, err := store.Open(ctx, "azblob://creds/x")
+		if err == nil || !strings.Contains(err.Error(), "account") {
+			t.Fatalf("open without an account: %v", err)
+		}
+	})
+	t.Run("bad-connection-string", func(t *testing.T) {
+		unset(t)
+		t.Setenv("AZURE_STORAGE_CONNECTION_STRING", "garbage")
+		if _, err := store.Open(ctx, "azblob://creds/x"); !errors.Is(err, store.ErrAccessDenied) {
+			t.Fatalf("open with a bad connection string: %v", err)
+		}
+	})
+}

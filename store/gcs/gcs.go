@@ -1,0 +1,303 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
+
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/internal/xfer"
+)
+
+func init() {
+	store.Register("gs", open)
+}
+
+// Config describes a GCS store.
+type Config struct {
+	Bucket string
+	// Prefix every key is stored under; "" means the bucket's root.
+	Prefix string
+	// Endpoint of the JSON API's host, such as an emulator's
+	// http://127.0.0.1:4443; "" means Google, or the storageAPIEndpoint
+	// file beside the credentials, or GOOGLE_STORAGE_API_ENDPOINT.
+	Endpoint string
+	// CredentialsFile is a service-account key file; "" means
+	// GOOGLE_APPLICATION_CREDENTIALS or the other application default
+	// credentials. A plain-HTTP Endpoint without credentials is taken for
+	// an emulator and used without authentication.
+	CredentialsFile string
+	// Options tune transfers and carry the logger.
+	Options store.Options
+}
+
+// Store is a GCS bucket (or a prefix of one).
+type Store struct {
+	cfg    Config
+	url    string
+	client *storage.Client
+	bucket *storage.BucketHandle
+}
+
+func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
+	q := store.NewQuery(u)
+	prefix, err := store.CleanPrefix(u.Path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	cfg := Config{Bucket: u.Host, Prefix: prefix, Endpoint: q.Get("endpoint"), Options: opts}
+	if err := q.Unused(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+	}
+	return New(ctx, cfg)
+}
+
+// New opens the bucket of cfg and checks that it exists and that the
+// credentials may use it.
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.Options = cfg.Options.WithDefaults()
+	s := &Store{cfg: cfg, url: "gs://" + cfg.Bucket}
+	if cfg.Prefix != "" {
+		s.url += "/" + cfg.Prefix
+	}
+	if cfg.Bucket == "" {
+		return nil, fmt.Errorf("store %s: no bucket: write gs://<bucket>/<prefix>", s.url)
+	}
+	opts, credFile, err := s.clientOptions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	s.client, err = storage.NewClient(ctx, opts...)
+	if err != nil && credFile != "" {
+		return nil, fmt.Errorf("store %s: %w: the credentials in %s: %w", s.url, store.ErrAccessDenied, credFile, err)
+	}
+	if err != nil {
+		return nil, s.fail("open", "", err)
+	}
+	s.client.SetRetry(
+		// Every write here replaces a whole object and a delete of a
+		// deleted object is not an error, so retrying them is safe.
+		storage.WithPolicy(storage.RetryAlways),
+		storage.WithBackoff(gax.Backoff{Initial: 200 * time.Millisecond, Max: 10 * time.Second, Multiplier: 2}),
+		storage.WithMaxAttempts(6),
+	)
+	s.bucket = s.client.Bucket(cfg.Bucket)
+	if _, err := s.bucket.Attrs(ctx); err != nil {
+		_ = s.client.Close()
+		return nil, s.fail("open", "", err)
+	}
+	return s, nil
+}
+
+// clientOptions returns the options of the storage client and the
+// credentials file it uses, if any.
+func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, string, error) {
+	credFile := s.cfg.CredentialsFile
+	if credFile == "" {
+		credFile = os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+	}
+	if credFile != "" {
+		// etcd-backup-restore mounts the secret as a directory.
+		if st, err := os.Stat(credFile); err == nil && st.IsDir() {
+			credFile = filepath.Join(credFile, "serviceaccount.json")
+		}
+	}
+	endpoint := s.cfg.Endpoint
+	if endpoint == "" && credFile != "" {
+		data, err := os.ReadFile(filepath.Join(filepath.Dir(credFile), "storageAPIEndpoint"))
+		if err == nil {
+			endpoint = strings.TrimSpace(string(data))
+		}
+	}
+	if endpoint == "" {
+		endpoint = strings.TrimSpace(os.Getenv("GOOGLE_STORAGE_API_ENDPOINT"))
+	}
+
+	var opts, auth []option.ClientOption
+	switch {
+	case credFile != "":
+		if _, err := os.Stat(credFile); err != nil {
+			return nil, "", fmt.Errorf("%w: the credentials file: %w (check GOOGLE_APPLICATION_CREDENTIALS)", store.ErrAccessDenied, err)
+		}
+		auth = append(auth, option.WithAuthCredentialsFile(option.ServiceAccount, credFile))
+	case strings.HasPrefix(endpoint, "http://"):
+		auth = append(auth, option.WithoutAuthentication())
+	}
+	if endpoint != "" {
+		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(endpoint, "/")+"/storage/v1/"), storage.WithJSONReads())
+	}
+	if s.cfg.Options.Transport == nil {
+		return append(opts, auth...), credFile, nil
+	}
+	// A caller's transport still carries the credentials: wrap it.
+	base := s.cfg.Options.Transport
+	if len(auth) == 0 || credFile != "" {
+		rt, err := htransport.NewTransport(ctx, base, append(auth, option.WithScopes(storage.ScopeFullControl))...)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: the credentials in %s: %w", store.ErrAccessDenied, orDefault(credFile, "the application default credentials"), err)
+		}
+		base = rt
+	}
+	return append(opts, option.WithHTTPClient(&http.Client{Transport: base})), credFile, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func (s *Store) String() string { return s.url }
+
+func (s *Store) object(key string) (*storage.ObjectHandle, error) {
+	if err := store.CheckKey(key); err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	return s.bucket.Object(store.JoinKey(s.cfg.Prefix, key)), nil
+}
+
+// chunkSize is PartSize rounded up to the 256 KiB multiple GCS requires.
+func (s *Store) chunkSize() int {
+	const unit = 256 << 10
+	return int((s.cfg.Options.PartSize + unit - 1) / unit * unit)
+}
+
+// Put streams r through a resumable upload. Cancelling the writer's
+// context is how an upload is abandoned: the object is then never created.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := obj.NewWriter(wctx)
+	w.ChunkSize = s.chunkSize()
+	w.ChunkRetryDeadline = 2 * time.Minute
+	if _, err := io.Copy(w, xfer.ContextReader(ctx, r)); err != nil {
+		cancel()
+		_ = w.Close()
+		return s.fail("put", key, err)
+	}
+	if err := w.Close(); err != nil {
+		return s.fail("put", key, err)
+	}
+	return nil
+}
+
+// Get reads small objects in one request and larger ones in parallel
+// ranges, all of the generation found first, so an object replaced while
+// it is read fails instead of mixing two versions.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	obj, err := s.object(key)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := obj.Attrs(ctx)
+	if err != nil {
+		return nil, s.fail("get", key, err)
+	}
+	obj = obj.Generation(attrs.Generation)
+	if attrs.Size <= s.cfg.Options.PartSize {
+		r, err := obj.NewReader(ctx)
+		if err != nil {
+			return nil, s.fail("get", key, err)
+		}
+		return r, nil
+	}
+	return xfer.Ranged{
+		Size:        attrs.Size,
+		PartSize:    s.cfg.Options.PartSize,
+		Concurrency: s.cfg.Options.Concurrency,
+		Retries:     3,
+		Logger:      s.cfg.Options.Logger,
+		Name:        s.url + "/" + key,
+		Open: func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+			r, err := obj.NewRangeReader(ctx, off, n)
+			if err != nil {
+				return nil, s.fail("get", key, err)
+			}
+			return r, nil
+		},
+	}.Reader(ctx), nil
+}
+
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	if err := store.CheckPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	base := ""
+	if s.cfg.Prefix != "" {
+		base = s.cfg.Prefix + "/"
+	}
+	q := &storage.Query{Prefix: base + prefix}
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
+		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	}
+	it := s.bucket.Objects(ctx, q)
+	var objs []store.Object
+	for {
+		a, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, s.fail("list", prefix, err)
+		}
+		objs = append(objs, store.Object{Key: strings.TrimPrefix(a.Name, base), Size: a.Size, Modified: a.Updated})
+	}
+}
+
+func (s *Store) Delete(ctx context.Context, key string) error {
+	obj, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	if err := obj.Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+		return s.fail("delete", key, err)
+	}
+	return nil
+}
+
+// fail wraps err with the store and the operation, and with the store
+// error a caller can match, plus what to do about it.
+func (s *Store) fail(op, key string, err error) error {
+	what := op
+	if key != "" {
+		what += " " + key
+	}
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAccessDenied) || errors.Is(err, store.ErrBucketNotFound) {
+		return err // classified already, by a range opener
+	}
+	var ge *googleapi.Error
+	code := 0
+	if errors.As(err, &ge) {
+		code = ge.Code
+	}
+	switch {
+	case errors.Is(err, storage.ErrBucketNotExist) || op == "open" && code == http.StatusNotFound:
+		return fmt.Errorf("store %s: %s: %w: bucket %q (create it, or fix the bucket of the store URL): %w",
+			s.url, what, store.ErrBucketNotFound, s.cfg.Bucket, err)
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return fmt.Errorf("store %s: %s: %w: check the credentials (GOOGLE_APPLICATION_CREDENTIALS or the workload identity) and their permissions on bucket %q: %w",
+			s.url, what, store.ErrAccessDenied, s.cfg.Bucket, err)
+	}
+	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+}

@@ -1,0 +1,136 @@
+package gcs_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/option"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/gcs"
+	"github.com/etcdkit/etcdkit/store/storetest"
+)
+
+var testOptions = store.Options{PartSize: 5 << 20, Concurrency: 3}
+
+func createBucket(t *testing.T, srv *emulator.Server, bucket string) {
+	t.Helper()
+	ctx := context.Background()
+	cli, err := storage.NewClient(ctx, option.WithEndpoint(srv.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := cli.Bucket(bucket).Create(ctx, "etcdkit-test", nil); err != nil {
+		t.Fatalf("create bucket %s: %v", bucket, err)
+	}
+}
+
+// A resumable upload sends each chunk to the session URL with the range it
+// carries.
+func isPartUpload(r *http.Request) bool {
+	return r.URL.Query().Has("upload_id") && r.Header.Get("Content-Range") != ""
+}
+
+func asStore(st *gcs.Store, err error) (store.Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func TestConformance(t *testing.T) {
+	srv := emulator.Require(t, emulator.GCS)
+	createBucket(t, srv, "conformance")
+	wire := &storetest.Wire{IsPartUpload: isPartUpload}
+	opts := testOptions
+	opts.Transport = wire
+	cfg := func(bucket, prefix string) gcs.Config {
+		return gcs.Config{Bucket: bucket, Prefix: prefix, Endpoint: srv.Endpoint, Options: opts}
+	}
+	storetest.Run(t, storetest.Harness{
+		Options: opts,
+		Wire:    wire,
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := gcs.New(context.Background(), cfg("conformance", prefix))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+		// fake-gcs-server accepts any token, so the refused credentials
+		// here are a key file that cannot be used.
+		BadCredentials: func(t *testing.T) (store.Store, error) {
+			p := filepath.Join(t.TempDir(), "key.json")
+			if err := os.WriteFile(p, []byte(`{"type":"service_account","private_key":"not a key"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c := cfg("conformance", "bad")
+			c.CredentialsFile = p
+			return asStore(gcs.New(context.Background(), c))
+		},
+		MissingBucket: func(t *testing.T) (store.Store, error) {
+			return asStore(gcs.New(context.Background(), cfg("no-such-bucket", "")))
+		},
+	})
+}
+
+// TestOpenFromURL opens a store the way a deployment does, from a URL, with
+// etcd-backup-restore's endpoint file beside the credentials.
+func TestOpenFromURL(t *testing.T) {
+	srv := emulator.Require(t, emulator.GCS)
+	createBucket(t, srv, "url")
+	ctx := context.Background()
+	check := func(t *testing.T, url string) {
+		t.Helper()
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
+			t.Fatal(err)
+		}
+		if objs, err := st.List(ctx, ""); err != nil || len(objs) != 1 {
+			t.Fatalf("list: %v %v", objs, err)
+		}
+	}
+	t.Run("endpoint-option", func(t *testing.T) {
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+		check(t, "gs://url/opt?endpoint="+srv.Endpoint)
+	})
+	t.Run("environment-endpoint", func(t *testing.T) {
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
+		t.Setenv("GOOGLE_STORAGE_API_ENDPOINT", srv.Endpoint)
+		check(t, "gs://url/env")
+	})
+	t.Run("unknown-option", func(t *testing.T) {
+		if _, err := store.Open(ctx, "gs://url/x?endpiont=http://x"); err == nil || !strings.Contains(err.Error(), "endpiont") {
+			t.Fatalf("open: %v", err)
+		}
+	})
+	t.Run("unusable-credentials-file", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "serviceaccount.json")
+		if err := os.WriteFile(p, []byte(`{"type":"service_account","private_key":"not a key"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Dir(p)) // a directory, as etcd-backup-restore mounts it
+		_, err := store.Open(ctx, "gs://url/x?endpoint="+srv.Endpoint)
+		if !errors.Is(err, store.ErrAccessDenied) || !strings.Contains(err.Error(), p) {
+			t.Fatalf("open: %v, want access denied naming %s", err, p)
+		}
+	})
+	t.Run("missing-credentials-file", func(t *testing.T) {
+		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent.json"))
+		_, err := store.Open(ctx, "gs://url/x?endpoint="+srv.Endpoint)
+		if err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
+			t.Fatalf("open: %v", err)
+		}
+	})
+}
