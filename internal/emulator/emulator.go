@@ -56,7 +56,7 @@ type Server struct {
 	ownDir bool
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	exited chan error
+	exited chan struct{} // closed when the process has exited
 	logs   *tail
 }
 
@@ -177,8 +177,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("emulator %s: start %s: %w", s.Kind, s.prog, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		close(exited)
+	}()
 	s.mu.Lock()
 	s.cmd, s.logs, s.exited = cmd, logs, exited
 	s.mu.Unlock()
@@ -194,9 +198,8 @@ func (s *Server) start(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case err := <-exited:
-			exited <- err
-			return fmt.Errorf("emulator %s exited at start (%v): %s", s.Kind, err, logs)
+		case <-exited:
+			return fmt.Errorf("emulator %s exited at start (%w): %s", s.Kind, waitErr, logs)
 		case <-ctx.Done():
 			s.Stop()
 			return fmt.Errorf("emulator %s: no answer on port %d: %w: %s", s.Kind, s.Port, ctx.Err(), logs)
@@ -269,8 +272,8 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("emulator: pick a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // tail keeps the last bytes written to it, for error messages.

@@ -416,7 +416,7 @@ func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
 	if err != nil {
 		return fmt.Errorf("member %s: %w", m.Name, err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err = cli.Get(rctx, "etcdtest-ready", opts...)
@@ -426,7 +426,7 @@ func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("member %s not serving: %w (last error: %v)", m.Name, ctx.Err(), err)
+			return fmt.Errorf("member %s not serving: %w (last error: %w)", m.Name, ctx.Err(), err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -474,8 +474,8 @@ func FreePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("pick a free port: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 func isAddrInUse(err error) bool {

@@ -27,7 +27,7 @@ func createBucket(t *testing.T, srv *emulator.Server, bucket string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
+	defer func() { _ = cli.Close() }()
 	if err := cli.Bucket(bucket).Create(ctx, "etcdkit-test", nil); err != nil {
 		t.Fatalf("create bucket %s: %v", bucket, err)
 	}

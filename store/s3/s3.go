@@ -18,13 +18,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
-	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/internal/credfile"
+	"github.com/etcdkit/etcdkit/store/internal/xfer"
 )
 
 func init() {
@@ -119,10 +119,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		t.PartSizeBytes = o.PartSize
 		t.MultipartUploadThreshold = o.PartSize
 		t.Concurrency = o.Concurrency
-		t.GetObjectType = tmtypes.GetObjectRanges
-		t.GetObjectBufferSize = int64(o.Concurrency) * o.PartSize
 		t.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		t.DisableChecksumValidation = true
 		// Abort a failed multipart upload with a fresh context: the one
 		// that failed may be the cancelled one.
 		t.FailTimeout = time.Minute
@@ -270,9 +267,35 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 			err = fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
+		var mpu interface{ UploadID() string }
+		if errors.As(err, &mpu) && mpu.UploadID() != "" {
+			s.abortAgain(name, mpu.UploadID())
+		}
 		return s.fail("put", key, err)
 	}
 	return nil
+}
+
+// abortAgain aborts a failed multipart upload a few more times over a
+// second or so. The transfer manager aborted it already, but a part whose
+// body had reached the server before the abort may still be written after
+// it and bring the upload back (S3 documents this race); the upload would
+// then hold storage forever without ever being listed.
+func (s *Store) abortAgain(name, uploadID string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, wait := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second} {
+		time.Sleep(wait)
+		_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{
+			Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), UploadId: aws.String(uploadID),
+		})
+		var ae smithy.APIError
+		gone := errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
+		if err != nil && !gone {
+			s.cfg.Options.Logger.Warn("abort of a failed multipart upload failed; a bucket lifecycle rule for incomplete uploads removes it later",
+				"store", s.url, "key", name, "upload", uploadID, "err", err)
+		}
+	}
 }
 
 // sourceReader remembers the error the caller's reader returned.
@@ -283,52 +306,42 @@ type sourceReader struct {
 
 func (s *sourceReader) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		s.err = err
 	}
 	return n, err
 }
 
-// Get downloads through the transfer manager in parallel byte ranges,
-// holding at most Concurrency parts in memory.
+// Get downloads in parallel byte ranges of one ETag, holding at most
+// Concurrency parts in memory.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	name, err := s.key(key)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	out, err := s.tm.GetObject(ctx, &transfermanager.GetObjectInput{
-		Bucket: aws.String(s.cfg.Bucket),
-		Key:    aws.String(name),
-	})
+	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)})
 	if err != nil {
-		cancel()
 		return nil, s.fail("get", key, err)
 	}
-	return &body{r: out.Body, cancel: cancel, s: s, key: key}, nil
-}
-
-type body struct {
-	r      io.Reader
-	cancel context.CancelFunc
-	s      *Store
-	key    string
-}
-
-func (b *body) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if err != nil && err != io.EOF {
-		err = b.s.fail("get", b.key, err)
+	size := aws.ToInt64(head.ContentLength)
+	open := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
+		in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), IfMatch: head.ETag}
+		if n > 0 {
+			in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+		}
+		out, err := s.client.GetObject(ctx, in)
+		if err != nil {
+			return nil, s.fail("get", key, err)
+		}
+		return out.Body, nil
 	}
-	return n, err
-}
-
-func (b *body) Close() error {
-	b.cancel()
-	if c, ok := b.r.(io.Closer); ok {
-		return c.Close()
+	if size <= s.cfg.Options.PartSize {
+		return open(ctx, 0, 0)
 	}
-	return nil
+	return xfer.Ranged{
+		Size: size, PartSize: s.cfg.Options.PartSize, Concurrency: s.cfg.Options.Concurrency,
+		Retries: 3, Logger: s.cfg.Options.Logger, Name: s.url + "/" + key, Open: open,
+	}.Reader(ctx), nil
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
@@ -407,14 +420,14 @@ func (s *Store) fail(op, key string, err error) error {
 		// HeadBucket has no body, so a missing bucket is a bare 404.
 		kind = store.ErrBucketNotFound
 	}
-	switch kind {
-	case store.ErrBucketNotFound:
+	switch {
+	case errors.Is(kind, store.ErrBucketNotFound):
 		return fmt.Errorf("store %s: %s: %w: bucket %q in region %s (create it, or fix the bucket or region of the store URL): %w",
 			s.url, what, store.ErrBucketNotFound, s.cfg.Bucket, s.cfg.Region, err)
-	case store.ErrAccessDenied:
+	case errors.Is(kind, store.ErrAccessDenied):
 		return fmt.Errorf("store %s: %s: %w: check the credentials (AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the instance role) and their permissions on bucket %q: %w",
 			s.url, what, store.ErrAccessDenied, s.cfg.Bucket, err)
-	case store.ErrNotFound:
+	case errors.Is(kind, store.ErrNotFound):
 		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.url, what, err)

@@ -1,0 +1,112 @@
+// Command bench measures etcdkit against a reference measured in the same
+// run and prints a markdown table of ratios.
+//
+//	go run ./bench                      # every benchmark
+//	go run ./bench -only store -size 64 # one benchmark, smaller objects
+//
+// Each benchmark runs its subject and its reference alternately, -runs
+// times, and reports medians; the table's ratio is etcdkit's throughput
+// over the reference's (above 1 is faster than the reference).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+type config struct {
+	sizeMiB int
+	runs    int
+	dir     string
+	only    []string
+}
+
+type benchmark struct {
+	name string
+	run  func(ctx context.Context, cfg config) ([]row, error)
+}
+
+// row is one line of the table.
+type row struct {
+	Subject   string
+	Op        string
+	Bytes     int64
+	Ours      time.Duration
+	Reference string
+	Ref       time.Duration
+}
+
+var benchmarks = []benchmark{
+	{name: "store", run: storeBench},
+}
+
+func main() {
+	cfg := config{}
+	only := ""
+	flag.IntVar(&cfg.sizeMiB, "size", 256, "object size in MiB")
+	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
+	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
+	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
+	flag.Parse()
+	if only != "" {
+		cfg.only = strings.Split(only, ",")
+	}
+	if err := run(context.Background(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config) error {
+	if cfg.dir == "" {
+		d, err := os.MkdirTemp("", "etcdkit-bench-")
+		if err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(d) }()
+		cfg.dir = d
+	}
+	var rows []row
+	for _, b := range benchmarks {
+		if len(cfg.only) > 0 && !slices.Contains(cfg.only, b.name) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s ...\n", b.name)
+		r, err := b.run(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", b.name, err)
+		}
+		rows = append(rows, r...)
+	}
+	printTable(cfg, rows)
+	return nil
+}
+
+func printTable(cfg config, rows []row) {
+	host, _ := os.Hostname()
+	fmt.Printf("Measured %s on %s (%d CPUs, %s/%s, %s), median of %d runs.\n\n",
+		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), cfg.runs)
+	fmt.Println("| subject | operation | size | etcdkit | reference | reference time | ratio |")
+	fmt.Println("|---|---|---:|---:|---|---:|---:|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %d MiB | %s | %s | %s | %.2f× |\n",
+			r.Subject, r.Op, r.Bytes>>20, rate(r.Bytes, r.Ours), r.Reference, rate(r.Bytes, r.Ref), r.Ref.Seconds()/r.Ours.Seconds())
+	}
+}
+
+func rate(n int64, d time.Duration) string {
+	return fmt.Sprintf("%.0f MB/s (%.2fs)", float64(n)/1e6/d.Seconds(), d.Seconds())
+}
+
+// median returns the middle of the durations.
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
