@@ -30,10 +30,10 @@ type File struct {
 
 func openFile(_ context.Context, u *url.URL, _ Options) (Store, error) {
 	if u.Host != "" && u.Host != "localhost" {
-		return nil, fmt.Errorf("store %s: file URLs name a local path: write file:///abs/path (three slashes)", Redact(u))
+		return nil, fmt.Errorf("store %s: file URLs name a local path: write file:///abs/path (three slashes)", u.Redacted())
 	}
 	if err := NewQuery(u).Unused(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", u.Redacted(), err)
 	}
 	return NewFile(filepath.FromSlash(u.Path))
 }

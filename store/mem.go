@@ -29,11 +29,11 @@ type memObject struct {
 
 func openMem(_ context.Context, u *url.URL, _ Options) (Store, error) {
 	if err := NewQuery(u).Unused(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", u.Redacted(), err)
 	}
 	prefix, err := CleanPrefix(u.Host + u.Path)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", u.Redacted(), err)
 	}
 	return WithPrefix(NewMem(), prefix)
 }

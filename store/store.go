@@ -153,7 +153,7 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	if !ok {
 		slices.Sort(known)
 		return nil, fmt.Errorf("store %s: unknown scheme %q (known here: %s; cloud schemes need their package imported, e.g. github.com/etcdkit/etcdkit/store/s3)",
-			Redact(u), u.Scheme, strings.Join(known, ", "))
+			u.Redacted(), u.Scheme, strings.Join(known, ", "))
 	}
 	return open(ctx, u, opts.WithDefaults())
 }
@@ -175,10 +175,6 @@ func parseURL(rawURL string) (*url.URL, error) {
 	}
 	return u, nil
 }
-
-// Redact returns the URL as text without any password it carries, for
-// messages and logs.
-func Redact(u *url.URL) string { return u.Redacted() }
 
 // Options of a store URL's query are read through a Query so that an option
 // nobody asked for is reported: a typo must not silently fall back to a

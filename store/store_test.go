@@ -127,3 +127,32 @@ func TestCheckKey(t *testing.T) {
 		}
 	}
 }
+
+func TestLocation(t *testing.T) {
+	l, err := store.NewLocation("s3", "b", "/backups/etcd/", "bucket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.String() != "s3://b/backups/etcd" {
+		t.Fatalf("String() = %q", l)
+	}
+	if name, err := l.Object("v2/Full-1"); err != nil || name != "backups/etcd/v2/Full-1" {
+		t.Fatalf("Object = %q, %v", name, err)
+	}
+	if _, err := l.Object("../x"); !errors.Is(err, store.ErrInvalidKey) || !strings.Contains(err.Error(), "s3://b/backups/etcd") {
+		t.Fatalf("Object(../x) = %v, want ErrInvalidKey naming the store", err)
+	}
+	if p, err := l.ListPrefix("v2/"); err != nil || p != "backups/etcd/v2/" {
+		t.Fatalf("ListPrefix = %q, %v", p, err)
+	}
+	if k := l.Key("backups/etcd/v2/Full-1"); k != "v2/Full-1" {
+		t.Fatalf("Key = %q", k)
+	}
+	root, _ := store.NewLocation("gs", "b", "", "bucket")
+	if p, _ := root.ListPrefix("v2/"); p != "v2/" || root.Key("v2/x") != "v2/x" || root.String() != "gs://b" {
+		t.Fatalf("root location: %q %q %q", p, root.Key("v2/x"), root)
+	}
+	if _, err := store.NewLocation("azblob", "", "p", "container"); err == nil || !strings.Contains(err.Error(), "no container") {
+		t.Fatalf("no container: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package azure
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -56,37 +57,39 @@ type Config struct {
 // Store is an Azure blob container (or a prefix of one).
 type Store struct {
 	cfg       Config
-	url       string
+	loc       store.Location
 	container *container.Client
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
-	q := store.NewQuery(u)
-	prefix, err := store.CleanPrefix(u.Path)
+	loc, q, err := store.ParseLocation(u, "container")
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, err
 	}
-	cfg := Config{Container: u.Host, Prefix: prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Options: opts}
+	cfg := Config{Container: loc.Bucket, Prefix: loc.Prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Options: opts}
 	if err := q.Unused(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	return New(ctx, cfg)
+	st, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // New opens the container of cfg and checks that it exists and that the
 // credentials may use it.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	loc, err := store.NewLocation("azblob", cfg.Container, cfg.Prefix, "container")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
-	s := &Store{cfg: cfg, url: "azblob://" + cfg.Container}
-	if cfg.Prefix != "" {
-		s.url += "/" + cfg.Prefix
-	}
-	if cfg.Container == "" {
-		return nil, fmt.Errorf("store %s: no container: write azblob://<container>/<prefix>", s.url)
-	}
+	s := &Store{cfg: cfg, loc: loc}
 	client, err := s.newClient()
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	s.container = client
 	if _, err := s.container.GetProperties(ctx, nil); err != nil {
@@ -113,7 +116,7 @@ func (s *Store) clientOptions() *container.ClientOptions {
 // newClient finds the credentials and the service URL.
 func (s *Store) newClient() (*container.Client, error) {
 	opts := s.clientOptions()
-	if cs := orDefault(s.cfg.ConnectionString, os.Getenv("AZURE_STORAGE_CONNECTION_STRING")); cs != "" {
+	if cs := cmp.Or(s.cfg.ConnectionString, os.Getenv("AZURE_STORAGE_CONNECTION_STRING")); cs != "" {
 		c, err := container.NewClientFromConnectionString(cs, s.cfg.Container, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the connection string: %w", store.ErrAccessDenied, err)
@@ -127,7 +130,7 @@ func (s *Store) newClient() (*container.Client, error) {
 			return nil, err
 		}
 		if fields != nil {
-			s.cfg.Account = orDefault(s.cfg.Account, fields["storageAccount"])
+			s.cfg.Account = cmp.Or(s.cfg.Account, fields["storageAccount"])
 			s.cfg.AccountKey = fields["storageKey"]
 			domain = fields["domain"]
 			if emulator, err = fields.Bool("emulatorEnabled"); err != nil {
@@ -151,7 +154,7 @@ func (s *Store) newClient() (*container.Client, error) {
 	case s.cfg.Account == "":
 		return nil, errors.New("no storage account: add ?account=<name> to the store URL, or set AZURE_STORAGE_ACCOUNT")
 	default:
-		endpoint = fmt.Sprintf("https://%s.blob.%s", s.cfg.Account, orDefault(domain, "core.windows.net"))
+		endpoint = fmt.Sprintf("https://%s.blob.%s", s.cfg.Account, cmp.Or(domain, "core.windows.net"))
 	}
 	containerURL := strings.TrimSuffix(endpoint, "/") + "/" + s.cfg.Container
 
@@ -172,26 +175,12 @@ func (s *Store) newClient() (*container.Client, error) {
 	return container.NewClient(containerURL, cred, opts)
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func (s *Store) String() string { return s.url }
-
-func (s *Store) name(key string) (string, error) {
-	if err := store.CheckKey(key); err != nil {
-		return "", fmt.Errorf("store %s: %w", s.url, err)
-	}
-	return store.JoinKey(s.cfg.Prefix, key), nil
-}
+func (s *Store) String() string { return s.loc.String() }
 
 // Put sends an object of up to PartSize bytes in one request, and a larger
 // one as blocks staged in parallel and committed at the end.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
-	name, err := s.name(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
 	}
@@ -286,7 +275,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 // ranges, all of the ETag found first, so an object replaced while it is
 // read fails instead of mixing two versions.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	name, err := s.name(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return nil, err
 	}
@@ -316,20 +305,17 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		Concurrency: s.cfg.Options.Concurrency,
 		Retries:     3,
 		Logger:      s.cfg.Options.Logger,
-		Name:        s.url + "/" + key,
+		Name:        s.loc.String() + "/" + key,
 		Open:        openRange,
 	}.Reader(ctx), nil
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
-	if err := store.CheckPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	full, err := s.loc.ListPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
-	base := ""
-	if s.cfg.Prefix != "" {
-		base = s.cfg.Prefix + "/"
-	}
-	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &[]string{base + prefix}[0]})
+	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
 	var objs []store.Object
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -337,7 +323,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 			return nil, s.fail("list", prefix, err)
 		}
 		for _, b := range page.Segment.BlobItems {
-			o := store.Object{Key: strings.TrimPrefix(*b.Name, base)}
+			o := store.Object{Key: s.loc.Key(*b.Name)}
 			if p := b.Properties; p != nil {
 				if p.ContentLength != nil {
 					o.Size = *p.ContentLength
@@ -353,7 +339,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	name, err := s.name(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
 	}
@@ -383,13 +369,13 @@ func (s *Store) fail(op, key string, err error) error {
 	switch {
 	case bloberror.HasCode(err, bloberror.ContainerNotFound) || op == "open" && status == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w: container %q of account %s (create it, or fix the container of the store URL): %w",
-			s.url, what, store.ErrBucketNotFound, s.cfg.Container, s.cfg.Account, err)
+			s.loc, what, store.ErrBucketNotFound, s.cfg.Container, s.cfg.Account, err)
 	case bloberror.HasCode(err, bloberror.BlobNotFound) || status == http.StatusNotFound:
-		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure,
 		bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions) || status == http.StatusForbidden:
 		return fmt.Errorf("store %s: %s: %w: check the credentials (AZURE_APPLICATION_CREDENTIALS[_JSON], AZURE_STORAGE_CONNECTION_STRING, AZURE_STORAGE_KEY or the managed identity) and their rights on container %q: %w",
-			s.url, what, store.ErrAccessDenied, s.cfg.Container, err)
+			s.loc, what, store.ErrAccessDenied, s.cfg.Container, err)
 	}
-	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
 }

@@ -1,6 +1,7 @@
 package gcs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,42 +49,44 @@ type Config struct {
 // Store is a GCS bucket (or a prefix of one).
 type Store struct {
 	cfg    Config
-	url    string
+	loc    store.Location
 	client *storage.Client
 	bucket *storage.BucketHandle
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
-	q := store.NewQuery(u)
-	prefix, err := store.CleanPrefix(u.Path)
+	loc, q, err := store.ParseLocation(u, "bucket")
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, err
 	}
-	cfg := Config{Bucket: u.Host, Prefix: prefix, Endpoint: q.Get("endpoint"), Options: opts}
+	cfg := Config{Bucket: loc.Bucket, Prefix: loc.Prefix, Endpoint: q.Get("endpoint"), Options: opts}
 	if err := q.Unused(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	return New(ctx, cfg)
+	st, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // New opens the bucket of cfg and checks that it exists and that the
 // credentials may use it.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	loc, err := store.NewLocation("gs", cfg.Bucket, cfg.Prefix, "bucket")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
-	s := &Store{cfg: cfg, url: "gs://" + cfg.Bucket}
-	if cfg.Prefix != "" {
-		s.url += "/" + cfg.Prefix
-	}
-	if cfg.Bucket == "" {
-		return nil, fmt.Errorf("store %s: no bucket: write gs://<bucket>/<prefix>", s.url)
-	}
+	s := &Store{cfg: cfg, loc: loc}
 	opts, credFile, err := s.clientOptions(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	s.client, err = storage.NewClient(ctx, opts...)
 	if err != nil && credFile != "" {
-		return nil, fmt.Errorf("store %s: %w: the credentials in %s: %w", s.url, store.ErrAccessDenied, credFile, err)
+		return nil, fmt.Errorf("store %s: %w: the credentials in %s: %w", s.loc, store.ErrAccessDenied, credFile, err)
 	}
 	if err != nil {
 		return nil, s.fail("open", "", err)
@@ -148,27 +151,21 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 	if len(auth) == 0 || credFile != "" {
 		rt, err := htransport.NewTransport(ctx, base, append(auth, option.WithScopes(storage.ScopeFullControl))...)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: the credentials in %s: %w", store.ErrAccessDenied, orDefault(credFile, "the application default credentials"), err)
+			return nil, "", fmt.Errorf("%w: the credentials in %s: %w", store.ErrAccessDenied, cmp.Or(credFile, "the application default credentials"), err)
 		}
 		base = rt
 	}
 	return append(opts, option.WithHTTPClient(&http.Client{Transport: base})), credFile, nil
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func (s *Store) String() string { return s.url }
+func (s *Store) String() string { return s.loc.String() }
 
 func (s *Store) object(key string) (*storage.ObjectHandle, error) {
-	if err := store.CheckKey(key); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	name, err := s.loc.Object(key)
+	if err != nil {
+		return nil, err
 	}
-	return s.bucket.Object(store.JoinKey(s.cfg.Prefix, key)), nil
+	return s.bucket.Object(name), nil
 }
 
 // chunkSize is PartSize rounded up to the 256 KiB multiple GCS requires.
@@ -226,7 +223,7 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		Concurrency: s.cfg.Options.Concurrency,
 		Retries:     3,
 		Logger:      s.cfg.Options.Logger,
-		Name:        s.url + "/" + key,
+		Name:        s.loc.String() + "/" + key,
 		Open: func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
 			r, err := obj.NewRangeReader(ctx, off, n)
 			if err != nil {
@@ -238,16 +235,13 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
-	if err := store.CheckPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+	full, err := s.loc.ListPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
-	base := ""
-	if s.cfg.Prefix != "" {
-		base = s.cfg.Prefix + "/"
-	}
-	q := &storage.Query{Prefix: base + prefix}
+	q := &storage.Query{Prefix: full}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	it := s.bucket.Objects(ctx, q)
 	var objs []store.Object
@@ -259,7 +253,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 		if err != nil {
 			return nil, s.fail("list", prefix, err)
 		}
-		objs = append(objs, store.Object{Key: strings.TrimPrefix(a.Name, base), Size: a.Size, Modified: a.Updated})
+		objs = append(objs, store.Object{Key: s.loc.Key(a.Name), Size: a.Size, Modified: a.Updated})
 	}
 }
 
@@ -292,12 +286,12 @@ func (s *Store) fail(op, key string, err error) error {
 	switch {
 	case errors.Is(err, storage.ErrBucketNotExist) || op == "open" && code == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w: bucket %q (create it, or fix the bucket of the store URL): %w",
-			s.url, what, store.ErrBucketNotFound, s.cfg.Bucket, err)
+			s.loc, what, store.ErrBucketNotFound, s.cfg.Bucket, err)
 	case errors.Is(err, storage.ErrObjectNotExist):
-		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return fmt.Errorf("store %s: %s: %w: check the credentials (GOOGLE_APPLICATION_CREDENTIALS or the workload identity) and their permissions on bucket %q: %w",
-			s.url, what, store.ErrAccessDenied, s.cfg.Bucket, err)
+			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)
 	}
-	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
 }

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -58,51 +58,53 @@ type Config struct {
 // Store is an S3 bucket (or a prefix of one).
 type Store struct {
 	cfg    Config
-	url    string
+	loc    store.Location
 	client *s3.Client
 	tm     *transfermanager.Client
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
-	q := store.NewQuery(u)
-	prefix, err := store.CleanPrefix(u.Path)
+	loc, q, err := store.ParseLocation(u, "bucket")
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, err
 	}
 	pathStyle, err := q.Bool("path-style")
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
 	cfg := Config{
-		Bucket:    u.Host,
-		Prefix:    prefix,
+		Bucket:    loc.Bucket,
+		Prefix:    loc.Prefix,
 		Region:    q.Get("region"),
 		Endpoint:  q.Get("endpoint"),
 		PathStyle: pathStyle,
 		Options:   opts,
 	}
 	if err := q.Unused(); err != nil {
-		return nil, fmt.Errorf("store %s: %w", store.Redact(u), err)
+		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	return New(ctx, cfg)
+	st, err := New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // New opens the bucket of cfg and checks that it exists and that the
 // credentials may use it, so that a wrong configuration fails at start
 // with a message that says what to fix.
 func New(ctx context.Context, cfg Config) (*Store, error) {
+	loc, err := store.NewLocation("s3", cfg.Bucket, cfg.Prefix, "bucket")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
-	s := &Store{cfg: cfg, url: "s3://" + cfg.Bucket}
-	if cfg.Prefix != "" {
-		s.url += "/" + cfg.Prefix
-	}
-	if cfg.Bucket == "" {
-		return nil, fmt.Errorf("store %s: no bucket: write s3://<bucket>/<prefix>", s.url)
-	}
+	s := &Store{cfg: cfg, loc: loc}
 
 	awsCfg, err := s.awsConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
+		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	s.client = s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		o.UsePathStyle = s.cfg.PathStyle
@@ -164,7 +166,7 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	if (s.cfg.AccessKeyID == "") != (s.cfg.SecretAccessKey == "") {
 		return aws.Config{}, fmt.Errorf("%w: an access key ID without a secret access key, or the reverse (check the credentials in %s)",
-			store.ErrAccessDenied, orDefault(from, "the configuration"))
+			store.ErrAccessDenied, cmp.Or(from, "the configuration"))
 	}
 	if s.cfg.AccessKeyID != "" {
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
@@ -185,7 +187,7 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 		})))
 	}
 	loadOpts = append(loadOpts, config.WithLogger(logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
-		s.cfg.Options.Logger.Debug(fmt.Sprintf(format, v...), "store", s.url, "sdk", "aws", "class", string(c))
+		s.cfg.Options.Logger.Debug(fmt.Sprintf(format, v...), "store", s.loc, "sdk", "aws", "class", string(c))
 	})))
 	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
@@ -228,27 +230,13 @@ func tlsFromFields(f credfile.Fields) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-func (s *Store) String() string { return s.url }
-
-func (s *Store) key(key string) (string, error) {
-	if err := store.CheckKey(key); err != nil {
-		return "", fmt.Errorf("store %s: %w", s.url, err)
-	}
-	return store.JoinKey(s.cfg.Prefix, key), nil
-}
+func (s *Store) String() string { return s.loc.String() }
 
 // Put uploads through the SDK's transfer manager: one PutObject below
 // PartSize, a multipart upload of parallel parts above it, aborted when the
 // source or the context fails.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
-	name, err := s.key(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
 	}
@@ -293,7 +281,7 @@ func (s *Store) abortAgain(name, uploadID string) {
 		gone := errors.As(err, &ae) && ae.ErrorCode() == "NoSuchUpload"
 		if err != nil && !gone {
 			s.cfg.Options.Logger.Warn("abort of a failed multipart upload failed; a bucket lifecycle rule for incomplete uploads removes it later",
-				"store", s.url, "key", name, "upload", uploadID, "err", err)
+				"store", s.loc, "key", name, "upload", uploadID, "err", err)
 		}
 	}
 }
@@ -315,7 +303,7 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 // Get downloads in parallel byte ranges of one ETag, holding at most
 // Concurrency parts in memory.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	name, err := s.key(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return nil, err
 	}
@@ -340,21 +328,18 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	}
 	return xfer.Ranged{
 		Size: size, PartSize: s.cfg.Options.PartSize, Concurrency: s.cfg.Options.Concurrency,
-		Retries: 3, Logger: s.cfg.Options.Logger, Name: s.url + "/" + key, Open: open,
+		Retries: 3, Logger: s.cfg.Options.Logger, Name: s.loc.String() + "/" + key, Open: open,
 	}.Reader(ctx), nil
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
-	if err := store.CheckPrefix(prefix); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.url, err)
-	}
-	base := ""
-	if s.cfg.Prefix != "" {
-		base = s.cfg.Prefix + "/"
+	full, err := s.loc.ListPrefix(prefix)
+	if err != nil {
+		return nil, err
 	}
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.cfg.Bucket),
-		Prefix: aws.String(base + prefix),
+		Prefix: aws.String(full),
 	})
 	var objs []store.Object
 	for pages.HasMorePages() {
@@ -364,7 +349,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 		}
 		for _, o := range page.Contents {
 			objs = append(objs, store.Object{
-				Key:      strings.TrimPrefix(aws.ToString(o.Key), base),
+				Key:      s.loc.Key(aws.ToString(o.Key)),
 				Size:     aws.ToInt64(o.Size),
 				Modified: aws.ToTime(o.LastModified),
 			})
@@ -374,7 +359,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	name, err := s.key(key)
+	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
 	}
@@ -423,14 +408,14 @@ func (s *Store) fail(op, key string, err error) error {
 	switch {
 	case errors.Is(kind, store.ErrBucketNotFound):
 		return fmt.Errorf("store %s: %s: %w: bucket %q in region %s (create it, or fix the bucket or region of the store URL): %w",
-			s.url, what, store.ErrBucketNotFound, s.cfg.Bucket, s.cfg.Region, err)
+			s.loc, what, store.ErrBucketNotFound, s.cfg.Bucket, s.cfg.Region, err)
 	case errors.Is(kind, store.ErrAccessDenied):
 		return fmt.Errorf("store %s: %s: %w: check the credentials (AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the instance role) and their permissions on bucket %q: %w",
-			s.url, what, store.ErrAccessDenied, s.cfg.Bucket, err)
+			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)
 	case errors.Is(kind, store.ErrNotFound):
-		return fmt.Errorf("store %s: %s: %w", s.url, what, store.ErrNotFound)
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	}
-	return fmt.Errorf("store %s: %s: %w", s.url, what, err)
+	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
 }
 
 // PendingUploads counts the multipart uploads under the store's prefix that

@@ -1,8 +1,3 @@
-// Package credfile reads the credential files of etcd-backup-restore, so
-// that a deployment's existing secrets work unchanged: an environment
-// variable names either a JSON file of fields, or a directory holding one
-// file per field (a mounted Kubernetes secret), or a directory holding such
-// a JSON file.
 package credfile
 
 import (
