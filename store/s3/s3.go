@@ -55,6 +55,8 @@ type Config struct {
 	Options store.Options
 }
 
+const minPartSize = 5 << 20
+
 // Store is an S3 bucket (or a prefix of one).
 type Store struct {
 	cfg    Config
@@ -100,6 +102,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
+	// S3 refuses parts below 5 MiB, all but the last.
+	cfg.Options.PartSize = max(cfg.Options.PartSize, minPartSize)
 	s := &Store{cfg: cfg, loc: loc}
 
 	awsCfg, err := s.awsConfig(ctx)
