@@ -41,13 +41,6 @@ func isPartUpload(r *http.Request) bool {
 	return r.Method == http.MethodPut && r.URL.Query().Get("comp") == "block"
 }
 
-func asStore(st *azure.Store, err error) (store.Store, error) {
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 func TestConformance(t *testing.T) {
 	srv := emulator.Require(t, emulator.Azure)
 	createContainer(t, srv, "conformance")
@@ -70,10 +63,10 @@ func TestConformance(t *testing.T) {
 		BadCredentials: func(t *testing.T) (store.Store, error) {
 			c := cfg("conformance", "bad")
 			c.AccountKey = "bm90LXRoZS1rZXk=" // valid base64, wrong key
-			return asStore(azure.New(context.Background(), c))
+			return storetest.Opened(azure.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return asStore(azure.New(context.Background(), cfg("no-such-container", "")))
+			return storetest.Opened(azure.New(context.Background(), cfg("no-such-container", "")))
 		},
 	})
 }
@@ -84,19 +77,6 @@ func TestCredentialSources(t *testing.T) {
 	srv := emulator.Require(t, emulator.Azure)
 	createContainer(t, srv, "creds")
 	ctx := context.Background()
-	check := func(t *testing.T, url string) {
-		t.Helper()
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
-			t.Fatal(err)
-		}
-		if objs, err := st.List(ctx, ""); err != nil || len(objs) != 1 {
-			t.Fatalf("list: %v %v", objs, err)
-		}
-	}
 	unset := func(t *testing.T) {
 		for _, v := range []string{"AZURE_STORAGE_CONNECTION_STRING", "AZURE_APPLICATION_CREDENTIALS_JSON",
 			"AZURE_APPLICATION_CREDENTIALS", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_API_ENDPOINT"} {
@@ -107,7 +87,7 @@ func TestCredentialSources(t *testing.T) {
 		unset(t)
 		t.Setenv("AZURE_STORAGE_CONNECTION_STRING", fmt.Sprintf(
 			"DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;BlobEndpoint=%s;", srv.Account, srv.Key, srv.Endpoint))
-		check(t, "azblob://creds/cs")
+		storetest.UseURL(t, "azblob://creds/cs")
 	})
 	t.Run("json", func(t *testing.T) {
 		unset(t)
@@ -118,7 +98,7 @@ func TestCredentialSources(t *testing.T) {
 		}
 		t.Setenv("AZURE_APPLICATION_CREDENTIALS_JSON", p)
 		t.Setenv("AZURE_STORAGE_API_ENDPOINT", strings.TrimSuffix(srv.Endpoint, "/"+srv.Account))
-		check(t, "azblob://creds/json")
+		storetest.UseURL(t, "azblob://creds/json")
 	})
 	t.Run("directory", func(t *testing.T) {
 		unset(t)
@@ -129,12 +109,12 @@ func TestCredentialSources(t *testing.T) {
 			}
 		}
 		t.Setenv("AZURE_APPLICATION_CREDENTIALS", dir)
-		check(t, "azblob://creds/dir?endpoint="+srv.Endpoint)
+		storetest.UseURL(t, "azblob://creds/dir?endpoint="+srv.Endpoint)
 	})
 	t.Run("shared-key-environment", func(t *testing.T) {
 		unset(t)
 		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
-		check(t, "azblob://creds/env?account="+srv.Account+"&endpoint="+srv.Endpoint)
+		storetest.UseURL(t, "azblob://creds/env?account="+srv.Account+"&endpoint="+srv.Endpoint)
 	})
 	t.Run("no-account", func(t *testing.T) {
 		unset(t)

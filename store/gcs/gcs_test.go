@@ -39,13 +39,6 @@ func isPartUpload(r *http.Request) bool {
 	return r.URL.Query().Has("upload_id") && r.Header.Get("Content-Range") != ""
 }
 
-func asStore(st *gcs.Store, err error) (store.Store, error) {
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 func TestConformance(t *testing.T) {
 	srv := emulator.Require(t, emulator.GCS)
 	createBucket(t, srv, "conformance")
@@ -74,10 +67,10 @@ func TestConformance(t *testing.T) {
 			}
 			c := cfg("conformance", "bad")
 			c.CredentialsFile = p
-			return asStore(gcs.New(context.Background(), c))
+			return storetest.Opened(gcs.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return asStore(gcs.New(context.Background(), cfg("no-such-bucket", "")))
+			return storetest.Opened(gcs.New(context.Background(), cfg("no-such-bucket", "")))
 		},
 	})
 }
@@ -88,27 +81,14 @@ func TestOpenFromURL(t *testing.T) {
 	srv := emulator.Require(t, emulator.GCS)
 	createBucket(t, srv, "url")
 	ctx := context.Background()
-	check := func(t *testing.T, url string) {
-		t.Helper()
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
-			t.Fatal(err)
-		}
-		if objs, err := st.List(ctx, ""); err != nil || len(objs) != 1 {
-			t.Fatalf("list: %v %v", objs, err)
-		}
-	}
 	t.Run("endpoint-option", func(t *testing.T) {
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
-		check(t, "gs://url/opt?endpoint="+srv.Endpoint)
+		storetest.UseURL(t, "gs://url/opt?endpoint="+srv.Endpoint)
 	})
 	t.Run("environment-endpoint", func(t *testing.T) {
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
 		t.Setenv("GOOGLE_STORAGE_API_ENDPOINT", srv.Endpoint)
-		check(t, "gs://url/env")
+		storetest.UseURL(t, "gs://url/env")
 	})
 	t.Run("unknown-option", func(t *testing.T) {
 		if _, err := store.Open(ctx, "gs://url/x?endpiont=http://x"); err == nil || !strings.Contains(err.Error(), "endpiont") {

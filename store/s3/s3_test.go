@@ -66,10 +66,10 @@ func TestConformance(t *testing.T) {
 		BadCredentials: func(t *testing.T) (store.Store, error) {
 			c := cfg("conformance", "bad")
 			c.SecretAccessKey = "not-the-secret"
-			return asStore(s3.New(context.Background(), c))
+			return storetest.Opened(s3.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return asStore(s3.New(context.Background(), cfg("no-such-bucket", "")))
+			return storetest.Opened(s3.New(context.Background(), cfg("no-such-bucket", "")))
 		},
 		PendingUploads: func(t *testing.T, prefix string) int {
 			st, err := s3.New(context.Background(), cfg("conformance", prefix))
@@ -85,35 +85,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// asStore keeps a failed open from turning into a non-nil interface
-// holding a nil *s3.Store.
-func asStore(st *s3.Store, err error) (store.Store, error) {
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // TestCredentialFiles opens stores from URLs only, with the credentials
 // where etcd-backup-restore deployments keep them.
 func TestCredentialFiles(t *testing.T) {
 	srv := emulator.Require(t, emulator.S3)
 	createBucket(t, srv, "creds")
 	ctx := context.Background()
-	roundTrip := func(t *testing.T, url string) {
-		t.Helper()
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
-			t.Fatal(err)
-		}
-		objs, err := st.List(ctx, "")
-		if err != nil || len(objs) != 1 {
-			t.Fatalf("list: %v %v", objs, err)
-		}
-	}
 
 	t.Run("json", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "aws.json")
@@ -123,7 +100,7 @@ func TestCredentialFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
-		roundTrip(t, "s3://creds/from-json")
+		storetest.UseURL(t, "s3://creds/from-json")
 	})
 	t.Run("directory", func(t *testing.T) {
 		dir := t.TempDir()
@@ -137,7 +114,7 @@ func TestCredentialFiles(t *testing.T) {
 		}
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
 		t.Setenv("AWS_APPLICATION_CREDENTIALS", dir)
-		roundTrip(t, "s3://creds/from-dir")
+		storetest.UseURL(t, "s3://creds/from-dir")
 	})
 	t.Run("sdk-environment", func(t *testing.T) {
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
@@ -146,7 +123,7 @@ func TestCredentialFiles(t *testing.T) {
 		t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 		t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
 		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-		roundTrip(t, "s3://creds/from-env?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
+		storetest.UseURL(t, "s3://creds/from-env?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
 	})
 	t.Run("sse-c-refused", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "aws.json")
