@@ -97,6 +97,16 @@ func (o Options) WithDefaults() Options {
 	return o
 }
 
+// Opened turns the result of a backend's New into an Opener's result, so
+// that a failed open is a nil Store, not an interface holding a nil
+// pointer.
+func Opened[S Store](st S, err error) (Store, error) {
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
 // Opener opens a store for a parsed URL of the scheme it was registered for.
 type Opener func(ctx context.Context, u *url.URL, opts Options) (Store, error)
 

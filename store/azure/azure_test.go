@@ -63,10 +63,10 @@ func TestConformance(t *testing.T) {
 		BadCredentials: func(t *testing.T) (store.Store, error) {
 			c := cfg("conformance", "bad")
 			c.AccountKey = "bm90LXRoZS1rZXk=" // valid base64, wrong key
-			return storetest.Opened(azure.New(context.Background(), c))
+			return store.Opened(azure.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return storetest.Opened(azure.New(context.Background(), cfg("no-such-container", "")))
+			return store.Opened(azure.New(context.Background(), cfg("no-such-container", "")))
 		},
 	})
 }

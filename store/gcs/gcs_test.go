@@ -67,10 +67,10 @@ func TestConformance(t *testing.T) {
 			}
 			c := cfg("conformance", "bad")
 			c.CredentialsFile = p
-			return storetest.Opened(gcs.New(context.Background(), c))
+			return store.Opened(gcs.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return storetest.Opened(gcs.New(context.Background(), cfg("no-such-bucket", "")))
+			return store.Opened(gcs.New(context.Background(), cfg("no-such-bucket", "")))
 		},
 	})
 }

@@ -85,11 +85,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 	if err := q.Unused(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	st, err := New(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
+	return store.Opened(New(ctx, cfg))
 }
 
 // New opens the bucket of cfg and checks that it exists and that the

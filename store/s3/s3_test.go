@@ -66,10 +66,10 @@ func TestConformance(t *testing.T) {
 		BadCredentials: func(t *testing.T) (store.Store, error) {
 			c := cfg("conformance", "bad")
 			c.SecretAccessKey = "not-the-secret"
-			return storetest.Opened(s3.New(context.Background(), c))
+			return store.Opened(s3.New(context.Background(), c))
 		},
 		MissingBucket: func(t *testing.T) (store.Store, error) {
-			return storetest.Opened(s3.New(context.Background(), cfg("no-such-bucket", "")))
+			return store.Opened(s3.New(context.Background(), cfg("no-such-bucket", "")))
 		},
 		PendingUploads: func(t *testing.T, prefix string) int {
 			st, err := s3.New(context.Background(), cfg("conformance", prefix))

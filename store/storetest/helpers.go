@@ -6,16 +6,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// Opened turns the result of a backend's New into what a Harness returns,
-// so that a failed open is a nil Store, not an interface holding a nil
-// pointer.
-func Opened[S store.Store](st S, err error) (store.Store, error) {
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // UseURL opens url the way a deployment does, with store.Open, and puts
 // and lists one object: the smoke test of a configuration. It fails the
 // test on any error.
