@@ -1,0 +1,176 @@
+package snapshot
+
+import (
+	"bufio"
+	"compress/lzw"
+	"compress/zlib"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Compression is the compression of a snapshot object, layered under the
+// encryption: payload → compress → encrypt.
+type Compression string
+
+const (
+	// None stores the payload as it is.
+	None Compression = ""
+	// Gzip is etcd-backup-restore's usual policy (.gz).
+	Gzip Compression = "gzip"
+	// Zstd compresses faster and smaller than gzip (.zst).
+	Zstd Compression = "zstd"
+	// Zlib (.zlib) is read for compatibility, never written.
+	Zlib Compression = "zlib"
+	// LZW (.Z, LSB order, literal width 8) is read for compatibility, never written.
+	LZW Compression = "lzw"
+)
+
+var compressions = []Compression{Gzip, Zstd, Zlib, LZW}
+
+func (c Compression) suffix() string {
+	switch c {
+	case Gzip:
+		return ".gz"
+	case Zstd:
+		return ".zst"
+	case Zlib:
+		return ".zlib"
+	case LZW:
+		return ".Z"
+	}
+	return ""
+}
+
+// ParseCompression accepts the names a user types: none, gzip, zstd (and
+// the read-only zlib and lzw, which Codec.Check then refuses for writing).
+func ParseCompression(s string) (Compression, error) {
+	switch c := Compression(strings.ToLower(s)); c {
+	case "", "none":
+		return None, nil
+	case Gzip, Zstd, Zlib, LZW:
+		return c, nil
+	}
+	return None, fmt.Errorf("compression %q: want none, gzip or zstd", s)
+}
+
+// Codec is how snapshot objects are encoded. The zero value writes plain
+// objects and reads plain and compressed ones.
+type Codec struct {
+	// Compression of new snapshots: None, Gzip or Zstd.
+	Compression Compression
+	// Recipients encrypt new snapshots with age: X25519 public keys, or a
+	// single scrypt (passphrase) recipient. None: snapshots are not encrypted.
+	Recipients []age.Recipient
+	// Identities decrypt encrypted snapshots; reading one without a
+	// matching identity is an error.
+	Identities []age.Identity
+}
+
+func (c Codec) encrypts() bool { return len(c.Recipients) > 0 }
+
+// Check reports a codec that cannot write snapshots.
+func (c Codec) Check() error {
+	switch c.Compression {
+	case None, Gzip, Zstd:
+		return nil
+	case Zlib, LZW:
+		return fmt.Errorf("compression %s is read only, for etcd-backup-restore's old objects: write gzip or zstd", c.Compression)
+	}
+	return fmt.Errorf("compression %q: want none, gzip or zstd", c.Compression)
+}
+
+// encoder wraps dst so that what is written to it is compressed then
+// encrypted. Close flushes both layers but leaves dst open.
+func (c Codec) encoder(dst io.Writer) (io.WriteCloser, error) {
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	var closers []io.Closer
+	w := dst
+	if c.encrypts() {
+		enc, err := age.Encrypt(w, c.Recipients...)
+		if err != nil {
+			return nil, fmt.Errorf("encrypt: %w", err)
+		}
+		closers = append(closers, enc)
+		w = enc
+	}
+	switch c.Compression {
+	case Gzip:
+		gz := gzip.NewWriter(w)
+		closers = append(closers, gz)
+		w = gz
+	case Zstd:
+		// The default concurrency keeps one window per CPU: constant memory
+		// however large the snapshot.
+		zw, err := zstd.NewWriter(w)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		closers = append(closers, zw)
+		w = zw
+	}
+	return &layered{Writer: w, closers: closers}, nil
+}
+
+// layered closes its layers innermost (last added) first, so each flushes
+// into the one below it.
+type layered struct {
+	io.Writer
+	closers []io.Closer
+}
+
+func (l *layered) Close() error {
+	var errs []error
+	for i := len(l.closers) - 1; i >= 0; i-- {
+		errs = append(errs, l.closers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// decoder undoes what encoder did, as the snapshot's name says it was
+// encoded.
+func (c Codec) decoder(src io.Reader, s Snapshot) (io.ReadCloser, error) {
+	r := src
+	if s.Encrypted {
+		if len(c.Identities) == 0 {
+			return nil, errors.New("it is encrypted (.age) and no identity was given to decrypt it")
+		}
+		dec, err := age.Decrypt(r, c.Identities...)
+		if err != nil {
+			return nil, fmt.Errorf("decrypt: %w", err)
+		}
+		r = dec
+	}
+	switch s.Compression {
+	case None:
+		return io.NopCloser(r), nil
+	case Gzip:
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		return gz, nil
+	case Zstd:
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		return zr.IOReadCloser(), nil
+	case Zlib:
+		zr, err := zlib.NewReader(r)
+		if err != nil {
+			return nil, fmt.Errorf("zlib: %w", err)
+		}
+		return zr, nil
+	case LZW:
+		return lzw.NewReader(bufio.NewReader(r), lzw.LSB, 8), nil
+	}
+	return nil, fmt.Errorf("compression %q is unknown", s.Compression)
+}

@@ -1,0 +1,227 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/store"
+)
+
+var (
+	// ErrCompacted means the revisions after the last stored one are
+	// compacted away: only a full snapshot can continue the backups.
+	ErrCompacted = errors.New("the next revision to capture is compacted: take a full snapshot")
+	// ErrNoEvents means there was nothing to write: a delta is never empty.
+	ErrNoEvents = errors.New("no events since the last snapshot")
+)
+
+// eventSize approximates what one buffered event costs: its bytes plus the
+// structs and pointers around them, so a stream of tiny events is bounded too.
+func eventSize(ev *mvccpb.Event) int64 {
+	n := int64(256)
+	if kv := ev.Kv; kv != nil {
+		n += int64(len(kv.Key) + len(kv.Value))
+	}
+	if kv := ev.PrevKv; kv != nil {
+		n += int64(len(kv.Key) + len(kv.Value))
+	}
+	return n
+}
+
+// DeltaOptions configures delta capture. The zero value writes plain
+// deltas and buffers up to 100 MiB of events.
+type DeltaOptions struct {
+	Codec Codec
+	// MemoryLimit bounds the buffered events: reaching it writes a delta.
+	// Default 100 MiB.
+	MemoryLimit int64
+	// BeforeUpload, when set, is called right before a delta is written; an
+	// error keeps the events buffered and fails the write (fencing).
+	BeforeUpload func(context.Context, Snapshot) error
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Now stamps names and events. Default: time.Now.
+	Now func() time.Time
+}
+
+func (o DeltaOptions) memoryLimit() int64 {
+	if o.MemoryLimit <= 0 {
+		return 100 << 20
+	}
+	return o.MemoryLimit
+}
+
+// Delta writes one delta holding every event after revision since up to
+// the cluster's current revision. It returns ErrNoEvents when there are
+// none and ErrCompacted when since+1 is compacted.
+func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int64, opts DeltaOptions) (Snapshot, error) {
+	c := newCapture(cli, st, since, opts)
+	defer c.stop()
+	if err := c.catchUp(ctx); err != nil {
+		return Snapshot{}, err
+	}
+	return c.flush(ctx)
+}
+
+// capture watches the whole keyspace from the revision after the last
+// stored one and buffers the events until they are flushed as a delta.
+// The watch runs only between flushes and only below the memory limit:
+// stopping it lets etcd hold the backlog (its history) instead of the
+// client's unbounded watch buffer, so memory stays at the limit plus a
+// constant whatever the write rate or however slow the store is.
+type capture struct {
+	cli  *clientv3.Client
+	st   store.Store
+	opts DeltaOptions
+	log  *slog.Logger
+
+	last    int64 // the newest revision stored
+	pending []Event
+	size    int64
+
+	cancel context.CancelFunc
+	ch     clientv3.WatchChan
+}
+
+func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOptions) *capture {
+	return &capture{cli: cli, st: st, opts: opts, log: logger(opts.Logger), last: last}
+}
+
+// next is the first revision not yet captured.
+func (c *capture) next() int64 {
+	if n := len(c.pending); n > 0 {
+		return c.pending[n-1].Revision() + 1
+	}
+	return c.last + 1
+}
+
+func (c *capture) full() bool { return c.size >= c.opts.memoryLimit() }
+
+// watching is the watch channel, nil while stopped, so a select on it
+// blocks instead of spinning.
+func (c *capture) watching() clientv3.WatchChan { return c.ch }
+
+// start opens the watch at next() unless it is open or the buffer is full.
+func (c *capture) start(ctx context.Context) {
+	if c.ch != nil || c.full() {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	c.cancel = cancel
+	// RequireLeader ends the watch when the member loses its leader,
+	// instead of leaving a partitioned member's watch silent.
+	c.ch = c.cli.Watch(clientv3.WithRequireLeader(wctx), "",
+		clientv3.WithPrefix(), clientv3.WithRev(c.next()), clientv3.WithProgressNotify())
+}
+
+func (c *capture) stop() {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.cancel, c.ch = nil, nil
+}
+
+// add buffers a watch response. Events at or below what is already held
+// are dropped: they come again after a full snapshot moved the chain
+// ahead of the watch.
+func (c *capture) add(wr clientv3.WatchResponse) error {
+	if wr.CompactRevision != 0 {
+		c.stop()
+		return fmt.Errorf("watch from revision %d (compacted at %d): %w", c.next(), wr.CompactRevision, ErrCompacted)
+	}
+	if err := wr.Err(); err != nil {
+		c.stop()
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("watch from revision %d: %w", c.next(), ErrCompacted)
+		}
+		return fmt.Errorf("watch from revision %d: %w", c.next(), err)
+	}
+	received := now(c.opts.Now).UTC()
+	from := c.next()
+	for _, ev := range wr.Events {
+		if ev.Kv == nil || ev.Kv.ModRevision < from {
+			continue
+		}
+		c.pending = append(c.pending, Event{EtcdEvent: ev, Time: received})
+		c.size += eventSize(ev)
+	}
+	if c.full() {
+		c.stop()
+	}
+	return nil
+}
+
+// catchUp buffers events until the cluster's current revision.
+func (c *capture) catchUp(ctx context.Context) error {
+	resp, err := c.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("current revision: %w", err)
+	}
+	target := resp.Header.Revision
+	if target < c.last {
+		return fmt.Errorf("the cluster is at revision %d but the backups reach %d: they belong to another cluster, or it was restored without a revision bump", target, c.last)
+	}
+	for c.next() <= target && !c.full() {
+		c.start(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case wr, ok := <-c.watching():
+			if !ok {
+				c.stop()
+				return fmt.Errorf("watch from revision %d: closed", c.next())
+			}
+			if err := c.add(wr); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush writes the buffered events as one delta. The buffer only ever
+// ends at a watch response, and etcd never splits a revision across
+// responses, so a delta always holds whole revisions.
+func (c *capture) flush(ctx context.Context) (Snapshot, error) {
+	if len(c.pending) == 0 {
+		return Snapshot{}, ErrNoEvents
+	}
+	last := c.pending[len(c.pending)-1].Revision()
+	snap := newSnapshot(KindDelta, c.last+1, last, now(c.opts.Now), c.opts.Codec, false)
+	if c.opts.BeforeUpload != nil {
+		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
+			return Snapshot{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
+		}
+	}
+	events := c.pending
+	if err := put(ctx, c.st, snap.Key, c.opts.Codec, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
+		return Snapshot{}, err
+	}
+	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, last))
+	c.last = last
+	c.pending, c.size = nil, 0
+	return snap, nil
+}
+
+// moveTo restarts the chain after a full snapshot at rev: buffered events
+// it holds are dropped and the next delta starts at rev+1.
+func (c *capture) moveTo(rev int64) {
+	keep := c.pending[:0]
+	var size int64
+	for _, ev := range c.pending {
+		if ev.Revision() > rev {
+			keep = append(keep, ev)
+			size += eventSize(ev.EtcdEvent)
+		}
+	}
+	clear(c.pending[len(keep):])
+	c.pending, c.size, c.last = keep, size, rev
+}

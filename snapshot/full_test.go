@@ -1,0 +1,173 @@
+package snapshot_test
+
+import (
+		"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+
+	if _, err := (etcdtest.Workload{Ops: 300, Seed: 1, DeletePercent: 10, TxnPercent: 10, LeasePercent: 10}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := cli.Status(ctx, c.Members[0].ClientURL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.LastRevision != status.Header.Revision {
+		t.Fatalf("full snapshot named revision %d, cluster is at %d", full.LastRevision, status.Header.Revision)
+	}
+	base := readKeyspace(t, cli, full.LastRevision)
+
+	// Known operations first, so the events can be checked one by one.
+	put, err := cli.Put(ctx, "/known/a", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn, err := cli.Txn(ctx).Then(
+		clientv3.OpPut("/known/b", "2"), clientv3.OpPut("/known/c", "3"), clientv3.OpDelete("/known/a"),
+	).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (etcdtest.Workload{Ops: 500, Seed: 2, DeletePercent: 15, TxnPercent: 15, LeasePercent: 10}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	d1, err := snapshot.Delta(ctx, cli, st, full.LastRevision, snapshot.DeltaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.StartRevision != full.LastRevision+1 || d1.LastRevision != res.LastRevision {
+		t.Fatalf("delta %s: want revisions %d-%d", d1.Key, full.LastRevision+1, res.LastRevision)
+	}
+	if _, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{}); err != snapshot.ErrNoEvents {
+		t.Fatalf("delta with nothing new: got %v, want ErrNoEvents", err)
+	}
+	if _, err := cli.Delete(ctx, "/known/b"); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	events := readDelta(t, st, d1, snapshot.Codec{})
+	first := events[:4]
+	wantFirst := []struct {
+		typ      mvccpb.Event_EventType
+		key, val string
+		rev      int64
+	}{
+		{mvccpb.PUT, "/known/a", "1", put.Header.Revision},
+		{mvccpb.PUT, "/known/b", "2", txn.Header.Revision},
+		{mvccpb.PUT, "/known/c", "3", txn.Header.Revision},
+		{mvccpb.DELETE, "/known/a", "", txn.Header.Revision},
+	}
+	for i, w := range wantFirst {
+		kv := first[i].EtcdEvent.Kv
+		if first[i].EtcdEvent.Type != w.typ || string(kv.Key) != w.key || string(kv.Value) != w.val || kv.ModRevision != w.rev {
+			t.Errorf("event %d: got %v %s=%q at %d, want %v %s=%q at %d", i, first[i].EtcdEvent.Type, kv.Key, kv.Value, kv.ModRevision, w.typ, w.key, w.val, w.rev)
+		}
+	}
+	last := full.LastRevision
+	for _, ev := range events {
+		if r := ev.Revision(); r != last && r != last+1 {
+			t.Fatalf("revision %d follows %d: a revision is missing", r, last)
+		} else {
+			last = r
+		}
+		if ev.Time.IsZero() {
+			t.Fatal("event without a time")
+		}
+	}
+	events = append(events, readDelta(t, st, d2, snapshot.Codec{})...)
+	base.apply(t, events)
+	if err := base.diff(readKeyspace(t, cli, d2.LastRevision)); err != nil {
+		t.Fatalf("full + deltas replayed: %v", err)
+	}
+
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chain, err = chain.Check(); err != nil || chain.LastRevision() != d2.LastRevision || len(chain.Deltas) != 2 {
+		t.Fatalf("latest chain %+v, %v", chain, err)
+	}
+}
+
+// The name of a full snapshot taken while writes go on must be the
+// revision inside the file, not one read before or after the stream.
+func TestFullUnderWritesIsNamedByItsContent(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+	if _, err := (etcdtest.Workload{Ops: 2000, Keys: 2000, ValueSize: 2048, Seed: 3}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; !stop.Load(); i++ {
+			if _, err := cli.Put(ctx, "/busy", string(rune('a'+i%26))); err != nil && ctx.Err() == nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+	defer stop.Store(true)
+
+	for range 3 {
+		full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := snapshot.Open(ctx, st, full, snapshot.Codec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := filepath.Join(t.TempDir(), "db")
+		f, err := os.Create(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(f, rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+		f.Close()
+		inside, err := snapshot.DatabaseRevision(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inside != full.LastRevision {
+			t.Fatalf("%s holds revision %d", full.Key, inside)
+		}
+	}
+}
