@@ -1,0 +1,192 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+var t0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+func full(last int64, created time.Time) snapshot.Snapshot {
+	return mustParse(fmt.Sprintf("v2/Full-00000000-%08d-%d", last, created.Unix()))
+}
+
+func delta(start, last int64, created time.Time) snapshot.Snapshot {
+	return mustParse(fmt.Sprintf("v2/Incr-%08d-%08d-%d", start, last, created.Unix()))
+}
+
+func mustParse(key string) snapshot.Snapshot {
+	s, err := snapshot.Parse(key)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func keys(snaps []snapshot.Snapshot) string {
+	var out []string
+	for _, s := range snaps {
+		out = append(out, strings.TrimPrefix(s.Key, "v2/"))
+	}
+	return strings.Join(out, " ")
+}
+
+func TestListSortsNumericallyAndSkipsStrangers(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMem()
+	for _, key := range []string{
+		"v2/Incr-100000000-100000005-1700000100",
+		"v2/Full-00000000-99999999-1700000000",
+		"v2/Incr-00000001-00000009-1700000000.gz",
+		"v2/notes.txt",
+		"v2/Full-00000000-00000010-1700000000/0000001",
+		"other/Full-00000000-00000010-1700000000",
+		"v1/Backup-1600000000/Full-00000000-00000042-1600000000",
+	} {
+		if err := st.Put(ctx, key, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range cat {
+		got = append(got, s.Key)
+		if s.Size != 1 {
+			t.Errorf("%s: size %d", s.Key, s.Size)
+		}
+	}
+	want := []string{
+		"v2/Incr-00000001-00000009-1700000000.gz",
+		"v1/Backup-1600000000/Full-00000000-00000042-1600000000",
+		"v2/Full-00000000-99999999-1700000000",
+		"v2/Incr-100000000-100000005-1700000100",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}
+
+func TestChainSelection(t *testing.T) {
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		full(100, t0),
+		delta(101, 150, t0.Add(1*time.Minute)),
+		delta(151, 200, t0.Add(2*time.Minute)),
+		full(200, t0.Add(2*time.Minute+30*time.Second)),
+		delta(201, 250, t0.Add(3*time.Minute)),
+		delta(251, 300, t0.Add(4*time.Minute)),
+	})
+
+	latest, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Full.LastRevision != 200 || len(latest.Deltas) != 2 || latest.LastRevision() != 300 {
+		t.Fatalf("latest: %s", keys(latest.Snapshots()))
+	}
+
+	at170, err := cat.ContainingRevision(170)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at170.Full.LastRevision != 100 || len(at170.Deltas) != 2 || at170.UntilRevision != 170 {
+		t.Fatalf("revision 170: %s until %d", keys(at170.Snapshots()), at170.UntilRevision)
+	}
+	at260, _ := cat.ContainingRevision(260)
+	if at260.Full.LastRevision != 200 || len(at260.Deltas) != 2 {
+		t.Fatalf("revision 260: %s", keys(at260.Snapshots()))
+	}
+	if _, err := cat.ContainingRevision(301); !errors.Is(err, snapshot.ErrNotCovered) {
+		t.Fatalf("revision 301: %v", err)
+	}
+	if _, err := cat.ContainingRevision(99); !errors.Is(err, snapshot.ErrNoFull) {
+		t.Fatalf("revision 99: %v", err)
+	}
+
+	asOf, err := cat.AsOf(t0.Add(90 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The delta written at 2m may hold events from before 1m30s.
+	if asOf.Full.LastRevision != 100 || len(asOf.Deltas) != 2 || !asOf.UntilTime.Equal(t0.Add(90*time.Second)) {
+		t.Fatalf("as of 1m30s: %s", keys(asOf.Snapshots()))
+	}
+	if _, err := cat.AsOf(t0.Add(-time.Second)); !errors.Is(err, snapshot.ErrNoFull) {
+		t.Fatalf("before the first full: %v", err)
+	}
+}
+
+func TestChainCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		snaps []snapshot.Snapshot
+		until int64
+		want  string // kept deltas, or the error
+	}{
+		{"contiguous", []snapshot.Snapshot{full(100, t0), delta(101, 150, t0), delta(151, 200, t0)}, 0,
+			"Incr-00000101-00000150 Incr-00000151-00000200"},
+		{"overlap after a handoff is kept, covered delta dropped", []snapshot.Snapshot{
+			full(100, t0), delta(101, 150, t0), delta(120, 180, t0), delta(130, 140, t0), delta(181, 200, t0),
+		}, 0, "Incr-00000101-00000150 Incr-00000120-00000180 Incr-00000181-00000200"},
+		{"delta covered by the full", []snapshot.Snapshot{full(100, t0), delta(90, 100, t0), delta(101, 110, t0)}, 0,
+			"Incr-00000101-00000110"},
+		{"same start, longer wins", []snapshot.Snapshot{full(100, t0), delta(101, 120, t0), delta(101, 150, t0)}, 0,
+			"Incr-00000101-00000150"},
+		{"gap", []snapshot.Snapshot{full(100, t0), delta(101, 150, t0), delta(161, 200, t0), delta(250, 260, t0)}, 0,
+			"misses revisions 151-160, 201-249"},
+		{"gap past the target revision does not matter", []snapshot.Snapshot{full(100, t0), delta(101, 150, t0), delta(161, 200, t0)}, 140,
+			"Incr-00000101-00000150"},
+		{"gap right after the full", []snapshot.Snapshot{full(100, t0), delta(105, 150, t0)}, 0, "misses revisions 101-104"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := snapshot.Chain{Full: tc.snaps[0], Deltas: tc.snaps[1:], UntilRevision: tc.until}
+			got, err := ch.Check()
+			var out string
+			if err != nil {
+				out = err.Error()
+				var gap *snapshot.GapError
+				if !errors.As(err, &gap) {
+					t.Fatalf("not a GapError: %v", err)
+				}
+			} else {
+				var names []string
+				for _, d := range got.Deltas {
+					names = append(names, d.Key[3:25])
+				}
+				out = strings.Join(names, " ")
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("got %q, want %q", out, tc.want)
+			}
+		})
+	}
+	if _, err := (snapshot.Chain{Deltas: []snapshot.Snapshot{delta(101, 150, t0)}}).Check(); !errors.Is(err, snapshot.ErrNoFull) {
+		t.Fatalf("chain without its full: %v", err)
+	}
+}
+
+func TestLegacyChainsStayInTheirDirectory(t *testing.T) {
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		mustParse("v1/Backup-100/Full-00000000-00000010-100"),
+		mustParse("v1/Backup-100/Incr-00000011-00000020-110"),
+		mustParse("v1/Backup-200/Full-00000000-00000015-200"),
+		mustParse("v1/Backup-200/Incr-00000016-00000030-210"),
+	})
+	ch, err := cat.ContainingRevision(18)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Full.Key != "v1/Backup-200/Full-00000000-00000015-200" || len(ch.Deltas) != 1 || ch.Deltas[0].Key != "v1/Backup-200/Incr-00000016-00000030-210" {
+		t.Fatalf("got %v", ch.Snapshots())
+	}
+}

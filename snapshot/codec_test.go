@@ -1,0 +1,206 @@
+package snapshot
+
+import (
+	"bytes"
+	"compress/lzw"
+	"compress/zlib"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// payload is what etcd streams: content followed by its SHA-256.
+func payload(n int) (content, withTrailer []byte) {
+	content = make([]byte, n)
+	r := rand.NewChaCha8([32]byte{1})
+	// Half random, half repetitive, so compression has work either way.
+	_, _ = r.Read(content[:n/2])
+	copy(content[n/2:], bytes.Repeat([]byte("etcdkit "), n/16))
+	sum := sha256.Sum256(content)
+	return content, append(bytes.Clone(content), sum[:]...)
+}
+
+type encryption struct {
+	name       string
+	recipients []age.Recipient
+	identities []age.Identity
+}
+
+func encryptions(t *testing.T) []encryption {
+	x, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, err := age.NewScryptRecipient("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass.SetWorkFactor(10) // the default makes each test a second slower
+	passID, err := age.NewScryptIdentity("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []encryption{
+		{name: "plain"},
+		{name: "x25519", recipients: []age.Recipient{x.Recipient()}, identities: []age.Identity{x}},
+		{name: "passphrase", recipients: []age.Recipient{pass}, identities: []age.Identity{passID}},
+	}
+}
+
+func writeObject(t *testing.T, st store.Store, c Codec, body []byte) Snapshot {
+	t.Helper()
+	s := newSnapshot(KindFull, 0, 42, time.Unix(1700000000, 0), c, false)
+	if err := put(context.Background(), st, s.Key, c, func(w io.Writer) error {
+		_, err := w.Write(body)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func readObject(st store.Store, s Snapshot, c Codec) ([]byte, error) {
+	rc, err := Open(context.Background(), st, s, c)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+func TestCodecsRoundTrip(t *testing.T) {
+	content, body := payload(3 << 20)
+	for _, comp := range []Compression{None, Gzip, Zstd} {
+		for _, enc := range encryptions(t) {
+			t.Run(string(comp)+"-"+enc.name, func(t *testing.T) {
+				st := store.NewMem()
+				c := Codec{Compression: comp, Recipients: enc.recipients, Identities: enc.identities}
+				s := writeObject(t, st, c, body)
+				if wantSuffix := comp.suffix(); !strings.Contains(s.Key, wantSuffix) || s.Encrypted != (enc.recipients != nil) {
+					t.Fatalf("key %s for %s/%s", s.Key, comp, enc.name)
+				}
+				parsed, err := Parse(s.Key)
+				if err != nil || parsed.Compression != comp || parsed.Encrypted != s.Encrypted {
+					t.Fatalf("key %s parses to %+v, %v", s.Key, parsed, err)
+				}
+				got, err := readObject(st, parsed, Codec{Identities: enc.identities})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, content) {
+					t.Fatal("content changed on the way")
+				}
+			})
+		}
+	}
+}
+
+func TestDamagedObjectsFailNamingTheObject(t *testing.T) {
+	_, body := payload(1 << 20)
+	encs := encryptions(t)
+	other, _ := age.GenerateX25519Identity()
+	for _, comp := range []Compression{None, Gzip, Zstd} {
+		for _, enc := range encs {
+			c := Codec{Compression: comp, Recipients: enc.recipients, Identities: enc.identities}
+			damages := map[string]func([]byte) []byte{
+				"flipped byte": func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b },
+				"flipped last": func(b []byte) []byte { b[len(b)-1] ^= 0x01; return b },
+				"truncated":    func(b []byte) []byte { return b[:len(b)-100] },
+				"cut to 10":    func(b []byte) []byte { return b[:10] },
+			}
+			for name, damage := range damages {
+				t.Run(string(comp)+"-"+enc.name+"-"+name, func(t *testing.T) {
+					st := store.NewMem()
+					s := writeObject(t, st, c, body)
+					damageObject(t, st, s.Key, damage)
+					_, err := readObject(st, s, c)
+					if err == nil {
+						t.Fatal("damage went unnoticed")
+					}
+					if !strings.Contains(err.Error(), s.Key) {
+						t.Fatalf("error does not name the object: %v", err)
+					}
+				})
+			}
+			if enc.identities != nil {
+				st := store.NewMem()
+				s := writeObject(t, st, c, body)
+				if _, err := readObject(st, s, Codec{Identities: []age.Identity{other}}); err == nil || !strings.Contains(err.Error(), s.Key) {
+					t.Errorf("%s/%s: wrong key: %v", comp, enc.name, err)
+				}
+				if _, err := readObject(st, s, Codec{}); err == nil || !strings.Contains(err.Error(), "no identity") {
+					t.Errorf("%s/%s: no key: %v", comp, enc.name, err)
+				}
+			}
+		}
+	}
+}
+
+func damageObject(t *testing.T, st store.Store, key string, damage func([]byte) []byte) {
+	t.Helper()
+	rc, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(context.Background(), key, bytes.NewReader(damage(b))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// zlib and LZW objects come from older etcd-backup-restore policies; they
+// are read, never written.
+func TestReadOnlyCompressions(t *testing.T) {
+	content, body := payload(1 << 20)
+	for _, tc := range []struct {
+		suffix string
+		write  func(io.Writer) io.WriteCloser
+	}{
+		{".zlib", func(w io.Writer) io.WriteCloser { return zlib.NewWriter(w) }},
+		{".Z", func(w io.Writer) io.WriteCloser { return lzw.NewWriter(w, lzw.LSB, 8) }},
+	} {
+		var buf bytes.Buffer
+		w := tc.write(&buf)
+		_, _ = w.Write(body)
+		_ = w.Close()
+		st := store.NewMem()
+		key := "v2/Full-00000000-00000042-1700000000" + tc.suffix
+		if err := st.Put(context.Background(), key, &buf); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Parse(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readObject(st, s, Codec{})
+		if err != nil || !bytes.Equal(got, content) {
+			t.Fatalf("%s: %v", tc.suffix, err)
+		}
+		if err := (Codec{Compression: s.Compression}).Check(); err == nil {
+			t.Fatalf("%s: writing it should be refused", tc.suffix)
+		}
+	}
+}
+
+func TestVerifierReportsEveryShortObject(t *testing.T) {
+	for n := range 40 {
+		b := bytes.Repeat([]byte{7}, n)
+		_, err := io.ReadAll(newVerifier(bytes.NewReader(b)))
+		if n < checksumSize && !errors.Is(err, ErrTruncated) || n >= checksumSize && !errors.Is(err, ErrChecksum) {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+	}
+}

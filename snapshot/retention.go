@@ -1,0 +1,183 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// Policy chooses which full snapshots retention keeps.
+type Policy string
+
+const (
+	// Exponential keeps every full snapshot of the last hour, the latest of
+	// each hour for a day, of each day for a week and of each week for four
+	// weeks.
+	Exponential Policy = "Exponential"
+	// LimitBased keeps the newest MaxFulls full snapshots.
+	LimitBased Policy = "LimitBased"
+)
+
+// Retention says what GC keeps. The zero value is the Exponential policy
+// keeping the deltas of every kept full snapshot.
+type Retention struct {
+	// Policy: default Exponential.
+	Policy Policy
+	// MaxFulls is what LimitBased keeps. Default 7.
+	MaxFulls int
+	// DeltaRetention bounds how long the deltas of a superseded chain are
+	// kept after the next full snapshot was taken; they serve
+	// point-in-time restores into the past. 0 keeps them as long as their
+	// full snapshot.
+	DeltaRetention time.Duration
+}
+
+// Check reports a retention that cannot be applied.
+func (r Retention) Check() error {
+	switch r.Policy {
+	case "", Exponential, LimitBased:
+	default:
+		return fmt.Errorf("retention policy %q: want Exponential or LimitBased", r.Policy)
+	}
+	if r.MaxFulls < 0 || r.DeltaRetention < 0 {
+		return errors.New("retention: MaxFulls and DeltaRetention cannot be negative")
+	}
+	return nil
+}
+
+// Expired lists what r deletes from cat at now. The newest full snapshot
+// and every delta after it (the chain a restore uses) are never expired,
+// nor is anything in the read-only v1 layout.
+func (r Retention) Expired(cat Catalog, now time.Time) []Snapshot {
+	var fulls []Snapshot
+	for _, s := range cat {
+		if s.Kind == KindFull && !s.Legacy() {
+			fulls = append(fulls, s)
+		}
+	}
+	if len(fulls) == 0 {
+		return nil
+	}
+	keep := r.keptFulls(fulls, now)
+	var expired, kept []Snapshot
+	for i, s := range fulls {
+		if keep[i] {
+			kept = append(kept, s)
+		} else {
+			expired = append(expired, s)
+		}
+	}
+	for _, d := range cat {
+		if d.Kind == KindDelta && !d.Legacy() && r.deltaExpired(d, kept, now) {
+			expired = append(expired, d)
+		}
+	}
+	return NewCatalog(expired)
+}
+
+// keptFulls marks the fulls (sorted by revision) the policy keeps.
+func (r Retention) keptFulls(fulls []Snapshot, now time.Time) []bool {
+	keep := make([]bool, len(fulls))
+	newest := len(fulls) - 1
+	keep[newest] = true
+	if r.Policy == LimitBased {
+		n := r.MaxFulls
+		if n == 0 {
+			n = 7
+		}
+		for i := max(0, len(fulls)-n); i < len(fulls); i++ {
+			keep[i] = true
+		}
+		return keep
+	}
+	type bucket struct {
+		unit time.Duration
+		n    int64
+	}
+	seen := map[bucket]bool{}
+	// Newest first, so the first full seen in a bucket is its latest.
+	for i := newest; i >= 0; i-- {
+		age := now.Sub(fulls[i].Created)
+		var unit time.Duration
+		switch {
+		case age < time.Hour:
+			keep[i] = true
+			continue
+		case age < 24*time.Hour:
+			unit = time.Hour
+		case age < 7*24*time.Hour:
+			unit = 24 * time.Hour
+		case age < 28*24*time.Hour:
+			unit = 7 * 24 * time.Hour
+		default:
+			continue
+		}
+		b := bucket{unit, int64(age / unit)}
+		if !seen[b] {
+			seen[b] = true
+			keep[i] = true
+		}
+	}
+	return keep
+}
+
+// deltaExpired: a delta belongs to the newest kept full below it. With
+// none it is useless; after the newest full it is needed; otherwise it
+// lives DeltaRetention past the next kept full.
+func (r Retention) deltaExpired(d Snapshot, kept []Snapshot, now time.Time) bool {
+	owner := -1
+	for i, f := range kept {
+		if f.LastRevision < d.LastRevision {
+			owner = i
+		}
+	}
+	switch {
+	case owner < 0:
+		return true
+	case owner == len(kept)-1:
+		return false
+	case r.DeltaRetention == 0:
+		return false
+	}
+	return now.Sub(kept[owner+1].Created) > r.DeltaRetention
+}
+
+// GCOptions configures GC. The zero value deletes.
+type GCOptions struct {
+	// DryRun lists what would be deleted and deletes nothing.
+	DryRun bool
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Now is the time ages are measured from. Default: time.Now.
+	Now func() time.Time
+}
+
+// GC deletes the snapshots r expires and returns them. A failed delete
+// stops it; what was deleted before is returned with the error.
+func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Snapshot, error) {
+	if err := r.Check(); err != nil {
+		return nil, err
+	}
+	cat, err := List(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	expired := r.Expired(cat, now(opts.Now))
+	if opts.DryRun {
+		return expired, nil
+	}
+	log := logger(opts.Logger)
+	// Expiry depends only on the kept snapshots, so a GC interrupted here
+	// leaves nothing the next run would keep.
+	for i, s := range expired {
+		if err := st.Delete(ctx, s.Key); err != nil {
+			return expired[:i], fmt.Errorf("gc: delete %s: %w", s.Key, err)
+		}
+		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
+	}
+	return expired, nil
+}

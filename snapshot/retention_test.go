@@ -1,0 +1,170 @@
+package snapshot_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// weeks is five weeks of hourly fulls with a delta every 10 minutes, ten
+// revisions each, ending at now.
+func weeks(now time.Time) snapshot.Catalog {
+	var snaps []snapshot.Snapshot
+	rev := int64(1)
+	for at := now.Add(-35 * 24 * time.Hour); !at.After(now); at = at.Add(10 * time.Minute) {
+		if at.Sub(now)%time.Hour == 0 {
+			snaps = append(snaps, full(rev, at))
+		}
+		if at.Before(now) {
+			snaps = append(snaps, delta(rev+1, rev+10, at.Add(10*time.Minute)))
+		}
+		rev += 10
+	}
+	return snapshot.NewCatalog(snaps)
+}
+
+func split(cat snapshot.Catalog, expired []snapshot.Snapshot) (fulls, deltas []snapshot.Snapshot) {
+	for _, s := range cat {
+		if slices.ContainsFunc(expired, func(e snapshot.Snapshot) bool { return e.Key == s.Key }) {
+			continue
+		}
+		if s.Kind == snapshot.KindFull {
+			fulls = append(fulls, s)
+		} else {
+			deltas = append(deltas, s)
+		}
+	}
+	return fulls, deltas
+}
+
+func TestExponentialRetention(t *testing.T) {
+	now := t0.Add(40 * 24 * time.Hour)
+	cat := weeks(now)
+	expired := snapshot.Retention{}.Expired(cat, now)
+	fulls, deltas := split(cat, expired)
+
+	// 1 of the last hour, 23 hourly, 6 daily, 3 weekly.
+	if len(fulls) != 33 {
+		t.Fatalf("%d fulls kept, want 33", len(fulls))
+	}
+	count := func(from, to time.Duration) int {
+		n := 0
+		for _, f := range fulls {
+			if age := now.Sub(f.Created); age >= from && age < to {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		from, to time.Duration
+		want     int
+	}{
+		{0, time.Hour, 1},
+		{time.Hour, 24 * time.Hour, 23},
+		{24 * time.Hour, 7 * 24 * time.Hour, 6},
+		{7 * 24 * time.Hour, 28 * 24 * time.Hour, 3},
+		{28 * 24 * time.Hour, 100 * 24 * time.Hour, 0},
+	} {
+		if got := count(tc.from, tc.to); got != tc.want {
+			t.Errorf("fulls aged %v-%v: %d kept, want %d", tc.from, tc.to, got, tc.want)
+		}
+	}
+	// Each kept daily full is the newest of its day.
+	for _, f := range fulls {
+		age := now.Sub(f.Created)
+		if age >= 24*time.Hour && age < 7*24*time.Hour && age%(24*time.Hour) != 0 {
+			t.Errorf("kept %s, %v old: not the newest of its day", f.Key, age)
+		}
+	}
+	// DeltaRetention 0: every delta past the oldest kept full stays.
+	oldest := fulls[0].LastRevision
+	for _, d := range deltas {
+		if d.LastRevision <= oldest {
+			t.Errorf("kept %s, which no kept full precedes", d.Key)
+		}
+	}
+	if want := len(cat) - len(fulls) - len(expired); len(deltas) != want {
+		t.Errorf("%d deltas kept, want %d", len(deltas), want)
+	}
+}
+
+func TestRetentionNeverTouchesTheNewestChain(t *testing.T) {
+	now := t0.Add(100 * 24 * time.Hour)
+	// Everything is months old: only the newest chain may survive.
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		full(10, t0), delta(11, 20, t0), full(20, t0.Add(time.Hour)), delta(21, 30, t0.Add(2*time.Hour)), delta(31, 40, t0.Add(3*time.Hour)),
+		mustParse("v1/Backup-100/Full-00000000-00000005-100"),
+	})
+	for _, r := range []snapshot.Retention{
+		{}, {Policy: snapshot.LimitBased, MaxFulls: 1}, {DeltaRetention: time.Second},
+	} {
+		fulls, deltas := split(cat, r.Expired(cat, now))
+		if len(fulls) != 2 || fulls[0].Key != "v1/Backup-100/Full-00000000-00000005-100" || fulls[1].LastRevision != 20 {
+			t.Errorf("%+v kept fulls %s", r, keys(fulls))
+		}
+		if len(deltas) != 2 || deltas[0].StartRevision != 21 {
+			t.Errorf("%+v kept deltas %s", r, keys(deltas))
+		}
+	}
+}
+
+func TestLimitBasedRetentionAndDeltaRetention(t *testing.T) {
+	now := t0.Add(40 * 24 * time.Hour)
+	cat := weeks(now)
+	r := snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 5, DeltaRetention: 90 * time.Minute}
+	fulls, deltas := split(cat, r.Expired(cat, now))
+	if len(fulls) != 5 || now.Sub(fulls[0].Created) != 4*time.Hour {
+		t.Fatalf("kept %s", keys(fulls))
+	}
+	// Chains superseded more than 90 minutes ago lose their deltas: the
+	// chain superseded an hour ago keeps its six, the one superseded now
+	// its six, the newest has none yet.
+	for _, d := range deltas {
+		if d.LastRevision <= fulls[len(fulls)-3].LastRevision {
+			t.Errorf("kept %s of a chain superseded %v ago", d.Key, now.Sub(fulls[len(fulls)-3].Created))
+		}
+	}
+	if len(deltas) != 12 {
+		t.Errorf("kept %d deltas, want 12", len(deltas))
+	}
+}
+
+func TestGCDryRunThenDelete(t *testing.T) {
+	ctx := context.Background()
+	now := t0.Add(40 * 24 * time.Hour)
+	st := store.NewMem()
+	cat := weeks(now)
+	for _, s := range cat {
+		if err := st.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := func() time.Time { return now }
+	planned, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{DryRun: true, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := snapshot.List(ctx, st); len(after) != len(cat) {
+		t.Fatalf("dry run deleted %d objects", len(cat)-len(after))
+	}
+	deleted, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys(deleted) != keys(planned) || len(deleted) == 0 {
+		t.Fatalf("dry run planned %d, GC deleted %d", len(planned), len(deleted))
+	}
+	after, _ := snapshot.List(ctx, st)
+	if len(after) != len(cat)-len(deleted) {
+		t.Fatalf("%d left, want %d", len(after), len(cat)-len(deleted))
+	}
+	if again, _ := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock}); len(again) != 0 {
+		t.Fatalf("a second GC deleted %d more", len(again))
+	}
+}

@@ -1,0 +1,501 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/store"
+)
+
+var (
+	// ErrNotRunning is returned by on-demand snapshots while Run is not running.
+	ErrNotRunning = errors.New("the snapshotter is not running")
+	// ErrStoreAhead stops Run: the store holds revisions the cluster has not
+	// reached, so its backups are another cluster's, or the cluster was
+	// restored without a revision bump. Snapshotting on would mix the two.
+	ErrStoreAhead = errors.New("the store's backups are ahead of the cluster")
+)
+
+// Options configures a Snapshotter. The zero value takes a full snapshot
+// every hour, a delta every 20 s or at 100 MiB of events, and applies the
+// Exponential retention every minute.
+type Options struct {
+	// FullSchedule is a cron expression (5 fields, or descriptors such as
+	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
+	FullSchedule string
+	// DeltaPeriod is the longest events wait before a delta is written.
+	// Default 20 s; negative disables deltas.
+	DeltaPeriod time.Duration
+	// DeltaMemoryLimit writes a delta as soon as the buffered events reach
+	// it. Default 100 MiB.
+	DeltaMemoryLimit int64
+	// RetentionPeriod is how often GC runs. Default 1 min; negative
+	// disables GC.
+	RetentionPeriod time.Duration
+	Retention       Retention
+	Codec           Codec
+	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
+	SpoolDir string
+	// BeforeUpload, when set, is called right before each object is written;
+	// an error skips the write and counts as a failure (fencing).
+	BeforeUpload func(context.Context, Snapshot) error
+	// OnResult, when set, is called after every snapshot and GC attempt,
+	// from the loop's goroutine. Metrics hang here.
+	OnResult func(Result)
+	// MinBackoff and MaxBackoff bound the wait before a failed snapshot is
+	// tried again. Defaults 1 s and 5 min.
+	MinBackoff, MaxBackoff time.Duration
+	// StopTimeout bounds the flush of pending events when Run's context
+	// ends. Default 30 s.
+	StopTimeout time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Now is the clock of names, events and retention. Default time.Now.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.FullSchedule == "" {
+		o.FullSchedule = "0 * * * *"
+	}
+	if o.DeltaPeriod == 0 {
+		o.DeltaPeriod = 20 * time.Second
+	}
+	if o.RetentionPeriod == 0 {
+		o.RetentionPeriod = time.Minute
+	}
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Minute
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// Operation is what a Result reports on.
+type Operation string
+
+const (
+	OpFull  Operation = "full"
+	OpDelta Operation = "delta"
+	OpGC    Operation = "gc"
+)
+
+// Result is the outcome of one snapshot or GC attempt.
+type Result struct {
+	Op Operation
+	// Reason says why it ran: schedule, startup, period, memory-limit,
+	// on-demand, compacted, gap, retry, stop.
+	Reason   string
+	Snapshot Snapshot // the snapshot written, for a successful full or delta
+	Events   int      // events in a delta
+	Deleted  int      // snapshots deleted by GC
+	Duration time.Duration
+	Err      error
+}
+
+// Status is the Snapshotter's state, safe to read at any time.
+type Status struct {
+	Running bool
+	// LastRevision is the newest revision on the store.
+	LastRevision int64
+	LastFull     Snapshot
+	LastDelta    Snapshot
+	// PendingEvents and PendingBytes are captured but not yet uploaded.
+	PendingEvents int
+	PendingBytes  int64
+	// Failures counts consecutive failed attempts.
+	Failures int
+}
+
+// Snapshotter keeps a store's backups current: full snapshots on a
+// schedule, deltas in between, retention, and snapshots on demand.
+type Snapshotter struct {
+	cli      *clientv3.Client
+	st       store.Store
+	opts     Options
+	schedule cron.Schedule
+	log      *slog.Logger
+	reqs     chan request
+
+	mu     sync.Mutex
+	status Status
+}
+
+type request struct {
+	op    Operation
+	reply chan Result
+}
+
+// New checks opts and returns a Snapshotter for the member cli talks to.
+func New(cli *clientv3.Client, st store.Store, opts Options) (*Snapshotter, error) {
+	opts = opts.withDefaults()
+	schedule, err := cron.ParseStandard(opts.FullSchedule)
+	if err != nil {
+		return nil, fmt.Errorf("full snapshot schedule %q: %w", opts.FullSchedule, err)
+	}
+	if err := opts.Codec.Check(); err != nil {
+		return nil, err
+	}
+	if err := opts.Retention.Check(); err != nil {
+		return nil, err
+	}
+	return &Snapshotter{
+		cli: cli, st: st, opts: opts, schedule: schedule,
+		log: logger(opts.Logger), reqs: make(chan request),
+	}, nil
+}
+
+// Status returns a copy of the current state.
+func (s *Snapshotter) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+// TakeFull takes a full snapshot now, through the running loop.
+func (s *Snapshotter) TakeFull(ctx context.Context) (Snapshot, error) {
+	return s.demand(ctx, OpFull)
+}
+
+// TakeDelta writes every event up to the cluster's current revision now,
+// through the running loop. ErrNoEvents: nothing changed.
+func (s *Snapshotter) TakeDelta(ctx context.Context) (Snapshot, error) {
+	return s.demand(ctx, OpDelta)
+}
+
+func (s *Snapshotter) demand(ctx context.Context, op Operation) (Snapshot, error) {
+	if !s.Status().Running {
+		return Snapshot{}, ErrNotRunning
+	}
+	req := request{op: op, reply: make(chan Result, 1)}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		return Snapshot{}, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.Snapshot, r.Err
+	case <-ctx.Done():
+		return Snapshot{}, ctx.Err()
+	}
+}
+
+// loop is Run's state; only Run's goroutine touches it.
+type loop struct {
+	*Snapshotter
+	capture *capture
+	// needFull says why the next attempt must be a full snapshot; "" when
+	// a delta continues the chain.
+	needFull string
+	started  bool
+	failures int
+	retry    *time.Timer
+}
+
+// Run takes snapshots until ctx ends, then writes the pending events as a
+// last delta and returns. At start it takes a full snapshot when the store
+// has no usable chain or the last full one missed its schedule, and a
+// delta of what happened since the chain's end otherwise. Failures are
+// retried with exponential backoff; Run returns early only with
+// ErrStoreAhead.
+func (s *Snapshotter) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.status.Running {
+		s.mu.Unlock()
+		return errors.New("the snapshotter is already running")
+	}
+	s.status.Running = true
+	s.mu.Unlock()
+	defer s.setStatus(func(st *Status) { st.Running = false })
+
+	l := &loop{Snapshotter: s, retry: time.NewTimer(0)}
+	l.capture = newCapture(s.cli, s.st, 0, DeltaOptions{
+		Codec: s.opts.Codec, MemoryLimit: s.opts.DeltaMemoryLimit,
+		BeforeUpload: s.opts.BeforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
+	})
+	defer l.capture.stop()
+	return l.run(ctx)
+}
+
+func (l *loop) run(ctx context.Context) error {
+	fullTimer, deltaTimer, gcTimer := stoppedTimer(), stoppedTimer(), stoppedTimer()
+	defer func() {
+		for _, t := range []*time.Timer{l.retry, fullTimer, deltaTimer, gcTimer} {
+			t.Stop()
+		}
+	}()
+	nextFull := func() { fullTimer.Reset(l.schedule.Next(l.opts.Now()).Sub(l.opts.Now())) }
+	nextDelta := func() {
+		if l.opts.DeltaPeriod > 0 {
+			deltaTimer.Reset(l.opts.DeltaPeriod)
+		}
+	}
+	if l.opts.RetentionPeriod > 0 {
+		gcTimer.Reset(l.opts.RetentionPeriod)
+	}
+	for {
+		if l.healthy() && l.opts.DeltaPeriod > 0 {
+			l.capture.start(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return l.stop()
+
+		case <-l.retry.C:
+			if !l.started {
+				if err := l.startup(ctx); err != nil {
+					if errors.Is(err, ErrStoreAhead) {
+						return err
+					}
+					l.fail(OpFull, "startup", err)
+					continue
+				}
+				nextFull()
+				nextDelta()
+			}
+			if l.needFull != "" {
+				l.full(ctx, l.needFull)
+			} else {
+				l.delta(ctx, "retry", true)
+			}
+
+		case wr, ok := <-l.capture.watching():
+			if !ok {
+				l.capture.stop()
+				l.fail(OpDelta, "watch", errors.New("watch closed"))
+				continue
+			}
+			if err := l.capture.add(wr); err != nil {
+				if errors.Is(err, ErrCompacted) {
+					l.needFull = "compacted"
+				}
+				l.fail(OpDelta, "watch", err)
+				continue
+			}
+			l.publish()
+			if l.capture.full() {
+				l.delta(ctx, "memory-limit", false)
+			}
+
+		case <-deltaTimer.C:
+			if l.healthy() {
+				l.delta(ctx, "period", false)
+			}
+			nextDelta()
+
+		case <-fullTimer.C:
+			if l.started {
+				l.full(ctx, "schedule")
+			}
+			nextFull()
+
+		case <-gcTimer.C:
+			l.gc(ctx)
+			gcTimer.Reset(l.opts.RetentionPeriod)
+
+		case req := <-l.reqs:
+			var r Result
+			switch {
+			case !l.started:
+				r = Result{Op: req.op, Err: errors.New("the snapshotter has not started: the store or the cluster is unreachable")}
+			case req.op == OpFull:
+				r = l.full(ctx, "on-demand")
+				nextFull()
+			case l.needFull != "":
+				r = Result{Op: OpDelta, Err: fmt.Errorf("a full snapshot is due first (%s)", l.needFull)}
+			default:
+				r = l.delta(ctx, "on-demand", true)
+			}
+			req.reply <- r
+		}
+	}
+}
+
+// healthy: deltas continue the chain and nothing waits for a retry.
+func (l *loop) healthy() bool { return l.started && l.needFull == "" && l.failures == 0 }
+
+// startup reads where the store's chain ends and decides the first
+// snapshot.
+func (l *loop) startup(ctx context.Context) error {
+	cat, err := List(ctx, l.st)
+	if err != nil {
+		return err
+	}
+	resp, err := l.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("current revision: %w", err)
+	}
+	current := resp.Header.Revision
+	for _, s := range cat {
+		if s.LastRevision > current {
+			return fmt.Errorf("%w: %s reaches revision %d, the cluster is at %d: point the store at another prefix, or restore with a revision bump", ErrStoreAhead, s.Key, s.LastRevision, current)
+		}
+	}
+	l.started = true
+	chain, err := cat.Latest()
+	if err != nil {
+		l.needFull = "startup: no full snapshot"
+		return nil
+	}
+	l.setStatus(func(st *Status) { st.LastFull = chain.Full })
+	checked, err := chain.Check()
+	switch {
+	case err != nil:
+		l.log.Warn("the latest chain has a gap: a full snapshot closes it", "err", err)
+		l.needFull = "gap"
+	case !l.schedule.Next(chain.Full.Created).After(l.opts.Now()):
+		l.needFull = "schedule missed"
+	default:
+		l.capture.moveTo(checked.LastRevision())
+		l.setStatus(func(st *Status) { st.LastRevision = checked.LastRevision() })
+	}
+	return nil
+}
+
+// full takes a full snapshot. The watch stops meanwhile: a long stream
+// must not let watch responses pile up in the client.
+func (l *loop) full(ctx context.Context, reason string) Result {
+	l.capture.stop()
+	start := time.Now()
+	snap, err := Full(ctx, l.cli, l.st, FullOptions{
+		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.opts.BeforeUpload,
+		Logger: l.opts.Logger, Now: l.opts.Now,
+	})
+	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}
+	if err != nil {
+		// Retried before anything else, so a failing schedule is noticed
+		// instead of silently growing one chain.
+		if l.needFull == "" {
+			l.needFull = reason
+		}
+		l.fail(OpFull, reason, err)
+		return r
+	}
+	l.needFull = ""
+	l.capture.moveTo(snap.LastRevision)
+	l.succeed()
+	l.setStatus(func(st *Status) { st.LastFull, st.LastRevision = snap, snap.LastRevision })
+	l.publish()
+	l.report(r)
+	return r
+}
+
+// delta writes the buffered events, first catching up to the cluster's
+// current revision when asked. No events is no failure.
+func (l *loop) delta(ctx context.Context, reason string, catchUp bool) Result {
+	start := time.Now()
+	r := Result{Op: OpDelta, Reason: reason}
+	if catchUp {
+		if err := l.capture.catchUp(ctx); err != nil {
+			if errors.Is(err, ErrCompacted) {
+				l.needFull = "compacted"
+			}
+			r.Err = err
+			l.fail(OpDelta, reason, err)
+			return r
+		}
+	}
+	// Stopped while uploading, so a slow store bounds nothing but the
+	// buffer: etcd holds the backlog until the watch resumes.
+	l.capture.stop()
+	events := len(l.capture.pending)
+	snap, err := l.capture.flush(ctx)
+	r.Snapshot, r.Events, r.Duration, r.Err = snap, events, time.Since(start), err
+	switch {
+	case errors.Is(err, ErrNoEvents):
+		l.succeed()
+		return r
+	case err != nil:
+		l.fail(OpDelta, reason, err)
+		return r
+	}
+	l.succeed()
+	l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = snap, snap.LastRevision })
+	l.publish()
+	l.report(r)
+	return r
+}
+
+func (l *loop) gc(ctx context.Context) {
+	start := time.Now()
+	deleted, err := GC(ctx, l.st, l.opts.Retention, GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
+	if err != nil {
+		l.log.Warn("retention failed", "err", err)
+	}
+	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(deleted), Duration: time.Since(start), Err: err})
+}
+
+// stop writes what is pending, with a deadline of its own since ctx is
+// gone: a member stopped on purpose leaves its last writes on the store.
+func (l *loop) stop() error {
+	l.capture.stop()
+	if !l.started || l.needFull != "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
+	defer cancel()
+	if err := l.capture.catchUp(ctx); err != nil {
+		l.log.Warn("catching up before stop failed; writing what was received", "err", err)
+	}
+	l.capture.stop()
+	r := l.delta(ctx, "stop", false)
+	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
+		return r.Err
+	}
+	return nil
+}
+
+func (l *loop) succeed() {
+	l.failures = 0
+	l.setStatus(func(st *Status) { st.Failures = 0 })
+}
+
+// fail reports a failed attempt and schedules the retry with backoff.
+func (l *loop) fail(op Operation, reason string, err error) {
+	l.failures++
+	wait := l.opts.MinBackoff << min(l.failures-1, 20)
+	wait = min(wait, l.opts.MaxBackoff)
+	l.log.Warn("snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait)
+	l.setStatus(func(st *Status) { st.Failures = l.failures })
+	l.report(Result{Op: op, Reason: reason, Err: err})
+	l.retry.Reset(wait)
+}
+
+func (l *loop) publish() {
+	n, size := len(l.capture.pending), l.capture.size
+	l.setStatus(func(st *Status) { st.PendingEvents, st.PendingBytes = n, size })
+}
+
+func (l *loop) report(r Result) {
+	if l.opts.OnResult != nil {
+		l.opts.OnResult(r)
+	}
+}
+
+func (s *Snapshotter) setStatus(f func(*Status)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.status)
+}
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
