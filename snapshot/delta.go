@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -59,16 +61,16 @@ func (o DeltaOptions) memoryLimit() int64 {
 	return o.MemoryLimit
 }
 
-// Delta writes one delta holding every event after revision since up to
-// the cluster's current revision. It returns ErrNoEvents when there are
-// none and ErrCompacted when since+1 is compacted.
-func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int64, opts DeltaOptions) (Snapshot, error) {
+// Delta writes the events after revision since up to the cluster's current
+// revision: one delta, or several when they exceed the memory limit. It
+// returns ErrNoEvents when there are none and ErrCompacted when since+1 is
+// compacted.
+func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int64, opts DeltaOptions) ([]Snapshot, error) {
 	c := newCapture(cli, st, since, opts)
 	defer c.stop()
-	if err := c.catchUp(ctx); err != nil {
-		return Snapshot{}, err
-	}
-	return c.flush(ctx)
+	var written []Snapshot
+	err := c.drain(ctx, func(s Snapshot) { written = append(written, s) })
+	return written, err
 }
 
 // capture watches the whole keyspace from the revision after the last
@@ -87,8 +89,9 @@ type capture struct {
 	pending []Event
 	size    int64
 
-	cancel context.CancelFunc
-	ch     clientv3.WatchChan
+	cancel  context.CancelFunc
+	ch      clientv3.WatchChan
+	watches int
 }
 
 func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOptions) *capture {
@@ -116,6 +119,11 @@ func (c *capture) start(ctx context.Context) {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
+	// The client shares one gRPC stream among watches with the same
+	// metadata, and a watch opened while the previous one's stream closes
+	// is closed with it: a stream of its own per watch avoids that.
+	c.watches++
+	wctx = metadata.AppendToOutgoingContext(wctx, "etcdkit-watch", strconv.Itoa(c.watches))
 	// RequireLeader ends the watch when the member loses its leader,
 	// instead of leaving a partitioned member's watch silent.
 	c.ch = c.cli.Watch(clientv3.WithRequireLeader(wctx), "",
@@ -147,8 +155,16 @@ func (c *capture) add(wr clientv3.WatchResponse) error {
 	received := now(c.opts.Now).UTC()
 	from := c.next()
 	for _, ev := range wr.Events {
-		if ev.Kv == nil || ev.Kv.ModRevision < from {
+		rev := ev.Kv.GetModRevision()
+		if rev < from {
 			continue
+		}
+		// At the first event of a new revision past the limit, the rest of
+		// the response is dropped and fetched again after the flush: the
+		// buffer holds whole revisions and at most one past the limit, even
+		// when a response catching up from history carries a thousand.
+		if rev >= c.next() && c.full() {
+			break
 		}
 		c.pending = append(c.pending, Event{EtcdEvent: ev, Time: received})
 		c.size += eventSize(ev)
@@ -159,16 +175,21 @@ func (c *capture) add(wr clientv3.WatchResponse) error {
 	return nil
 }
 
-// catchUp buffers events until the cluster's current revision.
-func (c *capture) catchUp(ctx context.Context) error {
+// currentRevision is the cluster's revision now, which must not be below
+// what the store holds.
+func (c *capture) currentRevision(ctx context.Context) (int64, error) {
 	resp, err := c.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
-		return fmt.Errorf("current revision: %w", err)
+		return 0, fmt.Errorf("current revision: %w", err)
 	}
-	target := resp.Header.Revision
-	if target < c.last {
-		return fmt.Errorf("the cluster is at revision %d but the backups reach %d: they belong to another cluster, or it was restored without a revision bump", target, c.last)
+	if rev := resp.Header.Revision; rev < c.last {
+		return 0, fmt.Errorf("the cluster is at revision %d but the backups reach %d: they belong to another cluster, or it was restored without a revision bump", rev, c.last)
 	}
+	return resp.Header.Revision, nil
+}
+
+// catchUp buffers events until target or the memory limit.
+func (c *capture) catchUp(ctx context.Context, target int64) error {
 	for c.next() <= target && !c.full() {
 		c.start(ctx)
 		select {
@@ -185,6 +206,31 @@ func (c *capture) catchUp(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// drain writes every event up to the cluster's current revision, in as
+// many deltas as the memory limit needs, calling written after each.
+func (c *capture) drain(ctx context.Context, written func(Snapshot)) error {
+	target, err := c.currentRevision(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := c.catchUp(ctx, target); err != nil {
+			return err
+		}
+		// The watch stops while uploading: etcd, not the client, holds
+		// what comes meanwhile.
+		c.stop()
+		s, err := c.flush(ctx)
+		if err != nil {
+			return err
+		}
+		written(s)
+		if c.next() > target {
+			return nil
+		}
+	}
 }
 
 // flush writes the buffered events as one delta. The buffer only ever

@@ -10,8 +10,8 @@ import (
 	"os"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -52,7 +52,7 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		return Snapshot{}, err
 	}
 	defer func() { _ = os.Remove(spool.Name()) }()
-	defer spool.Close()
+	defer func() { _ = spool.Close() }()
 
 	rev, err := DatabaseRevision(spool.Name())
 	if err != nil {
@@ -127,7 +127,7 @@ func DatabaseRevision(path string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("database %s: %w", path, err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	rev := int64(1)
 	err = db.View(func(tx *bolt.Tx) error {
 		keys := tx.Bucket(bucketKey)

@@ -1,7 +1,8 @@
 package snapshot_test
 
 import (
-		"io"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -53,23 +54,25 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d1, err := snapshot.Delta(ctx, cli, st, full.LastRevision, snapshot.DeltaOptions{})
-	if err != nil {
-		t.Fatal(err)
+	written, err := snapshot.Delta(ctx, cli, st, full.LastRevision, snapshot.DeltaOptions{})
+	if err != nil || len(written) != 1 {
+		t.Fatalf("delta: %v, %v", written, err)
 	}
+	d1 := written[0]
 	if d1.StartRevision != full.LastRevision+1 || d1.LastRevision != res.LastRevision {
 		t.Fatalf("delta %s: want revisions %d-%d", d1.Key, full.LastRevision+1, res.LastRevision)
 	}
-	if _, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{}); err != snapshot.ErrNoEvents {
+	if _, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{}); !errors.Is(err, snapshot.ErrNoEvents) {
 		t.Fatalf("delta with nothing new: got %v, want ErrNoEvents", err)
 	}
 	if _, err := cli.Delete(ctx, "/known/b"); err != nil {
 		t.Fatal(err)
 	}
-	d2, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{})
-	if err != nil {
-		t.Fatal(err)
+	written, err = snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{})
+	if err != nil || len(written) != 1 {
+		t.Fatalf("delta: %v, %v", written, err)
 	}
+	d2 := written[0]
 
 	events := readDelta(t, st, d1, snapshot.Codec{})
 	first := events[:4]
@@ -161,7 +164,7 @@ func TestFullUnderWritesIsNamedByItsContent(t *testing.T) {
 			t.Fatal(err)
 		}
 		rc.Close()
-		f.Close()
+		_ = f.Close()
 		inside, err := snapshot.DatabaseRevision(db)
 		if err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package snapshot_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -74,11 +75,11 @@ func readDelta(t testing.TB, st store.Store, s snapshot.Snapshot, c snapshot.Cod
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	defer func() { _ = d.Close() }()
 	var events []snapshot.Event
 	for {
 		ev, err := d.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return events
 		}
 		if err != nil {

@@ -173,7 +173,9 @@ func (s *Snapshotter) TakeFull(ctx context.Context) (Snapshot, error) {
 }
 
 // TakeDelta writes every event up to the cluster's current revision now,
-// through the running loop. ErrNoEvents: nothing changed.
+// through the running loop, and returns the last delta written (there are
+// several when the events exceed the memory limit). ErrNoEvents: nothing
+// changed.
 func (s *Snapshotter) TakeDelta(ctx context.Context) (Snapshot, error) {
 	return s.demand(ctx, OpDelta)
 }
@@ -258,6 +260,7 @@ func (l *loop) run(ctx context.Context) error {
 			return l.stop()
 
 		case <-l.retry.C:
+			reason := "retry"
 			if !l.started {
 				if err := l.startup(ctx); err != nil {
 					if errors.Is(err, ErrStoreAhead) {
@@ -266,19 +269,22 @@ func (l *loop) run(ctx context.Context) error {
 					l.fail(OpFull, "startup", err)
 					continue
 				}
+				reason = "startup"
 				nextFull()
 				nextDelta()
 			}
 			if l.needFull != "" {
 				l.full(ctx, l.needFull)
 			} else {
-				l.delta(ctx, "retry", true)
+				l.delta(ctx, reason, true)
 			}
 
 		case wr, ok := <-l.capture.watching():
 			if !ok {
 				l.capture.stop()
-				l.fail(OpDelta, "watch", errors.New("watch closed"))
+				if ctx.Err() == nil {
+					l.fail(OpDelta, "watch", errors.New("watch closed"))
+				}
 				continue
 			}
 			if err := l.capture.add(wr); err != nil {
@@ -348,10 +354,13 @@ func (l *loop) startup(ctx context.Context) error {
 		}
 	}
 	l.started = true
+	if len(cat.Fulls()) == 0 {
+		l.needFull = "no full snapshot"
+		return nil
+	}
 	chain, err := cat.Latest()
 	if err != nil {
-		l.needFull = "startup: no full snapshot"
-		return nil
+		return err
 	}
 	l.setStatus(func(st *Status) { st.LastFull = chain.Full })
 	checked, err := chain.Check()
@@ -396,39 +405,39 @@ func (l *loop) full(ctx context.Context, reason string) Result {
 	return r
 }
 
-// delta writes the buffered events, first catching up to the cluster's
-// current revision when asked. No events is no failure.
-func (l *loop) delta(ctx context.Context, reason string, catchUp bool) Result {
-	start := time.Now()
+// delta writes the buffered events; with drain, every event up to the
+// cluster's current revision, in as many deltas as the memory limit needs.
+// The result is the last delta's. No events is no failure.
+func (l *loop) delta(ctx context.Context, reason string, drain bool) Result {
 	r := Result{Op: OpDelta, Reason: reason}
-	if catchUp {
-		if err := l.capture.catchUp(ctx); err != nil {
-			if errors.Is(err, ErrCompacted) {
-				l.needFull = "compacted"
-			}
-			r.Err = err
-			l.fail(OpDelta, reason, err)
-			return r
+	start := time.Now()
+	written := func(s Snapshot) {
+		r.Snapshot, r.Duration = s, time.Since(start)
+		l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = s, s.LastRevision })
+		l.publish()
+		l.report(r)
+		start = time.Now()
+	}
+	if drain {
+		r.Err = l.capture.drain(ctx, written)
+	} else {
+		// Stopped while uploading, so a slow store grows nothing but the
+		// backlog etcd keeps until the watch resumes.
+		l.capture.stop()
+		var s Snapshot
+		if s, r.Err = l.capture.flush(ctx); r.Err == nil {
+			written(s)
 		}
 	}
-	// Stopped while uploading, so a slow store bounds nothing but the
-	// buffer: etcd holds the backlog until the watch resumes.
-	l.capture.stop()
-	events := len(l.capture.pending)
-	snap, err := l.capture.flush(ctx)
-	r.Snapshot, r.Events, r.Duration, r.Err = snap, events, time.Since(start), err
 	switch {
-	case errors.Is(err, ErrNoEvents):
+	case r.Err == nil || errors.Is(r.Err, ErrNoEvents):
 		l.succeed()
-		return r
-	case err != nil:
-		l.fail(OpDelta, reason, err)
-		return r
+	default:
+		if errors.Is(r.Err, ErrCompacted) {
+			l.needFull = "compacted"
+		}
+		l.fail(OpDelta, reason, r.Err)
 	}
-	l.succeed()
-	l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = snap, snap.LastRevision })
-	l.publish()
-	l.report(r)
 	return r
 }
 
@@ -450,11 +459,12 @@ func (l *loop) stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
 	defer cancel()
-	if err := l.capture.catchUp(ctx); err != nil {
-		l.log.Warn("catching up before stop failed; writing what was received", "err", err)
+	r := l.delta(ctx, "stop", true)
+	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
+		// etcd may be stopping too: write at least what was received.
+		l.log.Warn("catching up before stop failed; writing what was received", "err", r.Err)
+		r = l.delta(ctx, "stop", false)
 	}
-	l.capture.stop()
-	r := l.delta(ctx, "stop", false)
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
 		return r.Err
 	}

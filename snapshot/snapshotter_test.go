@@ -1,0 +1,323 @@
+package snapshot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// running is a Snapshotter in its own goroutine with its results recorded.
+type running struct {
+	*snapshot.Snapshotter
+	cancel  context.CancelFunc
+	done    chan error
+	results chan snapshot.Result
+
+	mu  sync.Mutex
+	all []snapshot.Result
+}
+
+func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.Options) *running {
+	t.Helper()
+	r := &running{done: make(chan error, 1), results: make(chan snapshot.Result, 1000)}
+	if opts.FullSchedule == "" {
+		opts.FullSchedule = "@every 1h"
+	}
+	if opts.RetentionPeriod == 0 {
+		opts.RetentionPeriod = -1
+	}
+	opts.MinBackoff = 50 * time.Millisecond
+	opts.MaxBackoff = 500 * time.Millisecond
+	opts.SpoolDir = t.TempDir()
+	opts.OnResult = func(res snapshot.Result) {
+		if res.Err != nil {
+			t.Logf("%s (%s) failed: %v", res.Op, res.Reason, res.Err)
+		}
+		r.mu.Lock()
+		r.all = append(r.all, res)
+		r.mu.Unlock()
+		r.results <- res
+	}
+	s, err := snapshot.New(cli, st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Snapshotter = s
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- s.Run(ctx) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels Run and waits for it: its last delta is written then.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop")
+	}
+}
+
+// await returns the next successful result of op, failing after a minute.
+func (r *running) await(t *testing.T, op snapshot.Operation) snapshot.Result {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		select {
+		case res := <-r.results:
+			if res.Op == op && res.Err == nil {
+				return res
+			}
+		case <-deadline:
+			t.Fatalf("no %s snapshot within a minute", op)
+		}
+	}
+}
+
+func (r *running) written(op snapshot.Operation) []snapshot.Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []snapshot.Result
+	for _, res := range r.all {
+		if res.Op == op && res.Err == nil {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// checkChain proves the store's latest chain replays to the live keyspace.
+func checkChain(t *testing.T, cli *clientv3.Client, st store.Store, c snapshot.Codec) snapshot.Chain {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chain, err = chain.Check(); err != nil {
+		t.Fatal(err)
+	}
+	ks := readKeyspace(t, cli, chain.Full.LastRevision)
+	next := chain.Full.LastRevision + 1
+	for _, d := range chain.Deltas {
+		if d.StartRevision != next {
+			t.Fatalf("%s starts at %d, want %d: a gap or a duplicate", d.Key, d.StartRevision, next)
+		}
+		events := readDelta(t, st, d, c)
+		if events[0].Revision() != d.StartRevision || events[len(events)-1].Revision() != d.LastRevision {
+			t.Fatalf("%s holds revisions %d-%d", d.Key, events[0].Revision(), events[len(events)-1].Revision())
+		}
+		ks.apply(t, events)
+		next = d.LastRevision + 1
+	}
+	if err := ks.diff(readKeyspace(t, cli, chain.LastRevision())); err != nil {
+		t.Fatalf("chain replayed to %d: %v", chain.LastRevision(), err)
+	}
+	return chain
+}
+
+func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		ctx := ctxT(t)
+		c := etcdtest.Start(t, etcdtest.Options{})
+		cli := c.Client(t)
+		if _, err := (etcdtest.Workload{Ops: 200, Seed: 4}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		codec := snapshot.Codec{Compression: snapshot.Zstd}
+		r := start(t, cli, st, snapshot.Options{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
+		if res := r.await(t, snapshot.OpFull); res.Reason != "no full snapshot" {
+			t.Fatalf("first full: reason %q", res.Reason)
+		}
+		var res etcdtest.Result
+		for i := range 2 {
+			var err error
+			res, err = (etcdtest.Workload{Ops: 150, Seed: 5 + uint64(i), TxnPercent: 20, DeletePercent: 10, LeasePercent: 10}).Run(ctx, cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Status().LastRevision < res.LastRevision {
+				if d := r.await(t, snapshot.OpDelta); d.Reason != "period" {
+					t.Fatalf("delta written for %q", d.Reason)
+				}
+			}
+		}
+		r.stop(t)
+		chain := checkChain(t, cli, st, codec)
+		if chain.LastRevision() != res.LastRevision || len(chain.Deltas) < 2 {
+			t.Fatalf("chain ends at %d with %d deltas; the workload ended at %d", chain.LastRevision(), len(chain.Deltas), res.LastRevision)
+		}
+	})
+}
+
+func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+	const limit = 64 << 10
+	r := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
+	r.await(t, snapshot.OpFull)
+
+	value := string(make([]byte, 2048))
+	var bigTxn int64
+	for i := range 400 {
+		if i == 150 {
+			ops := make([]clientv3.Op, 100)
+			for j := range ops {
+				ops[j] = clientv3.OpPut(fmt.Sprintf("/txn/%03d", j), value)
+			}
+			resp, err := cli.Txn(ctx).Then(ops...).Commit()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bigTxn = resp.Header.Revision
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/k/%03d", i%50), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.TakeDelta(ctx); !errors.Is(err, snapshot.ErrNoEvents) {
+		t.Fatalf("second on-demand delta: %v, want ErrNoEvents", err)
+	}
+	r.stop(t)
+
+	byLimit := 0
+	for _, d := range r.written(snapshot.OpDelta) {
+		if d.Reason == "memory-limit" {
+			byLimit++
+		}
+	}
+	if byLimit < 3 {
+		t.Fatalf("%d deltas written at the memory limit, want several", byLimit)
+	}
+	checkChain(t, cli, st, snapshot.Codec{})
+	cat, _ := snapshot.List(ctx, st)
+	holding := 0
+	for _, s := range cat {
+		if s.Kind != snapshot.KindDelta || s.StartRevision > bigTxn || s.LastRevision < bigTxn {
+			continue
+		}
+		holding++
+		n := 0
+		for _, ev := range readDelta(t, st, s, snapshot.Codec{}) {
+			if ev.Revision() == bigTxn {
+				n++
+			}
+		}
+		if n != 100 {
+			t.Fatalf("%s holds %d of the 100 events of revision %d", s.Key, n, bigTxn)
+		}
+	}
+	if holding != 1 {
+		t.Fatalf("revision %d is in %d deltas", bigTxn, holding)
+	}
+}
+
+func TestSnapshotterResumesAfterRestart(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+
+	a := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	a.await(t, snapshot.OpFull)
+	before, err := (etcdtest.Workload{Ops: 100, Seed: 6}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.stop(t)
+	last := a.written(snapshot.OpDelta)
+	if len(last) != 1 || last[0].Reason != "stop" || last[0].Snapshot.LastRevision != before.LastRevision {
+		t.Fatalf("stopping wrote %+v, want one delta up to %d", last, before.LastRevision)
+	}
+
+	while, err := (etcdtest.Workload{Ops: 100, Seed: 7, TxnPercent: 30}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	first := b.await(t, snapshot.OpDelta)
+	if first.Reason != "startup" || first.Snapshot.StartRevision != before.LastRevision+1 || first.Snapshot.LastRevision != while.LastRevision {
+		t.Fatalf("first delta after restart: %s (%s), want %d-%d", first.Snapshot.Key, first.Reason, before.LastRevision+1, while.LastRevision)
+	}
+	if fulls := b.written(snapshot.OpFull); len(fulls) != 0 {
+		t.Fatalf("restart took a full snapshot: %+v", fulls)
+	}
+	full, err := b.TakeFull(ctx)
+	if err != nil || full.LastRevision != while.LastRevision {
+		t.Fatalf("on-demand full: %s, %v", full.Key, err)
+	}
+	b.stop(t)
+	checkChain(t, cli, st, snapshot.Codec{})
+}
+
+func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+
+	a := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	a.await(t, snapshot.OpFull)
+	a.stop(t)
+	res, err := (etcdtest.Workload{Ops: 50, Seed: 8}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, res.LastRevision); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	full := b.await(t, snapshot.OpFull)
+	if full.Reason != "compacted" || full.Snapshot.LastRevision != res.LastRevision {
+		t.Fatalf("full after compaction: %s (%s)", full.Snapshot.Key, full.Reason)
+	}
+}
+
+func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
+	ctx := ctxT(t)
+	st := newStore(t)
+	old := etcdtest.Start(t, etcdtest.Options{})
+	oldCli := old.Client(t)
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 9}).Run(ctx, oldCli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Full(ctx, oldCli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := etcdtest.Start(t, etcdtest.Options{})
+	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(ctx); !errors.Is(err, snapshot.ErrStoreAhead) {
+		t.Fatalf("Run: %v, want ErrStoreAhead", err)
+	}
+}
