@@ -208,14 +208,23 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	}
 	r.stop(t)
 
-	byLimit := 0
-	for _, d := range r.written(snapshot.OpDelta) {
-		if d.Reason == "memory-limit" {
-			byLimit++
-		}
+	deltas := r.written(snapshot.OpDelta)
+	if len(deltas) < 5 {
+		t.Fatalf("%d deltas for about 1 MiB of events at a 64 KiB limit", len(deltas))
 	}
-	if byLimit < 3 {
-		t.Fatalf("%d deltas written at the memory limit, want several", byLimit)
+	// A delta passes the limit only with its last revision.
+	for _, d := range deltas {
+		events := readDelta(t, st, d.Snapshot, snapshot.Codec{})
+		lastRev := events[len(events)-1].Revision()
+		before := 0
+		for _, ev := range events {
+			if ev.Revision() != lastRev {
+				before += len(ev.EtcdEvent.Kv.Key) + len(ev.EtcdEvent.Kv.Value)
+			}
+		}
+		if before >= limit {
+			t.Errorf("%s (%s) held %d bytes before its last revision, limit %d", d.Snapshot.Key, d.Reason, before, limit)
+		}
 	}
 	checkChain(t, cli, st, snapshot.Codec{})
 	cat, _ := snapshot.List(ctx, st)
