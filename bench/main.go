@@ -5,14 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
 type config struct {
 	sizeMiB int
+	dbMiB   int
+	load    time.Duration
 	runs    int
 	dir     string
 	only    []string
@@ -31,16 +35,31 @@ type row struct {
 	Ours      time.Duration
 	Reference string
 	Ref       time.Duration
+	// Note says what else was measured.
+	Note string
+	// Time rows compare latencies against a goal, not throughputs.
+	Time bool
 }
 
 var benchmarks = []benchmark{
 	{name: "store", run: storeBench},
+	{name: "full", run: fullBench},
+	{name: "delta", run: deltaBench},
 }
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-child" {
+		if err := runAsChild(os.Args[2], os.Args[3:]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg := config{}
 	only := ""
-	flag.IntVar(&cfg.sizeMiB, "size", 256, "object size in MiB")
+	flag.IntVar(&cfg.sizeMiB, "size", 256, "object size in MiB (store)")
+	flag.IntVar(&cfg.dbMiB, "db", 512, "database size in MiB (full)")
+	flag.DurationVar(&cfg.load, "load", 30*time.Second, "how long writers write (delta)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
@@ -83,16 +102,25 @@ func printTable(cfg config, rows []row) {
 	host, _ := os.Hostname()
 	fmt.Printf("Measured %s on %s (%d CPUs, %s/%s, %s), median of %d runs.\n\n",
 		time.Now().UTC().Format("2006-01-02"), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), cfg.runs)
-	fmt.Println("| subject | operation | size | etcdkit | reference | reference time | ratio |")
-	fmt.Println("|---|---|---:|---:|---|---:|---:|")
+	fmt.Println("| subject | operation | size | etcdkit | reference | reference time | ratio | notes |")
+	fmt.Println("|---|---|---:|---:|---|---:|---:|---|")
 	for _, r := range rows {
-		fmt.Printf("| %s | %s | %d MiB | %s | %s | %s | %.2f× |\n",
-			r.Subject, r.Op, r.Bytes>>20, rate(r.Bytes, r.Ours), r.Reference, rate(r.Bytes, r.Ref), r.Ref.Seconds()/r.Ours.Seconds())
+		ours, ref := rate(r.Bytes, r.Ours), rate(r.Bytes, r.Ref)
+		if r.Time {
+			ours, ref = fmt.Sprintf("%.2fs", r.Ours.Seconds()), fmt.Sprintf("%.2fs", r.Ref.Seconds())
+		}
+		fmt.Printf("| %s | %s | %d MiB | %s | %s | %s | %.2f× | %s |\n",
+			r.Subject, r.Op, r.Bytes>>20, ours, r.Reference, ref, r.Ref.Seconds()/r.Ours.Seconds(), r.Note)
 	}
 }
 
 func rate(n int64, d time.Duration) string {
 	return fmt.Sprintf("%.0f MB/s (%.2fs)", float64(n)/1e6/d.Seconds(), d.Seconds())
+}
+
+// signalContext ends on SIGTERM or interrupt.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 }
 
 // median returns the middle of the durations.

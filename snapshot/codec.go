@@ -85,9 +85,21 @@ func (c Codec) Check() error {
 	return fmt.Errorf("compression %q: want none, gzip or zstd", c.Compression)
 }
 
+// encoding is how hard an encoder works for its speed.
+type encoding int
+
+const (
+	// bulk is for full snapshots: every core compresses.
+	bulk encoding = iota
+	// lean is for deltas, which are written while events are buffered:
+	// one core and a small window keep the encoder's memory off the budget
+	// the events need.
+	lean
+)
+
 // encoder wraps dst so that what is written to it is compressed then
 // encrypted. Close flushes both layers but leaves dst open.
-func (c Codec) encoder(dst io.Writer) (io.WriteCloser, error) {
+func (c Codec) encoder(dst io.Writer, how encoding) (io.WriteCloser, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
@@ -107,9 +119,13 @@ func (c Codec) encoder(dst io.Writer) (io.WriteCloser, error) {
 		closers = append(closers, gz)
 		w = gz
 	case Zstd:
-		// The default concurrency keeps one window per CPU: constant memory
-		// however large the snapshot.
-		zw, err := zstd.NewWriter(w)
+		// One window per encoding goroutine: constant memory however large
+		// the snapshot.
+		opts := []zstd.EOption{}
+		if how == lean {
+			opts = append(opts, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+		}
+		zw, err := zstd.NewWriter(w, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}

@@ -59,7 +59,7 @@ func encryptions(t *testing.T) []encryption {
 func writeObject(t *testing.T, st store.Store, c Codec, body []byte) Snapshot {
 	t.Helper()
 	s := newSnapshot(KindFull, 0, 42, time.Unix(1700000000, 0), c, false)
-	if err := put(context.Background(), st, s.Key, c, func(w io.Writer) error {
+	if err := put(context.Background(), st, s.Key, c, bulk, func(w io.Writer) error {
 		_, err := w.Write(body)
 		return err
 	}); err != nil {

@@ -69,16 +69,17 @@ func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int6
 	c := newCapture(cli, st, since, opts)
 	defer c.stop()
 	var written []Snapshot
-	err := c.drain(ctx, func(s Snapshot) { written = append(written, s) })
+	err := c.drain(ctx, func(s Snapshot, _ int) { written = append(written, s) })
 	return written, err
 }
 
 // capture watches the whole keyspace from the revision after the last
-// stored one and buffers the events until they are flushed as a delta.
-// The watch runs only between flushes and only below the memory limit:
-// stopping it lets etcd hold the backlog (its history) instead of the
-// client's unbounded watch buffer, so memory stays at the limit plus a
-// constant whatever the write rate or however slow the store is.
+// stored one and buffers the events until they are written as a delta.
+// One batch may be uploading while the next one fills; together they stay
+// under the memory limit. At the limit the watch stops, which leaves the
+// backlog to etcd (its history) instead of the client's unbounded watch
+// buffer: memory stays at the limit plus a constant whatever the write rate
+// and however slow the store.
 type capture struct {
 	cli  *clientv3.Client
 	st   store.Store
@@ -88,6 +89,9 @@ type capture struct {
 	last    int64 // the newest revision stored
 	pending []Event
 	size    int64
+	// inflight is the batch being uploaded, after last and before pending.
+	inflight     []Event
+	inflightSize int64
 
 	cancel  context.CancelFunc
 	ch      clientv3.WatchChan
@@ -103,10 +107,18 @@ func (c *capture) next() int64 {
 	if n := len(c.pending); n > 0 {
 		return c.pending[n-1].Revision() + 1
 	}
+	if n := len(c.inflight); n > 0 {
+		return c.inflight[n-1].Revision() + 1
+	}
 	return c.last + 1
 }
 
-func (c *capture) full() bool { return c.size >= c.opts.memoryLimit() }
+// full: buffered and uploading events reached the limit.
+func (c *capture) full() bool { return c.size+c.inflightSize >= c.opts.memoryLimit() }
+
+// due: the buffer holds half the limit, so it is written while the other
+// half fills.
+func (c *capture) due() bool { return c.size >= c.opts.memoryLimit()/2 }
 
 // watching is the watch channel, nil while stopped, so a select on it
 // blocks instead of spinning.
@@ -210,7 +222,7 @@ func (c *capture) catchUp(ctx context.Context, target int64) error {
 
 // drain writes every event up to the cluster's current revision, in as
 // many deltas as the memory limit needs, calling written after each.
-func (c *capture) drain(ctx context.Context, written func(Snapshot)) error {
+func (c *capture) drain(ctx context.Context, written func(s Snapshot, events int)) error {
 	target, err := c.currentRevision(ctx)
 	if err != nil {
 		return err
@@ -222,11 +234,12 @@ func (c *capture) drain(ctx context.Context, written func(Snapshot)) error {
 		// The watch stops while uploading: etcd, not the client, holds
 		// what comes meanwhile.
 		c.stop()
+		events := len(c.pending)
 		s, err := c.flush(ctx)
 		if err != nil {
 			return err
 		}
-		written(s)
+		written(s, events)
 		if c.next() > target {
 			return nil
 		}
@@ -234,31 +247,63 @@ func (c *capture) drain(ctx context.Context, written func(Snapshot)) error {
 }
 
 // flush writes the buffered events as one delta. The buffer only ever
-// ends at a watch response, and etcd never splits a revision across
-// responses, so a delta always holds whole revisions.
+// ends at a whole revision (see add), so a delta always holds whole
+// revisions.
 func (c *capture) flush(ctx context.Context) (Snapshot, error) {
+	snap, events, err := c.take()
+	if err != nil {
+		return Snapshot{}, err
+	}
+	err = c.upload(ctx, snap, events)
+	c.landed(snap, err)
+	return snap, err
+}
+
+// take moves the buffer to the in-flight batch and names its delta.
+func (c *capture) take() (Snapshot, []Event, error) {
+	if len(c.inflight) > 0 {
+		return Snapshot{}, nil, errors.New("a delta is already being written")
+	}
 	if len(c.pending) == 0 {
-		return Snapshot{}, ErrNoEvents
+		return Snapshot{}, nil, ErrNoEvents
 	}
 	last := c.pending[len(c.pending)-1].Revision()
 	snap := newSnapshot(KindDelta, c.last+1, last, now(c.opts.Now), c.opts.Codec, false)
+	c.inflight, c.inflightSize = c.pending, c.size
+	c.pending, c.size = nil, 0
+	return snap, c.inflight, nil
+}
+
+// upload writes a taken batch. It touches nothing of c but what does not
+// change, so it may run on another goroutine.
+func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) error {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
-			return Snapshot{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
+			return fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	events := c.pending
-	if err := put(ctx, c.st, snap.Key, c.opts.Codec, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
-		return Snapshot{}, err
+	if err := put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
+		return err
 	}
-	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, last))
-	c.last = last
-	c.pending, c.size = nil, 0
-	return snap, nil
+	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, snap.LastRevision))
+	return nil
+}
+
+// landed ends an upload: the batch is stored, or back in front of the
+// buffer to be written again.
+func (c *capture) landed(snap Snapshot, err error) {
+	if err == nil {
+		c.last = snap.LastRevision
+	} else {
+		c.pending = append(c.inflight, c.pending...)
+		c.size += c.inflightSize
+	}
+	c.inflight, c.inflightSize = nil, 0
 }
 
 // moveTo restarts the chain after a full snapshot at rev: buffered events
-// it holds are dropped and the next delta starts at rev+1.
+// it holds are dropped and the next delta starts at rev+1. No batch may be
+// in flight.
 func (c *capture) moveTo(rev int64) {
 	keep := c.pending[:0]
 	var size int64

@@ -20,8 +20,11 @@ import (
 // spooling through os.TempDir().
 type FullOptions struct {
 	Codec Codec
-	// SpoolDir holds the database while its revision is read from it, so it
-	// needs room for the whole database. Default: os.TempDir().
+	// SpoolDir holds the database while its revision is read from it, and
+	// the encoded object until it is uploaded: room for the database and,
+	// when compressing or encrypting for a remote store, the object too.
+	// Default: os.TempDir(). A plain snapshot to the file store is spooled
+	// in the store's own directory and renamed into place instead.
 	SpoolDir string
 	// Final marks the snapshot taken when the member stops for good.
 	Final bool
@@ -36,31 +39,31 @@ type FullOptions struct {
 }
 
 // Full streams a snapshot of the member the client talks to (etcd's
-// Maintenance.Snapshot) into st. The database is spooled to disk and its
-// SHA-256 trailer verified before anything is written to the store, then
-// the object is named with the revision read from the database itself: a
-// revision asked for before the stream could be older than what the
-// stream holds, and a chain built on such a name replays revisions twice.
+// Maintenance.Snapshot) into st. The object is named with the revision read
+// from the streamed database itself, after its SHA-256 trailer was
+// verified: a revision asked for before the stream can be older than what
+// the stream holds, and a chain built on such a name replays revisions
+// twice. So the database is spooled to disk and encoded in the same pass;
+// nothing reaches the store before the name is known.
 func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOptions) (Snapshot, error) {
 	if err := opts.Codec.Check(); err != nil {
 		return Snapshot{}, err
 	}
-	log := logger(opts.Logger)
 	start := time.Now()
-	spool, sum, err := spoolSnapshot(ctx, cli, opts.SpoolDir)
+	sp, err := newSpool(st, opts)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	defer func() { _ = os.Remove(spool.Name()) }()
-	defer func() { _ = spool.Close() }()
-
-	rev, err := DatabaseRevision(spool.Name())
+	defer sp.discard()
+	if err := sp.fill(ctx, cli); err != nil {
+		return Snapshot{}, err
+	}
+	rev, err := DatabaseRevision(sp.raw.Name())
 	if err != nil {
 		return Snapshot{}, err
 	}
-	info, err := spool.Stat()
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("spool %s: %w", spool.Name(), err)
+	if err := sp.finish(); err != nil {
+		return Snapshot{}, err
 	}
 	snap := newSnapshot(KindFull, 0, rev, now(opts.Now), opts.Codec, opts.Final)
 	if opts.BeforeUpload != nil {
@@ -69,47 +72,173 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		}
 	}
 	streamed := time.Since(start)
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
-		return Snapshot{}, fmt.Errorf("spool %s: %w", spool.Name(), err)
+	if err := sp.upload(ctx, st, snap.Key); err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap.Key, err)
 	}
-	err = put(ctx, st, snap.Key, opts.Codec, func(w io.Writer) error {
-		if _, err := io.Copy(w, spool); err != nil {
-			return fmt.Errorf("spool %s: %w", spool.Name(), err)
-		}
-		_, err := w.Write(sum)
-		return err
-	})
-	if err != nil {
-		return Snapshot{}, err
-	}
-	log.Info("full snapshot written", "key", snap.Key, "revision", rev, "db-bytes", info.Size(),
+	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "db-bytes", sp.size,
 		"stream", streamed.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return snap, nil
 }
 
-// spoolSnapshot writes the member's database to a temporary file and
-// returns it with the verified trailer.
-func spoolSnapshot(ctx context.Context, cli *clientv3.Client, dir string) (f *os.File, sum []byte, err error) {
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("etcd snapshot: %w", err)
-	}
-	defer rc.Close()
-	f, err = os.CreateTemp(dir, "etcdkit-full-*.db")
-	if err != nil {
-		return nil, nil, fmt.Errorf("spool (set the spool directory to a volume with room for the database): %w", err)
-	}
+// spool holds a full snapshot on local disk between the stream and the
+// store: raw is the database (bbolt reads the revision from it) and object
+// is what the store receives. A plain snapshot has one file for both.
+type spool struct {
+	codec  Codec
+	stager store.Stager // set when object is a file the store stages
+	raw    *os.File
+	object *os.File
+	enc    io.WriteCloser
+	sum    []byte
+	size   int64
+}
+
+func newSpool(st store.Store, opts FullOptions) (sp *spool, err error) {
+	sp = &spool{codec: opts.Codec}
 	defer func() {
 		if err != nil {
+			sp.discard()
+		}
+	}()
+	plain := opts.Codec.Compression == None && !opts.Codec.encrypts()
+	if stager, ok := store.AsStager(st); ok {
+		sp.stager = stager
+		if sp.object, err = stager.Stage(); err != nil {
+			return nil, err
+		}
+	} else if !plain {
+		if sp.object, err = os.CreateTemp(opts.SpoolDir, "etcdkit-object-*"); err != nil {
+			return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the snapshot): %w", err)
+		}
+	}
+	if plain && sp.object != nil {
+		sp.raw = sp.object
+	} else if sp.raw, err = os.CreateTemp(opts.SpoolDir, "etcdkit-full-*.db"); err != nil {
+		return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the database): %w", err)
+	}
+	if plain && sp.object == nil {
+		sp.object = sp.raw
+	}
+	if !plain {
+		if sp.enc, err = opts.Codec.encoder(sp.object, bulk); err != nil {
+			return nil, err
+		}
+	}
+	return sp, nil
+}
+
+// fill streams the member's database into the spool, verifying etcd's
+// trailer.
+func (sp *spool) fill(ctx context.Context, cli *clientv3.Client) error {
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("etcd snapshot: %w", err)
+	}
+	defer func() { _ = rc.Close() }()
+	var w io.Writer = sp.raw
+	if sp.enc != nil {
+		w = io.MultiWriter(sp.raw, sp.enc)
+	}
+	v := newVerifier(rc)
+	n, err := decoupledCopy(w, v)
+	if err != nil {
+		return fmt.Errorf("etcd snapshot into %s: %w", sp.raw.Name(), err)
+	}
+	sp.size, sp.sum = n, v.Sum()
+	return nil
+}
+
+// decoupledCopy reads ahead of the writer by up to 8 MiB, so etcd's
+// stream does not wait for each block to be compressed and written: the
+// copy takes as long as the slower side, not the sum of both.
+func decoupledCopy(w io.Writer, r io.Reader) (int64, error) {
+	const chunk, ahead = 1 << 20, 8
+	full := make(chan []byte, ahead)
+	free := make(chan []byte, ahead+1)
+	for range ahead + 1 {
+		free <- make([]byte, chunk)
+	}
+	readErr := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(full)
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-stop:
+				readErr <- nil
+				return
+			}
+			n, err := io.ReadFull(r, buf)
+			if n > 0 {
+				full <- buf[:n]
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				readErr <- nil
+				return
+			}
+			if err != nil {
+				readErr <- err
+				return
+			}
+		}
+	}()
+	var written int64
+	for buf := range full {
+		n, err := w.Write(buf)
+		written += int64(n)
+		if err != nil {
+			close(stop)
+			for range full {
+			}
+			return written, errors.Join(err, <-readErr)
+		}
+		free <- buf[:cap(buf)]
+	}
+	return written, <-readErr
+}
+
+// finish appends the trailer to the object: etcd's own, so the object is
+// what etcd streamed.
+func (sp *spool) finish() error {
+	if sp.enc == nil {
+		if _, err := sp.object.Write(sp.sum); err != nil {
+			return fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+		}
+		return nil
+	}
+	if _, err := sp.enc.Write(sp.sum); err != nil {
+		return fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+	}
+	if err := sp.enc.Close(); err != nil {
+		return fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+	}
+	return nil
+}
+
+func (sp *spool) upload(ctx context.Context, st store.Store, key string) error {
+	if sp.stager != nil {
+		obj := sp.object
+		sp.object = nil // PutStaged owns it now, even when it fails
+		if sp.raw == obj {
+			sp.raw = nil
+		}
+		return sp.stager.PutStaged(ctx, key, obj)
+	}
+	if _, err := sp.object.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+	}
+	return st.Put(ctx, key, sp.object)
+}
+
+func (sp *spool) discard() {
+	for _, f := range []*os.File{sp.raw, sp.object} {
+		if f != nil {
 			_ = f.Close()
 			_ = os.Remove(f.Name())
 		}
-	}()
-	v := newVerifier(rc)
-	if _, err := io.Copy(f, v); err != nil {
-		return nil, nil, fmt.Errorf("etcd snapshot into %s: %w", f.Name(), err)
 	}
-	return f, v.Sum(), nil
 }
 
 var (

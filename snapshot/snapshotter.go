@@ -208,6 +208,21 @@ type loop struct {
 	started  bool
 	failures int
 	retry    *time.Timer
+	// uploads reports the background delta upload, at most one at a time.
+	uploads   chan upload
+	uploading bool
+	// upCtx outlives Run's context so that stopping lets the upload in
+	// flight finish.
+	upCtx    context.Context
+	upCancel context.CancelFunc
+}
+
+type upload struct {
+	snap   Snapshot
+	events int
+	reason string
+	start  time.Time
+	err    error
 }
 
 // Run takes snapshots until ctx ends, then writes the pending events as a
@@ -226,7 +241,9 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	defer s.setStatus(func(st *Status) { st.Running = false })
 
-	l := &loop{Snapshotter: s, retry: time.NewTimer(0)}
+	l := &loop{Snapshotter: s, retry: time.NewTimer(0), uploads: make(chan upload, 1)}
+	l.upCtx, l.upCancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer l.upCancel()
 	l.capture = newCapture(s.cli, s.st, 0, DeltaOptions{
 		Codec: s.opts.Codec, MemoryLimit: s.opts.DeltaMemoryLimit,
 		BeforeUpload: s.opts.BeforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
@@ -243,15 +260,26 @@ func (l *loop) run(ctx context.Context) error {
 		}
 	}()
 	nextFull := func() { fullTimer.Reset(l.schedule.Next(l.opts.Now()).Sub(l.opts.Now())) }
-	nextDelta := func() {
-		if l.opts.DeltaPeriod > 0 {
-			deltaTimer.Reset(l.opts.DeltaPeriod)
+	// The period runs from the oldest buffered event, so no event waits
+	// longer than the period before its delta is written.
+	var deltaDue time.Time
+	armDelta := func() {
+		// While unhealthy the retry writes the buffer, not the period.
+		if len(l.capture.pending) == 0 || l.opts.DeltaPeriod <= 0 || !l.healthy() || l.uploading {
+			deltaTimer.Stop()
+			deltaDue = time.Time{}
+			return
+		}
+		if due := l.capture.pending[0].Time.Add(l.opts.DeltaPeriod); !due.Equal(deltaDue) {
+			deltaDue = due
+			deltaTimer.Reset(due.Sub(l.opts.Now()))
 		}
 	}
 	if l.opts.RetentionPeriod > 0 {
 		gcTimer.Reset(l.opts.RetentionPeriod)
 	}
 	for {
+		armDelta()
 		if l.healthy() && l.opts.DeltaPeriod > 0 {
 			l.capture.start(ctx)
 		}
@@ -271,12 +299,11 @@ func (l *loop) run(ctx context.Context) error {
 				}
 				reason = "startup"
 				nextFull()
-				nextDelta()
 			}
 			if l.needFull != "" {
 				l.full(ctx, l.needFull)
 			} else {
-				l.delta(ctx, reason, true)
+				l.delta(ctx, reason)
 			}
 
 		case wr, ok := <-l.capture.watching():
@@ -295,15 +322,21 @@ func (l *loop) run(ctx context.Context) error {
 				continue
 			}
 			l.publish()
-			if l.capture.full() {
-				l.delta(ctx, "memory-limit", false)
+			if l.capture.due() {
+				l.startUpload("memory-limit")
+			}
+
+		case u := <-l.uploads:
+			l.landed(u)
+			if l.healthy() && l.capture.due() {
+				l.startUpload("memory-limit")
 			}
 
 		case <-deltaTimer.C:
+			deltaDue = time.Time{}
 			if l.healthy() {
-				l.delta(ctx, "period", false)
+				l.startUpload("period")
 			}
-			nextDelta()
 
 		case <-fullTimer.C:
 			if l.started {
@@ -326,7 +359,7 @@ func (l *loop) run(ctx context.Context) error {
 			case l.needFull != "":
 				r = Result{Op: OpDelta, Err: fmt.Errorf("a full snapshot is due first (%s)", l.needFull)}
 			default:
-				r = l.delta(ctx, "on-demand", true)
+				r = l.delta(ctx, "on-demand")
 			}
 			req.reply <- r
 		}
@@ -380,6 +413,7 @@ func (l *loop) startup(ctx context.Context) error {
 // full takes a full snapshot. The watch stops meanwhile: a long stream
 // must not let watch responses pile up in the client.
 func (l *loop) full(ctx context.Context, reason string) Result {
+	l.waitUpload()
 	l.capture.stop()
 	start := time.Now()
 	snap, err := Full(ctx, l.cli, l.st, FullOptions{
@@ -405,30 +439,60 @@ func (l *loop) full(ctx context.Context, reason string) Result {
 	return r
 }
 
-// delta writes the buffered events; with drain, every event up to the
-// cluster's current revision, in as many deltas as the memory limit needs.
-// The result is the last delta's. No events is no failure.
-func (l *loop) delta(ctx context.Context, reason string, drain bool) Result {
+// startUpload writes the buffer as a delta in the background while the
+// watch goes on filling the next one.
+func (l *loop) startUpload(reason string) {
+	if l.uploading {
+		return
+	}
+	snap, events, err := l.capture.take()
+	if err != nil {
+		return
+	}
+	l.uploading = true
+	go func() {
+		start := time.Now()
+		err := l.capture.upload(l.upCtx, snap, events)
+		l.uploads <- upload{snap: snap, events: len(events), reason: reason, start: start, err: err}
+	}()
+}
+
+// waitUpload lands the upload in flight, if any.
+func (l *loop) waitUpload() {
+	if l.uploading {
+		l.landed(<-l.uploads)
+	}
+}
+
+func (l *loop) landed(u upload) {
+	l.uploading = false
+	l.capture.landed(u.snap, u.err)
+	if u.err != nil {
+		l.fail(OpDelta, u.reason, u.err)
+		return
+	}
+	l.succeed()
+	l.wrote(Result{Op: OpDelta, Reason: u.reason, Snapshot: u.snap, Events: u.events, Duration: time.Since(u.start)})
+}
+
+func (l *loop) wrote(r Result) {
+	l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = r.Snapshot, r.Snapshot.LastRevision })
+	l.publish()
+	l.report(r)
+}
+
+// delta writes every event up to the cluster's current revision now, in as
+// many deltas as the memory limit needs, and returns the last one's
+// result. No events is no failure.
+func (l *loop) delta(ctx context.Context, reason string) Result {
+	l.waitUpload()
 	r := Result{Op: OpDelta, Reason: reason}
 	start := time.Now()
-	written := func(s Snapshot) {
-		r.Snapshot, r.Duration = s, time.Since(start)
-		l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = s, s.LastRevision })
-		l.publish()
-		l.report(r)
+	r.Err = l.capture.drain(ctx, func(s Snapshot, events int) {
+		r.Snapshot, r.Events, r.Duration = s, events, time.Since(start)
+		l.wrote(r)
 		start = time.Now()
-	}
-	if drain {
-		r.Err = l.capture.drain(ctx, written)
-	} else {
-		// Stopped while uploading, so a slow store grows nothing but the
-		// backlog etcd keeps until the watch resumes.
-		l.capture.stop()
-		var s Snapshot
-		if s, r.Err = l.capture.flush(ctx); r.Err == nil {
-			written(s)
-		}
-	}
+	})
 	switch {
 	case r.Err == nil || errors.Is(r.Err, ErrNoEvents):
 		l.succeed()
@@ -450,20 +514,28 @@ func (l *loop) gc(ctx context.Context) {
 	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(deleted), Duration: time.Since(start), Err: err})
 }
 
-// stop writes what is pending, with a deadline of its own since ctx is
-// gone: a member stopped on purpose leaves its last writes on the store.
+// stop lets the upload in flight finish and writes what is pending, with
+// a deadline of its own since ctx is gone: a member stopped on purpose
+// leaves its last writes on the store.
 func (l *loop) stop() error {
 	l.capture.stop()
+	deadline := time.AfterFunc(l.opts.StopTimeout, l.upCancel)
+	defer deadline.Stop()
+	l.waitUpload()
 	if !l.started || l.needFull != "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
 	defer cancel()
-	r := l.delta(ctx, "stop", true)
+	r := l.delta(ctx, "stop")
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
 		// etcd may be stopping too: write at least what was received.
 		l.log.Warn("catching up before stop failed; writing what was received", "err", r.Err)
-		r = l.delta(ctx, "stop", false)
+		l.capture.stop()
+		var s Snapshot
+		if s, r.Err = l.capture.flush(ctx); r.Err == nil {
+			l.wrote(Result{Op: OpDelta, Reason: "stop", Snapshot: s})
+		}
 	}
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
 		return r.Err

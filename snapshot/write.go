@@ -14,11 +14,11 @@ import (
 // put streams what write produces, encoded by c, into the object key. The
 // store sees an error when write fails, so a failed snapshot never becomes
 // visible.
-func put(ctx context.Context, st store.Store, key string, c Codec, write func(io.Writer) error) error {
+func put(ctx context.Context, st store.Store, key string, c Codec, how encoding, write func(io.Writer) error) error {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		enc, err := c.encoder(pw)
+		enc, err := c.encoder(pw, how)
 		if err == nil {
 			err = write(enc)
 			err = errors.Join(err, enc.Close())

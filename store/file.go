@@ -199,3 +199,90 @@ func (f *File) Delete(_ context.Context, key string) error {
 	}
 	return nil
 }
+
+// Stager is implemented by stores that keep objects as local files. A
+// producer that writes an object to a local file anyway writes it to a
+// staged file, which becomes the object by a rename instead of a copy.
+// Staged files are never listed.
+type Stager interface {
+	// Stage creates an empty staged file.
+	Stage() (*os.File, error)
+	// PutStaged syncs and closes f, a file from Stage, and makes it the
+	// object key, as Put would.
+	PutStaged(ctx context.Context, key string, f *os.File) error
+}
+
+// AsStager returns st's Stager, looking through WithPrefix views.
+func AsStager(st Store) (Stager, bool) {
+	switch s := st.(type) {
+	case Stager:
+		return s, true
+	case *prefixed:
+		inner, ok := AsStager(s.s)
+		if !ok {
+			return nil, false
+		}
+		return prefixedStager{inner, s.prefix}, true
+	}
+	return nil, false
+}
+
+type prefixedStager struct {
+	Stager
+	prefix string
+}
+
+func (p prefixedStager) PutStaged(ctx context.Context, key string, f *os.File) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	return p.Stager.PutStaged(ctx, JoinKey(p.prefix, key), f)
+}
+
+// Stage creates the file in the store's directory, so renaming it into
+// place never crosses a file system.
+func (f *File) Stage() (*os.File, error) {
+	tmp, err := os.CreateTemp(f.root, tempPrefix+"*")
+	if err != nil {
+		return nil, fmt.Errorf("store %s: stage: %w", f.url, err)
+	}
+	return tmp, nil
+}
+
+// PutStaged makes a staged file the object key; on failure the staged
+// file is removed.
+func (f *File) PutStaged(ctx context.Context, key string, tmp *os.File) (err error) {
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if filepath.Dir(tmp.Name()) != f.root || !strings.HasPrefix(filepath.Base(tmp.Name()), tempPrefix) {
+		return fmt.Errorf("store %s: put %s: %s is not a file this store staged", f.url, key, tmp.Name())
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("store %s: put %s: sync: %w", f.url, key, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("store %s: put %s: sync directory: %w", f.url, key, err)
+	}
+	return nil
+}

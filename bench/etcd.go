@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+)
+
+// etcdTools builds etcdctl and etcdutl from tools/etcd, after checking that
+// module pins the etcd version the main module uses.
+func etcdTools(ctx context.Context, dir string) (etcdctl, etcdutl string, err error) {
+	tools, err := emulator.ToolsDir()
+	if err != nil {
+		return "", "", err
+	}
+	modDir := filepath.Join(tools, "etcd")
+	ours, err := goOutput(ctx, filepath.Dir(tools), "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3")
+	if err != nil {
+		return "", "", err
+	}
+	theirs, err := goOutput(ctx, modDir, "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/etcdctl/v3")
+	if err != nil {
+		return "", "", err
+	}
+	if ours != theirs {
+		return "", "", fmt.Errorf("tools/etcd pins etcdctl %s but the module uses etcd %s: run go get -tool in tools/etcd", theirs, ours)
+	}
+	bin := filepath.Join(dir, "bin")
+	if _, err := goOutput(ctx, modDir, "build", "-o", bin+"/", "go.etcd.io/etcd/etcdctl/v3", "go.etcd.io/etcd/etcdutl/v3"); err != nil {
+		return "", "", err
+	}
+	fmt.Fprintf(os.Stderr, "bench: etcdctl and etcdutl %s built\n", ours)
+	return filepath.Join(bin, "etcdctl"), filepath.Join(bin, "etcdutl"), nil
+}
+
+func goOutput(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// member is one embedded etcd member for the benchmarks, fsync off: the
+// benchmarks read from it and do not measure its writes.
+type member struct {
+	etcd     *embed.Etcd
+	endpoint string
+	cli      *clientv3.Client
+}
+
+func startMember(dir string) (*member, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = "bench"
+	cfg.Dir = dir
+	cfg.LogLevel = "fatal"
+	cfg.UnsafeNoFsync = true
+	cfg.QuotaBackendBytes = 8 << 30
+	cfg.MaxTxnOps = 1024
+	peer, client, err := etcdtest.FreeURLs()
+	if err != nil {
+		return nil, err
+	}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(time.Minute):
+		e.Close()
+		return nil, fmt.Errorf("etcd in %s did not start", dir)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	return &member{etcd: e, endpoint: client.String(), cli: cli}, nil
+}
+
+func (m *member) close() {
+	_ = m.cli.Close()
+	m.etcd.Close()
+}
+
+// fill writes about size bytes of values: half random, half text, so
+// compression has something to do, in transactions of 64 puts of 8 KiB.
+func fill(ctx context.Context, cli *clientv3.Client, size int64) error {
+	const valueSize, perTxn, workers = 8 << 10, 64, 4
+	txns := int(size / (valueSize * perTxn))
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			value := make([]byte, valueSize)
+			for i := w; i < txns; i += workers {
+				ops := make([]clientv3.Op, perTxn)
+				for j := range ops {
+					_, _ = rand.Read(value[:valueSize/2])
+					copy(value[valueSize/2:], strings.Repeat(fmt.Sprintf("key %d/%d ", i, j), valueSize))
+					ops[j] = clientv3.OpPut(fmt.Sprintf("/fill/%06d/%02d", i, j), string(value))
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// fullBench takes full snapshots of one database to the file store, in a
+// child process so its peak RSS is its own, against etcdctl snapshot save
+// of the same database.
+func fullBench(ctx context.Context, cfg config) ([]row, error) {
+	etcdctl, _, err := etcdTools(ctx, cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := startMember(filepath.Join(cfg.dir, "etcd-full"))
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	fmt.Fprintf(os.Stderr, "bench: writing a %d MiB database ...\n", cfg.dbMiB)
+	if err := fill(ctx, m.cli, int64(cfg.dbMiB)<<20); err != nil {
+		return nil, err
+	}
+	storeDir := filepath.Join(cfg.dir, "store")
+	spool := filepath.Join(cfg.dir, "spool")
+	for _, d := range []string{storeDir, spool} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	var refRSS int64
+	ref := func() error {
+		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints", m.endpoint, "snapshot", "save", filepath.Join(cfg.dir, "etcdctl.db"))
+		out, rss, err := runWatchingRSS(cmd)
+		if err != nil {
+			return fmt.Errorf("etcdctl snapshot save: %w\n%s", err, out)
+		}
+		refRSS = max(refRSS, rss)
+		return nil
+	}
+	var rows []row
+	var dbBytes int64
+	for _, comp := range []string{"none", "gzip", "zstd"} {
+		var object, rss int64
+		var o, r []time.Duration
+		for range cfg.runs {
+			var out fullResult
+			syscall.Sync()
+			if err := runChild(ctx, &out, "full", "-endpoint", m.endpoint, "-store", storeDir, "-spool", spool, "-compression", comp); err != nil {
+				return nil, err
+			}
+			o = append(o, out.Took)
+			object, rss, dbBytes = out.Size, max(rss, out.PeakRSS), out.DBBytes
+			// Each run writes a new object; only the disk's room is kept.
+			if err := os.Remove(filepath.Join(storeDir, out.Key)); err != nil {
+				return nil, err
+			}
+			syscall.Sync()
+			start := time.Now()
+			if err := ref(); err != nil {
+				return nil, err
+			}
+			r = append(r, time.Since(start))
+		}
+		rows = append(rows, row{
+			Subject: "full snapshot (" + comp + ")", Op: "etcd → file://", Bytes: dbBytes,
+			Ours: median(o), Reference: "etcdctl snapshot save", Ref: median(r),
+			Note: fmt.Sprintf("object %d MiB; peak RSS %d MiB (etcdctl %d MiB)", object>>20, rss>>20, refRSS>>20),
+		})
+	}
+	return rows, nil
+}
+
+// fullResult is what the child reports. Took times snapshot.Full alone:
+// the bench binary links every store SDK and etcd's server, so its start
+// is no part of a snapshot.
+type fullResult struct {
+	Key     string
+	Size    int64
+	DBBytes int64
+	PeakRSS int64
+	Took    time.Duration
+}
+
+// childFull is the child process of fullBench.
+func childFull(ctx context.Context, args []string) (any, error) {
+	fs := flag.NewFlagSet("full", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "")
+	dir := fs.String("store", "", "")
+	spool := fs.String("spool", "", "")
+	comp := fs.String("compression", "", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	cli, st, err := childClientStore(*endpoint, *dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	c, err := snapshot.ParseCompression(*comp)
+	if err != nil {
+		return nil, err
+	}
+	var db int64
+	start := time.Now()
+	s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: c}, SpoolDir: *spool})
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(start)
+	if status, err := cli.Status(ctx, *endpoint); err == nil {
+		db = status.DbSize
+	}
+	info, err := os.Stat(filepath.Join(*dir, s.Key))
+	if err != nil {
+		return nil, err
+	}
+	return fullResult{Key: s.Key, Size: info.Size(), DBBytes: db, PeakRSS: peakRSS(), Took: took}, nil
+}
+
+// deltaBench runs a Snapshotter in a child process while writers here put
+// as fast as the member takes, and reports how long the oldest event of
+// each delta waited to be on the store, and the child's peak RSS.
+func deltaBench(ctx context.Context, cfg config) ([]row, error) {
+	const period, limit = 5 * time.Second, 64 << 20
+	m, err := startMember(filepath.Join(cfg.dir, "etcd-delta"))
+	if err != nil {
+		return nil, err
+	}
+	defer m.close()
+	storeDir := filepath.Join(cfg.dir, "delta-store")
+	if err := os.MkdirAll(storeDir, 0o750); err != nil {
+		return nil, err
+	}
+	var out deltaResult
+	kill, wait, err := startChild(ctx, &out, "deltas", "-endpoint", m.endpoint, "-store", storeDir,
+		"-period", period.String(), "-limit", fmt.Sprint(limit))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitForFull(ctx, storeDir); err != nil {
+		kill(syscall.SIGKILL)
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: writing for %v ...\n", cfg.load)
+	written, writes, err := load(ctx, m.cli, cfg.load)
+	if err != nil {
+		kill(syscall.SIGKILL)
+		return nil, err
+	}
+	// Stopping flushes the last events: that delta counts too.
+	kill(syscall.SIGTERM)
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	var lags []time.Duration
+	for _, d := range out.Deltas {
+		if at, ok := written[d.StartRevision]; ok {
+			lags = append(lags, time.Unix(0, d.Uploaded).Sub(at))
+		}
+	}
+	if len(lags) == 0 {
+		return nil, errors.New("no delta holds a revision the writers wrote")
+	}
+	slices.Sort(lags)
+	rss := out.PeakRSS
+	goal := period + time.Second
+	return []row{{
+		Subject: "delta capture", Op: fmt.Sprintf("%.0f writes/s, 1 KiB", float64(writes)/cfg.load.Seconds()),
+		Bytes: out.Bytes, Ours: lags[len(lags)-1], Reference: "goal: period (5 s) + 1 s", Ref: goal,
+		Note: fmt.Sprintf("worst lag of %d deltas (median %.2fs); peak RSS %d MiB at a %d MiB limit (goal ≤ %d MiB)",
+			len(lags), lags[len(lags)/2].Seconds(), rss>>20, limit>>20, (limit>>20)+64),
+		Time: true,
+	}}, nil
+}
+
+type deltaResult struct {
+	Deltas  []deltaWritten
+	Bytes   int64
+	PeakRSS int64
+}
+
+type deltaWritten struct {
+	StartRevision, LastRevision int64
+	Uploaded                    int64 // unix nanoseconds
+}
+
+// childDeltas is the child process of deltaBench: a Snapshotter until
+// SIGTERM.
+func childDeltas(ctx context.Context, args []string) (any, error) {
+	fs := flag.NewFlagSet("deltas", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "")
+	dir := fs.String("store", "", "")
+	period := fs.Duration("period", 0, "")
+	limit := fs.Int64("limit", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	// As a sidecar does: the Go heap may otherwise grow to twice what is
+	// live before it collects.
+	debug.SetMemoryLimit(*limit + 48<<20)
+	cli, st, err := childClientStore(*endpoint, *dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	var res deltaResult
+	var mu sync.Mutex
+	s, err := snapshot.New(cli, st, snapshot.Options{
+		FullSchedule: "@every 24h", DeltaPeriod: *period, DeltaMemoryLimit: *limit, RetentionPeriod: -1,
+		Codec: snapshot.Codec{Compression: snapshot.Zstd},
+		OnResult: func(r snapshot.Result) {
+			if r.Op != snapshot.OpDelta || r.Err != nil {
+				return
+			}
+			fmt.Fprintf(os.Stderr, "bench: delta %s (%s): %d events in %v\n", r.Snapshot.Key, r.Reason, r.Events, r.Duration.Round(time.Millisecond))
+			mu.Lock()
+			defer mu.Unlock()
+			res.Deltas = append(res.Deltas, deltaWritten{r.Snapshot.StartRevision, r.Snapshot.LastRevision, time.Now().UnixNano()})
+			if info, err := os.Stat(filepath.Join(*dir, r.Snapshot.Key)); err == nil {
+				res.Bytes += info.Size()
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Run(ctx); err != nil {
+		return nil, err
+	}
+	res.PeakRSS = peakRSS()
+	return res, nil
+}
+
+// load puts 1 KiB values from 32 writers for d and returns when each
+// revision was acknowledged.
+func load(ctx context.Context, cli *clientv3.Client, d time.Duration) (map[int64]time.Time, int, error) {
+	const writers = 32
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	acks := make([][]ack, writers)
+	var wg sync.WaitGroup
+	value := strings.Repeat("v", 1024)
+	for w := range writers {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				resp, err := cli.Put(ctx, fmt.Sprintf("/load/%02d/%04d", w, i%1000), value)
+				if err != nil {
+					return
+				}
+				acks[w] = append(acks[w], ack{resp.Header.Revision, time.Now()})
+			}
+		})
+	}
+	wg.Wait()
+	written := map[int64]time.Time{}
+	for _, a := range acks {
+		for _, x := range a {
+			written[x.rev] = x.at
+		}
+	}
+	if len(written) == 0 {
+		return nil, 0, errors.New("no write succeeded")
+	}
+	return written, len(written), nil
+}
+
+type ack struct {
+	rev int64
+	at  time.Time
+}
+
+func waitForFull(ctx context.Context, dir string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(filepath.Join(dir, "v2", "Full-*"))
+		if len(matches) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("the snapshotter wrote no full snapshot within 2 minutes")
+}
+
+func childClientStore(endpoint, dir string) (*clientv3.Client, store.Store, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.NewFile(dir)
+	if err != nil {
+		_ = cli.Close()
+		return nil, nil, err
+	}
+	return cli, st, nil
+}
+
+// children are the modes the bench binary runs in when it is its own child.
+var children = map[string]func(context.Context, []string) (any, error){
+	"full":   childFull,
+	"deltas": childDeltas,
+}
+
+// runChild runs the bench binary in a child mode and decodes what it prints.
+func runChild(ctx context.Context, out any, mode string, args ...string) error {
+	_, wait, err := startChild(ctx, out, mode, args...)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// startChild starts the bench binary in a child mode; signal reaches it,
+// wait decodes what it prints.
+func startChild(ctx context.Context, out any, mode string, args ...string) (signal func(os.Signal), wait func() error, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, append([]string{"-child", mode}, args...)...)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	signal = func(s os.Signal) { _ = cmd.Process.Signal(s) }
+	wait = func() error {
+		data, _ := bufio.NewReader(stdout).ReadBytes('\n')
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("child %s: %w", mode, err)
+		}
+		return json.Unmarshal(data, out)
+	}
+	return signal, wait, nil
+}
+
+// runAsChild is main for a child: it runs the mode until done or SIGTERM
+// and prints its result as one JSON line.
+func runAsChild(mode string, args []string) error {
+	run, ok := children[mode]
+	if !ok {
+		return fmt.Errorf("no child mode %q", mode)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	res, err := run(ctx, args)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// peakRSS is this process's peak resident set (VmHWM). The rusage a parent
+// gets counts the parent's own memory from before the child's exec.
+func peakRSS() int64 {
+	return vmHWM("/proc/self/status")
+}
+
+func vmHWM(status string) int64 {
+	data, err := os.ReadFile(status)
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib)
+			return kib << 10
+		}
+	}
+	return 0
+}
+
+// runWatchingRSS runs a command that is not ours and samples its peak
+// resident set until it exits, once it runs its own program.
+func runWatchingRSS(cmd *exec.Cmd) ([]byte, int64, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	proc := fmt.Sprintf("/proc/%d/", cmd.Process.Pid)
+	var peak int64
+	for {
+		if exe, err := os.Readlink(proc + "exe"); err == nil && exe == cmd.Path {
+			peak = max(peak, vmHWM(proc+"status"))
+		}
+		select {
+		case err := <-done:
+			return []byte(out.String()), peak, err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
