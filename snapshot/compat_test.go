@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,6 +24,61 @@ import (
 type ebrEvent struct {
 	EtcdEvent *clientv3.Event `json:"etcdEvent"`
 	Time      time.Time       `json:"time"`
+}
+
+// randomEvents covers what the hand-written JSON must get right: empty
+// and binary keys and values, zero fields, previous values, times with
+// and without nanoseconds.
+func randomEvents(n int) ([]Event, []ebrEvent) {
+	r := rand.New(rand.NewPCG(1, 2))
+	bytesOf := func(max int) []byte {
+		b := make([]byte, r.IntN(max))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		return b
+	}
+	kv := func() *mvccpb.KeyValue {
+		return &mvccpb.KeyValue{
+			Key: bytesOf(40), Value: bytesOf(300), CreateRevision: r.Int64N(3) * r.Int64(),
+			ModRevision: r.Int64N(1 << 40), Version: r.Int64N(3), Lease: r.Int64N(2) * r.Int64(),
+		}
+	}
+	var ours []Event
+	var theirs []ebrEvent
+	for range n {
+		ev := &clientv3.Event{Type: mvccpb.Event_EventType(r.IntN(2))}
+		if r.IntN(10) > 0 {
+			ev.Kv = kv()
+		}
+		if r.IntN(3) == 0 {
+			ev.PrevKv = kv()
+		}
+		at := time.Unix(r.Int64N(2e9), r.Int64N(1e9)*int64(r.IntN(2))).UTC()
+		ours = append(ours, Event{EtcdEvent: ev, Time: at})
+		theirs = append(theirs, ebrEvent{EtcdEvent: ev, Time: at})
+	}
+	return ours, theirs
+}
+
+func TestHandWrittenJSONIsJSONMarshal(t *testing.T) {
+	ours, theirs := randomEvents(5000)
+	want, err := json.Marshal(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := writeDelta(&got, ours); err != nil {
+		t.Fatal(err)
+	}
+	if g := got.Bytes()[:got.Len()-checksumSize]; !bytes.Equal(g, want) {
+		for i := range min(len(g), len(want)) {
+			if g[i] != want[i] {
+				t.Fatalf("differs at byte %d:\ngot  %q\nwant %q", i, g[max(0, i-80):min(len(g), i+80)], want[max(0, i-80):min(len(want), i+80)])
+			}
+		}
+		t.Fatalf("lengths %d and %d", len(g), len(want))
+	}
 }
 
 func sampleEvents() []*clientv3.Event {

@@ -42,8 +42,8 @@ func eventSize(ev *mvccpb.Event) int64 {
 // deltas and buffers up to 100 MiB of events.
 type DeltaOptions struct {
 	Codec Codec
-	// MemoryLimit bounds the buffered events: reaching it writes a delta.
-	// Default 100 MiB.
+	// MemoryLimit bounds the events held in memory: buffered plus being
+	// uploaded. Default 100 MiB.
 	MemoryLimit int64
 	// BeforeUpload, when set, is called right before a delta is written; an
 	// error keeps the events buffered and fails the write (fencing).

@@ -24,17 +24,21 @@ var (
 )
 
 // Options configures a Snapshotter. The zero value takes a full snapshot
-// every hour, a delta every 20 s or at 100 MiB of events, and applies the
-// Exponential retention every minute.
+// every hour, a delta 20 s after its first event or at 50 MiB of events,
+// and applies the Exponential retention every minute.
 type Options struct {
 	// FullSchedule is a cron expression (5 fields, or descriptors such as
 	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
 	FullSchedule string
-	// DeltaPeriod is the longest events wait before a delta is written.
-	// Default 20 s; negative disables deltas.
+	// DeltaPeriod is the longest an event waits in memory: a delta is
+	// written this long after the oldest buffered event arrived. Default
+	// 20 s; negative disables deltas.
 	DeltaPeriod time.Duration
-	// DeltaMemoryLimit writes a delta as soon as the buffered events reach
-	// it. Default 100 MiB.
+	// DeltaMemoryLimit bounds the events held in memory: those buffered
+	// plus the delta being uploaded. A delta is written as soon as the
+	// buffer holds half of it, and the watch pauses at the limit (etcd keeps
+	// the backlog). Default 100 MiB. The process's heap needs room beyond
+	// it; a sidecar sets GOMEMLIMIT to about the limit plus 48 MiB.
 	DeltaMemoryLimit int64
 	// RetentionPeriod is how often GC runs. Default 1 min; negative
 	// disables GC.

@@ -10,6 +10,11 @@
 // temporary files renamed into place) and mem:// (process memory, for tests
 // and examples).
 //
+// A producer that builds an object in a local file anyway (a full
+// snapshot spools the database to read its revision) can ask AsStager for
+// a Stager: the file store then takes such a file by renaming it instead of
+// copying it.
+//
 // Cloud backends live in their own packages (store/s3, store/gcs,
 // store/azure) and register their scheme when imported; store/storetest is
 // the one conformance suite every backend passes.
