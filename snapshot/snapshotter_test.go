@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +105,18 @@ func (r *running) written(op snapshot.Operation) []snapshot.Result {
 		}
 	}
 	return out
+}
+
+func (r *running) failed(op snapshot.Operation) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, res := range r.all {
+		if res.Op == op && res.Err != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // checkChain proves the store's latest chain replays to the live keyspace.
@@ -328,5 +342,77 @@ func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
 	}
 	if err := s.Run(ctx); !errors.Is(err, snapshot.ErrStoreAhead) {
 		t.Fatalf("Run: %v, want ErrStoreAhead", err)
+	}
+}
+
+// flaky fails the next Puts it is told to, as a store that is down does.
+type flaky struct {
+	store.Store
+	fail atomic.Int32
+}
+
+func (f *flaky) Put(ctx context.Context, key string, r io.Reader) error {
+	if f.fail.Add(-1) >= 0 {
+		return errors.New("store unavailable (injected)")
+	}
+	return f.Store.Put(ctx, key, r)
+}
+
+func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := &flaky{Store: newStore(t)}
+
+	var fenced atomic.Int32
+	fenced.Store(2)
+	r := start(t, cli, st, snapshot.Options{
+		DeltaPeriod: 100 * time.Millisecond,
+		// Fencing: the first two uploads are refused, as for a sidecar
+		// that is not the uploader yet.
+		BeforeUpload: func(context.Context, snapshot.Snapshot) error {
+			if fenced.Add(-1) >= 0 {
+				return errors.New("not the uploader")
+			}
+			return nil
+		},
+	})
+	full := r.await(t, snapshot.OpFull)
+	if failed := r.failed(snapshot.OpFull); failed != 2 {
+		t.Fatalf("%d failed full snapshots before %s, want the 2 fenced ones", failed, full.Snapshot.Key)
+	}
+	if cat, _ := snapshot.List(ctx, st); len(cat) != 1 {
+		t.Fatalf("fenced attempts left objects: %v", cat)
+	}
+
+	st.fail.Store(3)
+	res, err := (etcdtest.Workload{Ops: 200, Seed: 10, TxnPercent: 20}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r.Status().LastRevision < res.LastRevision {
+		r.await(t, snapshot.OpDelta)
+	}
+	if f := r.Status().Failures; f != 0 {
+		t.Fatalf("%d failures still counted after success", f)
+	}
+	r.stop(t)
+	if failed := r.failed(snapshot.OpDelta); failed != 3 {
+		t.Fatalf("%d failed deltas, want the 3 injected", failed)
+	}
+	checkChain(t, cli, st, snapshot.Codec{})
+}
+
+func TestOnDemandNeedsRun(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	s, err := snapshot.New(c.Client(t), newStore(t), snapshot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeFull(context.Background()); !errors.Is(err, snapshot.ErrNotRunning) {
+		t.Fatalf("TakeFull before Run: %v", err)
+	}
+	if _, err := snapshot.New(c.Client(t), newStore(t), snapshot.Options{FullSchedule: "every hour"}); err == nil {
+		t.Fatal("a bad schedule was accepted")
 	}
 }
