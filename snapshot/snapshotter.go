@@ -304,10 +304,13 @@ func (l *loop) run(ctx context.Context) error {
 				reason = "startup"
 				nextFull()
 			}
-			if l.needFull != "" {
+			switch {
+			case l.needFull != "":
 				l.full(ctx, l.needFull)
-			} else {
+			case l.opts.DeltaPeriod > 0:
 				l.delta(ctx, reason)
+			default:
+				l.succeed()
 			}
 
 		case wr, ok := <-l.capture.watching():

@@ -83,30 +83,17 @@ func appendEvent(b []byte, ev Event) ([]byte, error) {
 	if e := ev.EtcdEvent; e == nil {
 		b = append(b, "null"...)
 	} else {
-		b = append(b, '{')
-		first := true
-		field := func(name string) {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = append(b, '"')
-			b = append(b, name...)
-			b = append(b, `":`...)
-		}
-		if e.Type != 0 {
-			field("type")
-			b = strconv.AppendInt(b, int64(e.Type), 10)
-		}
+		o := jsonObject{b: append(b, '{')}
+		o.int("type", int64(e.Type))
 		if e.Kv != nil {
-			field("kv")
-			b = appendKeyValue(b, e.Kv)
+			o.field("kv")
+			o.b = appendKeyValue(o.b, e.Kv)
 		}
 		if e.PrevKv != nil {
-			field("prev_kv")
-			b = appendKeyValue(b, e.PrevKv)
+			o.field("prev_kv")
+			o.b = appendKeyValue(o.b, e.PrevKv)
 		}
-		b = append(b, '}')
+		b = append(o.b, '}')
 	}
 	b = append(b, `,"time":`...)
 	t, err := ev.Time.MarshalJSON()
@@ -118,36 +105,45 @@ func appendEvent(b []byte, ev Event) ([]byte, error) {
 }
 
 func appendKeyValue(b []byte, kv *mvccpb.KeyValue) []byte {
-	b = append(b, '{')
-	first := true
-	field := func(name string) {
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":`...)
+	o := jsonObject{b: append(b, '{')}
+	o.bytes("key", kv.Key)
+	o.int("create_revision", kv.CreateRevision)
+	o.int("mod_revision", kv.ModRevision)
+	o.int("version", kv.Version)
+	o.bytes("value", kv.Value)
+	o.int("lease", kv.Lease)
+	return append(o.b, '}')
+}
+
+// jsonObject appends the fields of one JSON object, leaving out zero
+// values as omitempty does.
+type jsonObject struct {
+	b    []byte
+	more bool
+}
+
+func (o *jsonObject) field(name string) {
+	if o.more {
+		o.b = append(o.b, ',')
 	}
-	bytesField := func(name string, v []byte) {
-		if len(v) > 0 {
-			field(name)
-			b = append(b, '"')
-			b = base64.StdEncoding.AppendEncode(b, v)
-			b = append(b, '"')
-		}
+	o.more = true
+	o.b = append(o.b, '"')
+	o.b = append(o.b, name...)
+	o.b = append(o.b, `":`...)
+}
+
+func (o *jsonObject) int(name string, v int64) {
+	if v != 0 {
+		o.field(name)
+		o.b = strconv.AppendInt(o.b, v, 10)
 	}
-	intField := func(name string, v int64) {
-		if v != 0 {
-			field(name)
-			b = strconv.AppendInt(b, v, 10)
-		}
+}
+
+func (o *jsonObject) bytes(name string, v []byte) {
+	if len(v) > 0 {
+		o.field(name)
+		o.b = append(o.b, '"')
+		o.b = base64.StdEncoding.AppendEncode(o.b, v)
+		o.b = append(o.b, '"')
 	}
-	bytesField("key", kv.Key)
-	intField("create_revision", kv.CreateRevision)
-	intField("mod_revision", kv.ModRevision)
-	intField("version", kv.Version)
-	bytesField("value", kv.Value)
-	intField("lease", kv.Lease)
-	return append(b, '}')
 }

@@ -91,6 +91,12 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	if _, err := io.Copy(tmp, xfer.ContextReader(ctx, r)); err != nil {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
+	return f.commit(ctx, key, tmp, p)
+}
+
+// commit syncs and closes a complete temporary file and renames it to p,
+// the path of key, then syncs the directory.
+func (f *File) commit(ctx context.Context, key string, tmp *os.File, p string) error {
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("store %s: put %s: sync: %w", f.url, key, err)
 	}
@@ -98,6 +104,10 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
@@ -265,24 +275,5 @@ func (f *File) PutStaged(ctx context.Context, key string, tmp *os.File) (err err
 	if filepath.Dir(tmp.Name()) != f.root || !strings.HasPrefix(filepath.Base(tmp.Name()), tempPrefix) {
 		return fmt.Errorf("store %s: put %s: %s is not a file this store staged", f.url, key, tmp.Name())
 	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("store %s: put %s: sync: %w", f.url, key, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
-	}
-	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("store %s: put %s: sync directory: %w", f.url, key, err)
-	}
-	return nil
+	return f.commit(ctx, key, tmp, p)
 }
