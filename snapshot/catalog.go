@@ -230,6 +230,9 @@ func (c Chain) Check() (Chain, error) {
 		out.Deltas = append(out.Deltas, d)
 		covered = d.LastRevision
 	}
+	if c.UntilRevision > covered {
+		gaps = append(gaps, Gap{From: covered + 1, To: c.UntilRevision})
+	}
 	if len(gaps) > 0 {
 		return Chain{}, &GapError{Chain: c, Gaps: gaps}
 	}

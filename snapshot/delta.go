@@ -227,6 +227,14 @@ func (c *capture) drain(ctx context.Context, written func(s Snapshot, events int
 	if err != nil {
 		return err
 	}
+	return c.drainTo(ctx, target, written)
+}
+
+// drainTo writes every event up to target and none after it.
+func (c *capture) drainTo(ctx context.Context, target int64, written func(s Snapshot, events int)) error {
+	if c.last >= target {
+		return ErrNoEvents
+	}
 	for {
 		if err := c.catchUp(ctx, target); err != nil {
 			return err
@@ -234,13 +242,12 @@ func (c *capture) drain(ctx context.Context, written func(s Snapshot, events int
 		// The watch stops while uploading: etcd, not the client, holds
 		// what comes meanwhile.
 		c.stop()
-		events := len(c.pending)
-		s, err := c.flush(ctx)
+		s, events, err := c.flushTo(ctx, target)
 		if err != nil {
 			return err
 		}
 		written(s, events)
-		if c.next() > target {
+		if c.last >= target {
 			return nil
 		}
 	}
@@ -250,27 +257,46 @@ func (c *capture) drain(ctx context.Context, written func(s Snapshot, events int
 // ends at a whole revision (see add), so a delta always holds whole
 // revisions.
 func (c *capture) flush(ctx context.Context) (Snapshot, error) {
-	snap, events, err := c.take()
+	s, _, err := c.flushTo(ctx, 0)
+	return s, err
+}
+
+// flushTo writes the buffered events up to revision upTo (0: all) as one
+// delta and returns how many events it held.
+func (c *capture) flushTo(ctx context.Context, upTo int64) (Snapshot, int, error) {
+	snap, events, err := c.take(upTo)
 	if err != nil {
-		return Snapshot{}, err
+		return Snapshot{}, 0, err
 	}
 	err = c.upload(ctx, snap, events)
 	c.landed(snap, err)
-	return snap, err
+	return snap, len(events), err
 }
 
-// take moves the buffer to the in-flight batch and names its delta.
-func (c *capture) take() (Snapshot, []Event, error) {
+// take moves the buffered events up to revision upTo (0: all) to the
+// in-flight batch and names its delta.
+func (c *capture) take(upTo int64) (Snapshot, []Event, error) {
 	if len(c.inflight) > 0 {
 		return Snapshot{}, nil, errors.New("a delta is already being written")
 	}
-	if len(c.pending) == 0 {
+	n := len(c.pending)
+	if upTo > 0 {
+		n = 0
+		for n < len(c.pending) && c.pending[n].Revision() <= upTo {
+			n++
+		}
+	}
+	if n == 0 {
 		return Snapshot{}, nil, ErrNoEvents
 	}
-	last := c.pending[len(c.pending)-1].Revision()
+	last := c.pending[n-1].Revision()
 	snap := newSnapshot(KindDelta, c.last+1, last, now(c.opts.Now), c.opts.Codec, false)
-	c.inflight, c.inflightSize = c.pending, c.size
-	c.pending, c.size = nil, 0
+	var size int64
+	for _, ev := range c.pending[:n] {
+		size += eventSize(ev.EtcdEvent)
+	}
+	c.inflight, c.inflightSize = c.pending[:n:n], size
+	c.pending, c.size = c.pending[n:], c.size-size
 	return snap, c.inflight, nil
 }
 

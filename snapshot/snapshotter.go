@@ -210,6 +210,9 @@ type loop struct {
 	// a delta continues the chain.
 	needFull string
 	started  bool
+	// chained: the store's latest chain runs up to capture.last, so a new
+	// full snapshot first closes it with the revisions before it.
+	chained  bool
 	failures int
 	retry    *time.Timer
 	// uploads reports the background delta upload, at most one at a time.
@@ -323,7 +326,7 @@ func (l *loop) run(ctx context.Context) error {
 			}
 			if err := l.capture.add(wr); err != nil {
 				if errors.Is(err, ErrCompacted) {
-					l.needFull = "compacted"
+					l.needFull, l.chained = "compacted", false
 				}
 				l.fail(OpDelta, "watch", err)
 				continue
@@ -409,8 +412,10 @@ func (l *loop) startup(ctx context.Context) error {
 		l.log.Warn("the latest chain has a gap: a full snapshot closes it", "err", err)
 		l.needFull = "gap"
 	case !l.schedule.Next(chain.Full.Created).After(l.opts.Now()):
-		l.needFull = "schedule missed"
+		l.needFull, l.chained = "schedule missed", true
+		l.capture.moveTo(checked.LastRevision())
 	default:
+		l.chained = true
 		l.capture.moveTo(checked.LastRevision())
 		l.setStatus(func(st *Status) { st.LastRevision = checked.LastRevision() })
 	}
@@ -437,7 +442,18 @@ func (l *loop) full(ctx context.Context, reason string) Result {
 		l.fail(OpFull, reason, err)
 		return r
 	}
-	l.needFull = ""
+	if l.chained {
+		// The revisions between the last delta and the full belong to the
+		// old chain too: without them a point-in-time restore into that
+		// stretch has nothing to replay.
+		err := l.capture.drainTo(ctx, snap.LastRevision, func(s Snapshot, events int) {
+			l.wrote(Result{Op: OpDelta, Reason: "before full", Snapshot: s, Events: events})
+		})
+		if err != nil && !errors.Is(err, ErrNoEvents) {
+			l.log.Warn("the previous chain ends before the new full snapshot", "full", snap.Key, "err", err)
+		}
+	}
+	l.needFull, l.chained = "", true
 	l.capture.moveTo(snap.LastRevision)
 	l.succeed()
 	l.setStatus(func(st *Status) { st.LastFull, st.LastRevision = snap, snap.LastRevision })
@@ -452,7 +468,7 @@ func (l *loop) startUpload(reason string) {
 	if l.uploading {
 		return
 	}
-	snap, events, err := l.capture.take()
+	snap, events, err := l.capture.take(0)
 	if err != nil {
 		return
 	}
@@ -505,7 +521,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 		l.succeed()
 	default:
 		if errors.Is(r.Err, ErrCompacted) {
-			l.needFull = "compacted"
+			l.needFull, l.chained = "compacted", false
 		}
 		l.fail(OpDelta, reason, r.Err)
 	}

@@ -416,3 +416,48 @@ func TestOnDemandNeedsRun(t *testing.T) {
 		t.Fatal("a bad schedule was accepted")
 	}
 }
+
+// A new full snapshot first closes the previous chain up to its own
+// revision, so every revision stays restorable from one chain or the other.
+func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+	r := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	first := r.await(t, snapshot.OpFull)
+	res, err := (etcdtest.Workload{Ops: 80, Seed: 12}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.TakeFull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rev := first.Snapshot.LastRevision; rev <= second.LastRevision; rev++ {
+		chain, err := cat.ContainingRevision(rev)
+		if err == nil {
+			_, err = chain.Check()
+		}
+		if err != nil {
+			t.Fatalf("revision %d (workload up to %d, fulls at %d and %d): %v", rev, res.LastRevision, first.Snapshot.LastRevision, second.LastRevision, err)
+		}
+	}
+	var before int
+	for _, d := range r.written(snapshot.OpDelta) {
+		if d.Reason == "before full" {
+			before++
+			if d.Snapshot.LastRevision > second.LastRevision {
+				t.Fatalf("%s reaches past the full at %d", d.Snapshot.Key, second.LastRevision)
+			}
+		}
+	}
+	if before == 0 {
+		t.Fatal("no delta closed the chain before the full")
+	}
+}

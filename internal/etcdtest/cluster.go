@@ -480,3 +480,28 @@ func FreePort() (int, error) {
 func isAddrInUse(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "address already in use")
 }
+
+// StartDataDir starts a single member from an existing data dir, such as
+// one a restore built, under the name and peer URL it was built for.
+func StartDataDir(t testing.TB, opts Options, name, dir string, peer url.URL) *Cluster {
+	t.Helper()
+	opts = opts.withDefaults(t)
+	_, client, err := FreeURLs()
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	m := &Member{
+		Name: name, Dir: dir, PeerURL: peer, ClientURL: client, opts: opts,
+		InitialCluster: name + "=" + peer.String(), ClusterState: embed.ClusterStateFlagNew,
+	}
+	c := &Cluster{opts: opts, Members: []*Member{m}}
+	if err := c.startAll(); err != nil {
+		c.Close()
+		t.Fatalf("etcdtest: start %s from %s: %v", name, dir, err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.WaitLeader(context.Background()); err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return c
+}

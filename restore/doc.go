@@ -1,0 +1,20 @@
+// Package restore turns backups on a store back into etcd data.
+//
+// Restore picks a chain (the latest, the one reaching a revision, or the
+// state as of a time), checks it for gaps before any work, downloads the
+// full snapshot and the deltas in parallel with a bounded window on disk,
+// and replays the deltas straight into the full snapshot's bbolt file
+// through etcd's own mvcc store: one write transaction per original
+// revision, each checked to land on that revision. etcdutl's snapshot
+// restore then makes the file a member data dir, built beside the target
+// and renamed into place; an existing data dir is moved aside, never
+// deleted. No etcd server runs at any point.
+//
+// Verify does the same replay without a data dir and sums the keyspace;
+// LiveDigest sums a live cluster the same way, so equal digests prove a
+// backup exact.
+//
+// It does not choose which member restores or when (package member and
+// the binaries do), and it does not write snapshots, except through
+// package snapshot.
+package restore

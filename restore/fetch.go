@@ -1,0 +1,144 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// download is one object of a chain being fetched to a local file: the
+// payload, decrypted and decompressed, its trailer verified on the way.
+type download struct {
+	snap snapshot.Snapshot
+	path string
+	done chan struct{}
+	err  error
+}
+
+// wait blocks until the download ended.
+func (d *download) wait(ctx context.Context) error {
+	select {
+	case <-d.done:
+		return d.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// fetcher downloads a chain with bounded concurrency. Deltas are fetched
+// at most ahead deltas in front of the replay, so the disk holds the full
+// and a window of deltas, not the whole chain.
+type fetcher struct {
+	st    store.Store
+	codec snapshot.Codec
+	dir   string
+	sem   chan struct{} // concurrent downloads
+	ahead chan struct{} // deltas on disk not yet replayed
+	bytes atomic.Int64
+	wg    sync.WaitGroup
+}
+
+func newFetcher(st store.Store, codec snapshot.Codec, dir string, concurrency, ahead int) *fetcher {
+	f := &fetcher{codec: codec, dir: dir, sem: make(chan struct{}, concurrency), ahead: make(chan struct{}, ahead)}
+	f.st = counting{Store: st, n: &f.bytes}
+	return f
+}
+
+// start fetches the full and the deltas in the background. Cancelling ctx
+// stops it; wait for it with f.wg before removing the directory.
+func (f *fetcher) start(ctx context.Context, chain snapshot.Chain) (full *download, deltas []*download) {
+	full = f.fetch(ctx, chain.Full, "full.db")
+	for i, d := range chain.Deltas {
+		deltas = append(deltas, &download{snap: d, path: filepath.Join(f.dir, fmt.Sprintf("delta-%06d.json", i)), done: make(chan struct{})})
+	}
+	f.wg.Go(func() {
+		for _, d := range deltas {
+			select {
+			case f.ahead <- struct{}{}:
+			case <-ctx.Done():
+				d.err = ctx.Err()
+				close(d.done)
+				continue
+			}
+			f.run(ctx, d)
+		}
+	})
+	return full, deltas
+}
+
+func (f *fetcher) fetch(ctx context.Context, s snapshot.Snapshot, name string) *download {
+	d := &download{snap: s, path: filepath.Join(f.dir, name), done: make(chan struct{})}
+	f.run(ctx, d)
+	return d
+}
+
+func (f *fetcher) run(ctx context.Context, d *download) {
+	select {
+	case f.sem <- struct{}{}:
+	case <-ctx.Done():
+		d.err = ctx.Err()
+		close(d.done)
+		return
+	}
+	f.wg.Go(func() {
+		defer func() { <-f.sem }()
+		d.err = f.copy(ctx, d)
+		close(d.done)
+	})
+}
+
+func (f *fetcher) copy(ctx context.Context, d *download) (err error) {
+	rc, err := snapshot.Open(ctx, f.st, d.snap, f.codec)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	out, err := os.Create(d.path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, rc); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// replayed frees the room of a delta that was applied.
+func (f *fetcher) replayed(d *download) {
+	_ = os.Remove(d.path)
+	<-f.ahead
+}
+
+// counting counts the bytes read from the store: the progress of a
+// download is in object bytes, which List knows in advance.
+type counting struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (c counting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	rc, err := c.Store.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &countingReader{ReadCloser: rc, n: c.n}, nil
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,290 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// seeds is how many randomized histories the fidelity test restores:
+// a few with -short, more by default, many with ETCDKIT_LONG=1.
+func seeds() int {
+	switch {
+	case os.Getenv("ETCDKIT_LONG") == "1":
+		return 30
+	case testing.Short():
+		return 2
+	}
+	return 4
+}
+
+// history is what a randomized workload did to a live member whose
+// backups a Snapshotter took meanwhile.
+type history struct {
+	cli       *clientv3.Client
+	st        store.Store
+	fulls     []snapshot.Snapshot
+	compacted int64 // the last live compaction
+	head      int64
+}
+
+// record runs a randomized workload while a Snapshotter backs the member
+// up: puts of values up to 1 MiB, deletes, range deletes, multi-op txns,
+// keys with long leases (granted before and after the first full) and with
+// a lease that expires, a second full snapshot midway and live compactions.
+func record(t *testing.T, seed uint64, ops int) history {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 7))
+	key := func() string { return fmt.Sprintf("/p%d/k%03d", r.IntN(8), r.IntN(60)) }
+	value := func() string {
+		n := r.IntN(300)
+		if r.IntN(200) == 0 {
+			n = 1 << 20 // the largest value a default member takes
+		}
+		return strings.Repeat(string(rune('a'+r.IntN(26))), n)
+	}
+	early, err := cli.Grant(ctx, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/leased/early", "x", clientv3.WithLease(early.ID)); err != nil {
+		t.Fatal(err)
+	}
+
+	results := make(chan snapshot.Result, 1000)
+	s, err := snapshot.New(cli, st, snapshot.Options{
+		FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
+		RetentionPeriod: -1, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
+		Codec:    snapshot.Codec{Compression: snapshot.Zstd},
+		OnResult: func(res snapshot.Result) { results <- res },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	h := history{cli: cli, st: st}
+	for res := range results {
+		if res.Op == snapshot.OpFull && res.Err == nil {
+			h.fulls = append(h.fulls, res.Snapshot)
+			break
+		}
+	}
+
+	late, err := cli.Grant(ctx, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var short clientv3.LeaseID
+	for i := range ops {
+		var err error
+		switch p := r.IntN(100); {
+		case p < 45:
+			_, err = cli.Put(ctx, key(), value())
+		case p < 55:
+			_, err = cli.Delete(ctx, key())
+		case p < 58:
+			_, err = cli.Delete(ctx, fmt.Sprintf("/p%d/", r.IntN(8)), clientv3.WithPrefix())
+		case p < 75:
+			seen := map[string]bool{}
+			var txn []clientv3.Op
+			for range 2 + r.IntN(4) {
+				k := key()
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+				if r.IntN(4) == 0 {
+					txn = append(txn, clientv3.OpDelete(k))
+				} else {
+					txn = append(txn, clientv3.OpPut(k, value()))
+				}
+			}
+			_, err = cli.Txn(ctx).Then(txn...).Commit()
+		case p < 85:
+			lease := early.ID
+			if r.IntN(2) == 0 {
+				lease = late.ID
+			}
+			_, err = cli.Put(ctx, key(), value(), clientv3.WithLease(lease))
+		default:
+			if short == 0 {
+				g, gerr := cli.Grant(ctx, 1)
+				if gerr != nil {
+					t.Fatal(gerr)
+				}
+				short = g.ID
+			}
+			_, err = cli.Put(ctx, "/short/"+key(), "expires", clientv3.WithLease(short))
+		}
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+		switch i {
+		case ops / 3:
+			resp, err := cli.Get(ctx, "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.compacted = resp.Header.Revision - 20
+			if _, err := cli.Compact(ctx, h.compacted); err != nil {
+				t.Fatal(err)
+			}
+		case ops / 2:
+			full, err := s.TakeFull(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.fulls = append(h.fulls, full)
+		}
+	}
+	// The short lease expires: its keys are deleted by the member.
+	deadline := time.Now().Add(10 * time.Second)
+	for short != 0 {
+		resp, err := cli.Get(ctx, "/short/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the short lease did not expire")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	last, err := s.TakeDelta(ctx)
+	if err != nil && !errors.Is(err, snapshot.ErrNoEvents) {
+		t.Fatal(err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.head = s.Status().LastRevision
+	if last.LastRevision != 0 && last.LastRevision != h.head {
+		t.Fatalf("last delta ends at %d, status says %d", last.LastRevision, h.head)
+	}
+	return h
+}
+
+// TestFidelity restores randomized histories at their head and at random
+// revisions and compares every key with the live member at that revision.
+func TestFidelity(t *testing.T) {
+	for seed := range uint64(seeds()) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			h := record(t, seed, 600)
+			ctx := context.Background()
+			codec := snapshot.Codec{}
+
+			// The head: a data dir that a member starts from, serving every
+			// key as the live member had it, and taking writes after it.
+			peer, _, err := etcdtest.FreeURLs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "data")
+			bump := uint64(0)
+			if seed%2 == 1 {
+				bump = 1000
+			}
+			res, err := restore.Restore(ctx, h.st, restore.Options{
+				Source:  restore.Source{Codec: codec},
+				DataDir: dir, Name: "restored", PeerURLs: []string{peer.String()}, RevisionBump: bump,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Revision != h.head {
+				t.Fatalf("restored revision %d, head %d", res.Revision, h.head)
+			}
+			m := etcdtest.StartDataDir(t, etcdtest.Options{}, "restored", dir, peer)
+			rcli := m.Client(t)
+			// A bumped restore marks its head compacted: it is read as the latest.
+			readAt := h.head
+			if bump > 0 {
+				readAt = 0
+			}
+			compareAt(t, h.cli, rcli, h.head, readAt)
+			put, err := rcli.Put(ctx, "/after/restore", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := h.head + int64(bump) + 1; put.Header.Revision != want {
+				t.Fatalf("first write after restore at revision %d, want %d", put.Header.Revision, want)
+			}
+
+			// Random revisions after the live compaction: the replay digest
+			// equals the live one.
+			r := rand.New(rand.NewPCG(seed, 11))
+			from := max(h.compacted, h.fulls[0].LastRevision)
+			for range 3 {
+				rev := from + r.Int64N(h.head-from+1)
+				rep, err := restore.Verify(ctx, h.st, restore.VerifyOptions{Source: restore.Source{Target: restore.Target{Revision: rev}}})
+				if err != nil {
+					cat, _ := snapshot.List(ctx, h.st)
+					for _, s := range cat {
+						t.Log(s.Key)
+					}
+					t.Fatalf("verify at %d: %v", rev, err)
+				}
+				live, err := restore.LiveDigest(ctx, h.cli, rev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Digest != live {
+					t.Fatalf("revision %d: backup %+v, live %+v", rev, rep.Digest, live)
+				}
+			}
+		})
+	}
+}
+
+// compareAt compares every key of the live member at rev with the restored
+// one at restoredRev: value, create revision, modification revision,
+// version.
+func compareAt(t *testing.T, live, restored *clientv3.Client, rev, restoredRev int64) {
+	t.Helper()
+	ctx := context.Background()
+	want, err := live.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(rev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := restored.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(restoredRev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != len(want.Kvs) {
+		t.Fatalf("revision %d: %d keys restored, %d live", rev, len(got.Kvs), len(want.Kvs))
+	}
+	for i, w := range want.Kvs {
+		g := got.Kvs[i]
+		if string(g.Key) != string(w.Key) || string(g.Value) != string(w.Value) || g.CreateRevision != w.CreateRevision ||
+			g.ModRevision != w.ModRevision || g.Version != w.Version {
+			t.Fatalf("revision %d, key %q: restored %d/%d/v%d, live %d/%d/v%d (create/mod/version)",
+				rev, w.Key, g.CreateRevision, g.ModRevision, g.Version, w.CreateRevision, w.ModRevision, w.Version)
+		}
+	}
+}
