@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
@@ -138,6 +139,9 @@ func record(t *testing.T, seed uint64, ops int) history {
 				short = g.ID
 			}
 			_, err = cli.Put(ctx, "/short/"+key(), "expires", clientv3.WithLease(short))
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				short, err = 0, nil // it expired: the next one grants another
+			}
 		}
 		if err != nil {
 			t.Fatalf("op %d: %v", i, err)
