@@ -1,0 +1,220 @@
+package restore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// backedUp is a member's backups on a file store: a full and deltas.
+func backedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
+	t.Helper()
+	ctx := context.Background()
+	m := etcdtest.Start(t, etcdtest.Options{})
+	cli := m.Client(t)
+	dir := t.TempDir()
+	st, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 1}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: c, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := full.LastRevision
+	for i := range 3 {
+		if _, err := (etcdtest.Workload{Ops: 50, Seed: uint64(2 + i), TxnPercent: 20}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		written, err := snapshot.Delta(ctx, cli, st, since, snapshot.DeltaOptions{Codec: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		since = written[len(written)-1].LastRevision
+	}
+	return st, dir
+}
+
+// oldDataDir is a data dir a restore must leave alone when it fails.
+func oldDataDir(t *testing.T) (string, func()) {
+	t.Helper()
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "data")
+	if err := os.MkdirAll(filepath.Join(dir, "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "member", "old")
+	if err := os.WriteFile(marker, []byte("old data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, func() {
+		t.Helper()
+		if b, err := os.ReadFile(marker); err != nil || string(b) != "old data" {
+			t.Fatalf("the old data dir was touched: %v", err)
+		}
+		entries, _ := os.ReadDir(parent)
+		if len(entries) != 1 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("left beside the data dir: %v", names)
+		}
+	}
+}
+
+func objectKeys(t *testing.T, st store.Store) []string {
+	t.Helper()
+	objs, err := st.List(context.Background(), "v2/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
+func rewrite(t *testing.T, st store.Store, key string, f func([]byte) []byte) {
+	t.Helper()
+	rc, err := st.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	_ = rc.Close()
+	if err := st.Put(context.Background(), key, bytes.NewReader(f(b))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFailedRestoresLeaveTheOldDataDir(t *testing.T) {
+	x, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := age.GenerateX25519Identity()
+	encrypted := snapshot.Codec{Compression: snapshot.Gzip, Recipients: []age.Recipient{x.Recipient()}}
+
+	for _, tc := range []struct {
+		name   string
+		codec  snapshot.Codec
+		damage func(t *testing.T, st *store.File, keys []string)
+		read   snapshot.Codec
+		want   string
+	}{
+		{
+			name: "gap in the chain",
+			damage: func(t *testing.T, st *store.File, keys []string) {
+				if err := st.Delete(context.Background(), keys[1]); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "misses revisions",
+		},
+		{
+			name: "corrupt delta",
+			damage: func(t *testing.T, st *store.File, keys []string) {
+				rewrite(t, st, keys[2], func(b []byte) []byte { b[len(b)/2] ^= 0x20; return b })
+			},
+			want: "SHA-256 trailer does not match",
+		},
+		{
+			name: "truncated full",
+			damage: func(t *testing.T, st *store.File, keys []string) {
+				rewrite(t, st, keys[0], func(b []byte) []byte { return b[:len(b)/2] })
+			},
+			want: "v2/Full-",
+		},
+		{name: "wrong key", codec: encrypted, read: snapshot.Codec{Identities: []age.Identity{other}}, want: "decrypt"},
+		{name: "no key", codec: encrypted, want: "no identity was given"},
+		{
+			name: "disk too small",
+			damage: func(t *testing.T, st *store.File, keys []string) {
+				// A full snapshot a terabyte long, sparse on disk.
+				f, err := os.Create(filepath.Join(storeDir(st), "v2", "Full-00000000-99999999-1900000000"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Truncate(1 << 40); err != nil {
+					t.Fatal(err)
+				}
+				_ = f.Close()
+			},
+			want: "not enough free disk space",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, _ := backedUp(t, tc.codec)
+			if tc.damage != nil {
+				tc.damage(t, st, objectKeys(t, st))
+			}
+			dir, intact := oldDataDir(t)
+			_, err := restore.Restore(context.Background(), st, restore.Options{Source: restore.Source{Codec: tc.read}, DataDir: dir})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+			intact()
+		})
+	}
+}
+
+func storeDir(st *store.File) string {
+	return strings.TrimPrefix(st.String(), "file://")
+}
+
+func TestCancelledRestoreLeavesTheOldDataDir(t *testing.T) {
+	st, _ := backedUp(t, snapshot.Codec{})
+	dir, intact := oldDataDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var once bool
+	_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Source: restore.Source{
+		// Cancelled as soon as the replay has begun.
+		Progress: func(p restore.Progress) {
+			if !once && p.BytesDownloaded > 0 {
+				once = true
+				cancel()
+			}
+		},
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	intact()
+}
+
+func TestRestoreMovesTheOldDataDirAside(t *testing.T) {
+	st, _ := backedUp(t, snapshot.Codec{})
+	dir, _ := oldDataDir(t)
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	res, err := restore.Restore(context.Background(), st, restore.Options{DataDir: dir, Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MovedAside != dir+".bak-20261129T120000Z" {
+		t.Fatalf("moved aside to %q", res.MovedAside)
+	}
+	if b, err := os.ReadFile(filepath.Join(res.MovedAside, "member", "old")); err != nil || string(b) != "old data" {
+		t.Fatalf("the old data dir did not survive: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member", "snap", "db")); err != nil {
+		t.Fatalf("no restored database: %v", err)
+	}
+}
