@@ -1,0 +1,44 @@
+package restore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+// A chain compacted into one full snapshot restores to the same keyspace.
+func TestCompactedChainRestoresTheSame(t *testing.T) {
+	ctx := context.Background()
+	st, _ := backedUp(t, snapshot.Codec{Compression: snapshot.Gzip})
+	before, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.Chain.Deltas) == 0 {
+		t.Fatal("no deltas to compact")
+	}
+	c, err := restore.Compact(ctx, st, restore.CompactOptions{Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Snapshot.LastRevision != before.Digest.Revision || c.Snapshot.Compression != snapshot.Zstd || c.InputBytes == 0 || c.OutputBytes == 0 {
+		t.Fatalf("compaction %+v", c)
+	}
+	after, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Chain.Full.Key != c.Snapshot.Key || len(after.Chain.Deltas) != 0 {
+		t.Fatalf("the latest chain is %v, not the compacted full alone", after.Chain.Snapshots())
+	}
+	if after.Digest != before.Digest {
+		t.Fatalf("compacted %+v, chain %+v", after.Digest, before.Digest)
+	}
+	// The inputs stay.
+	cat, _ := snapshot.List(ctx, st)
+	if len(cat) != len(before.Chain.Snapshots())+1 {
+		t.Fatalf("%d objects after compaction, want %d", len(cat), len(before.Chain.Snapshots())+1)
+	}
+}
