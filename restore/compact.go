@@ -51,7 +51,7 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 		return Compaction{}, fmt.Errorf("compact: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	res, r, err := replayChain(ctx, st, chain, work, opts.Source)
+	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
 	if err != nil {
 		return Compaction{}, err
 	}

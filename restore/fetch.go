@@ -54,7 +54,7 @@ func newFetcher(st store.Store, codec snapshot.Codec, dir string, concurrency, a
 // start fetches the full and the deltas in the background. Cancelling ctx
 // stops it; wait for it with f.wg before removing the directory.
 func (f *fetcher) start(ctx context.Context, chain snapshot.Chain) (full *download, deltas []*download) {
-	full = f.fetch(ctx, chain.Full, "full.db")
+	full = f.fetch(ctx, chain.Full, fullFile)
 	for i, d := range chain.Deltas {
 		deltas = append(deltas, &download{snap: d, path: filepath.Join(f.dir, fmt.Sprintf("delta-%06d.json", i)), done: make(chan struct{})})
 	}

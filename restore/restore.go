@@ -191,13 +191,21 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 
-	res, r, err := replayChain(ctx, st, chain, work, opts.Source)
-	if err != nil {
-		return res, err
-	}
-	db := r.path
-	if err := r.close(); err != nil {
-		return res, fmt.Errorf("restore: close the replayed database: %w", err)
+	res := Result{Chain: chain, Revision: chain.Full.LastRevision}
+	// etcdutl checks etcd's trailer itself when it reads the object in
+	// place; a downloaded payload was checked on the way.
+	db, inPlace := inPlace(st, chain)
+	if !inPlace {
+		var r *replayer
+		if res, r, err = replayChain(ctx, st, chain, work, opts.Source, false); err != nil {
+			return res, err
+		}
+		db = filepath.Join(work, fullFile)
+		if r != nil {
+			if err := r.close(); err != nil {
+				return res, fmt.Errorf("restore: close the replayed database: %w", err)
+			}
+		}
 	}
 	out := filepath.Join(work, "data")
 	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
@@ -207,11 +215,9 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		PeerURLs:            opts.PeerURLs,
 		InitialCluster:      opts.InitialCluster,
 		InitialClusterToken: opts.InitialClusterToken,
-		// Every object's trailer was verified on download and the
-		// replayed file has none.
-		SkipHashCheck: true,
-		RevisionBump:  opts.RevisionBump,
-		MarkCompacted: opts.RevisionBump > 0,
+		SkipHashCheck:       !inPlace,
+		RevisionBump:        opts.RevisionBump,
+		MarkCompacted:       opts.RevisionBump > 0,
 	}); err != nil {
 		return res, fmt.Errorf("restore: build the data dir: %w", err)
 	}
@@ -224,9 +230,28 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	return res, nil
 }
 
+// inPlace is the file of a chain that is a plain full snapshot alone on a
+// local store: etcdutl can read it where it is.
+func inPlace(st store.Store, chain snap.Chain) (string, bool) {
+	full := chain.Full
+	if len(chain.Deltas) > 0 || full.Compression != snap.None || full.Encrypted {
+		return "", false
+	}
+	local, ok := store.AsLocal(st)
+	if !ok {
+		return "", false
+	}
+	path, err := local.Path(full.Key)
+	return path, err == nil
+}
+
+// fullFile is the name of the full snapshot's database in the work dir.
+const fullFile = "full.db"
+
 // replayChain downloads chain into work and replays it. It returns the
-// replayer, still open, for the caller to read or close.
-func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work string, src Source) (Result, *replayer, error) {
+// replayer, still open, for the caller to read or close; with no deltas
+// and open false there is none: the downloaded file is the result.
+func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work string, src Source, open bool) (Result, *replayer, error) {
 	res := Result{Chain: chain}
 	var total int64
 	for _, s := range chain.Snapshots() {
@@ -247,7 +272,11 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 		return res, nil, fmt.Errorf("restore: %w", err)
 	}
 	res.Download = time.Since(began)
+	res.Revision = chain.Full.LastRevision
 	report()
+	if len(deltas) == 0 && !open {
+		return res, nil, nil
+	}
 
 	began = time.Now()
 	r := openReplayer(full.path, chain.UntilRevision, chain.UntilTime)

@@ -133,7 +133,7 @@ func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, er
 		return Report{}, fmt.Errorf("verify: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	res, r, err := replayChain(ctx, st, chain, work, opts.Source)
+	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
 	if err != nil {
 		return Report{}, err
 	}

@@ -277,3 +277,41 @@ func (f *File) PutStaged(ctx context.Context, key string, tmp *os.File) (err err
 	}
 	return f.commit(ctx, key, tmp, p)
 }
+
+// Local is implemented by stores whose objects are local files, which a
+// reader that needs a file (etcdutl reads a database from a path) can use
+// in place instead of copying.
+type Local interface {
+	// Path is the file that holds the object key.
+	Path(key string) (string, error)
+}
+
+// AsLocal returns st's Local, looking through WithPrefix views.
+func AsLocal(st Store) (Local, bool) {
+	switch s := st.(type) {
+	case Local:
+		return s, true
+	case *prefixed:
+		inner, ok := AsLocal(s.s)
+		if !ok {
+			return nil, false
+		}
+		return prefixedLocal{inner, s.prefix}, true
+	}
+	return nil, false
+}
+
+type prefixedLocal struct {
+	Local
+	prefix string
+}
+
+func (p prefixedLocal) Path(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", err
+	}
+	return p.Local.Path(JoinKey(p.prefix, key))
+}
+
+// Path is the file of key; it need not exist.
+func (f *File) Path(key string) (string, error) { return f.path(key) }

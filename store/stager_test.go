@@ -60,6 +60,16 @@ func TestFileStagerRenamesIntoPlace(t *testing.T) {
 	if err := stager.PutStaged(ctx, "v2/other", foreign); err == nil || !strings.Contains(err.Error(), "not a file this store staged") {
 		t.Fatalf("foreign file: %v", err)
 	}
+	local, ok := store.AsLocal(view)
+	if !ok {
+		t.Fatal("a prefixed file store is not Local")
+	}
+	if p, err := local.Path("v2/object"); err != nil || p != filepath.Join(dir, "cluster-a", "v2", "object") {
+		t.Fatalf("path %q, %v", p, err)
+	}
+	if _, ok := store.AsLocal(store.NewMem()); ok {
+		t.Fatal("the mem store claims local files")
+	}
 	if _, ok := store.AsStager(store.NewMem()); ok {
 		t.Fatal("the mem store claims to stage local files")
 	}
