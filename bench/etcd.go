@@ -66,17 +66,26 @@ type member struct {
 }
 
 func startMember(dir string) (*member, error) {
-	cfg := embed.NewConfig()
-	cfg.Name = "bench"
-	cfg.Dir = dir
-	cfg.LogLevel = "fatal"
-	cfg.UnsafeNoFsync = true
-	cfg.QuotaBackendBytes = 8 << 30
-	cfg.MaxTxnOps = 1024
 	peer, client, err := etcdtest.FreeURLs()
 	if err != nil {
 		return nil, err
 	}
+	return start(dir, "bench", peer, client, true)
+}
+
+// startMemberAt starts a member on an existing data dir, fsync on.
+func startMemberAt(dir, name string, peer, client url.URL) (*member, error) {
+	return start(dir, name, peer, client, false)
+}
+
+func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = dir
+	cfg.LogLevel = "fatal"
+	cfg.UnsafeNoFsync = noFsync
+	cfg.QuotaBackendBytes = 8 << 30
+	cfg.MaxTxnOps = 1024
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)

@@ -17,9 +17,11 @@ type config struct {
 	sizeMiB int
 	dbMiB   int
 	load    time.Duration
-	runs    int
-	dir     string
-	only    []string
+	// revisions of deltas in the restore benchmark's chain.
+	revisions int
+	runs      int
+	dir       string
+	only      []string
 }
 
 type benchmark struct {
@@ -45,6 +47,7 @@ var benchmarks = []benchmark{
 	{name: "store", run: storeBench},
 	{name: "full", run: fullBench},
 	{name: "delta", run: deltaBench},
+	{name: "restore", run: restoreBench},
 }
 
 func main() {
@@ -60,6 +63,7 @@ func main() {
 	flag.IntVar(&cfg.sizeMiB, "size", 256, "object size in MiB (store)")
 	flag.IntVar(&cfg.dbMiB, "db", 512, "database size in MiB (full)")
 	flag.DurationVar(&cfg.load, "load", 30*time.Second, "how long writers write (delta)")
+	flag.IntVar(&cfg.revisions, "revisions", 500000, "revisions of deltas in the chain (restore)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")

@@ -352,8 +352,9 @@ func childClientStore(endpoint, dir string) (*clientv3.Client, store.Store, erro
 
 // children are the modes the bench binary runs in when it is its own child.
 var children = map[string]func(context.Context, []string) (any, error){
-	"full":   childFull,
-	"deltas": childDeltas,
+	"full":    childFull,
+	"deltas":  childDeltas,
+	"compact": childCompact,
 }
 
 // runChild runs the bench binary in a child mode and decodes what it prints.

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,14 +10,14 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/etcdkit/etcdkit/snapshot"
+	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
 
 // download is one object of a chain being fetched to a local file: the
 // payload, decrypted and decompressed, its trailer verified on the way.
 type download struct {
-	snap snapshot.Snapshot
+	snap snap.Snapshot
 	path string
 	done chan struct{}
 	err  error
@@ -37,7 +38,7 @@ func (d *download) wait(ctx context.Context) error {
 // and a window of deltas, not the whole chain.
 type fetcher struct {
 	st    store.Store
-	codec snapshot.Codec
+	codec snap.Codec
 	dir   string
 	sem   chan struct{} // concurrent downloads
 	ahead chan struct{} // deltas on disk not yet replayed
@@ -45,7 +46,7 @@ type fetcher struct {
 	wg    sync.WaitGroup
 }
 
-func newFetcher(st store.Store, codec snapshot.Codec, dir string, concurrency, ahead int) *fetcher {
+func newFetcher(st store.Store, codec snap.Codec, dir string, concurrency, ahead int) *fetcher {
 	f := &fetcher{codec: codec, dir: dir, sem: make(chan struct{}, concurrency), ahead: make(chan struct{}, ahead)}
 	f.st = counting{Store: st, n: &f.bytes}
 	return f
@@ -53,7 +54,7 @@ func newFetcher(st store.Store, codec snapshot.Codec, dir string, concurrency, a
 
 // start fetches the full and the deltas in the background. Cancelling ctx
 // stops it; wait for it with f.wg before removing the directory.
-func (f *fetcher) start(ctx context.Context, chain snapshot.Chain) (full *download, deltas []*download) {
+func (f *fetcher) start(ctx context.Context, chain snap.Chain) (full *download, deltas []*download) {
 	full = f.fetch(ctx, chain.Full, fullFile)
 	for i, d := range chain.Deltas {
 		deltas = append(deltas, &download{snap: d, path: filepath.Join(f.dir, fmt.Sprintf("delta-%06d.json", i)), done: make(chan struct{})})
@@ -73,7 +74,7 @@ func (f *fetcher) start(ctx context.Context, chain snapshot.Chain) (full *downlo
 	return full, deltas
 }
 
-func (f *fetcher) fetch(ctx context.Context, s snapshot.Snapshot, name string) *download {
+func (f *fetcher) fetch(ctx context.Context, s snap.Snapshot, name string) *download {
 	d := &download{snap: s, path: filepath.Join(f.dir, name), done: make(chan struct{})}
 	f.run(ctx, d)
 	return d
@@ -95,7 +96,7 @@ func (f *fetcher) run(ctx context.Context, d *download) {
 }
 
 func (f *fetcher) copy(ctx context.Context, d *download) (err error) {
-	rc, err := snapshot.Open(ctx, f.st, d.snap, f.codec)
+	rc, err := snap.Open(ctx, f.st, d.snap, f.codec)
 	if err != nil {
 		return err
 	}
@@ -141,4 +142,76 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	r.n.Add(int64(n))
 	return n, err
+}
+
+// batch is a run of decoded events of one delta; end marks its last.
+type batch struct {
+	name   string
+	events []snap.Event
+	end    bool
+	err    error
+}
+
+// decodeAhead decodes the deltas in order as they arrive, in batches of a
+// few thousand events, a few batches ahead of the consumer, and frees each
+// delta's file once decoded. The channel closes after the last delta, an
+// error, or ctx's end.
+func decodeAhead(ctx context.Context, f *fetcher, deltas []*download) <-chan batch {
+	const size, ahead = 4096, 4
+	out := make(chan batch, ahead)
+	send := func(b batch) bool {
+		select {
+		case out <- b:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	f.wg.Go(func() {
+		defer close(out)
+		for _, d := range deltas {
+			if err := d.wait(ctx); err != nil {
+				send(batch{name: d.snap.Key, err: err})
+				return
+			}
+			err := decodeFile(d.path, d.snap.Key, size, func(events []snap.Event, end bool) bool {
+				return send(batch{name: d.snap.Key, events: events, end: end})
+			})
+			f.replayed(d)
+			if err != nil {
+				send(batch{name: d.snap.Key, err: err})
+				return
+			}
+		}
+	})
+	return out
+}
+
+// decodeFile hands a delta payload's events to emit in batches of size;
+// emit returns false to stop.
+func decodeFile(path, name string, size int, emit func([]snap.Event, bool) bool) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	d := snap.NewDeltaReader(file, name)
+	defer func() { _ = d.Close() }()
+	events := make([]snap.Event, 0, size)
+	for {
+		ev, err := d.Next()
+		if errors.Is(err, io.EOF) {
+			emit(events, true)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		events = append(events, ev)
+		if len(events) == size {
+			if !emit(events, false) {
+				return nil
+			}
+			events = make([]snap.Event, 0, size)
+		}
+	}
 }

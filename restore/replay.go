@@ -1,11 +1,8 @@
 package restore
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -33,6 +30,10 @@ type replayer struct {
 	until     int64
 	untilTime time.Time
 	done      bool
+	// cur gathers the events of revision curRev from delta curName.
+	cur     []*mvccpb.Event
+	curRev  int64
+	curName string
 	// applied counts revisions written; dropped counts leases not found.
 	applied, droppedLeases int64
 	progress               func(revisions int64)
@@ -65,49 +66,37 @@ func (r *replayer) close() error {
 	return errors.Join(err, r.b.Close())
 }
 
-// apply replays one delta's events from its local payload. Revisions the
-// database already holds are skipped (deltas of two uploaders overlap).
-func (r *replayer) apply(ctx context.Context, name, path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	d := snapshot.NewDeltaReader(f, name)
-	defer func() { _ = d.Close() }()
-	var batch []*mvccpb.Event
-	batchRev := int64(0)
-	for !r.done {
-		ev, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
+// feed replays one event of delta name. Events arrive in revision order;
+// a revision's events are written together once the next revision (or
+// flush) shows they are complete. Revisions the database already holds are
+// skipped (deltas of two uploaders overlap).
+func (r *replayer) feed(name string, ev snapshot.Event) error {
+	rev := ev.Revision()
+	if rev != r.curRev && len(r.cur) > 0 {
+		if err := r.flush(); err != nil {
 			return err
 		}
-		rev := ev.Revision()
-		if rev != batchRev && len(batch) > 0 {
-			if err := r.write(name, batchRev, batch); err != nil {
-				return err
-			}
-			batch = batch[:0]
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		if rev <= r.at {
-			continue
-		}
-		if r.until > 0 && rev > r.until || !r.untilTime.IsZero() && ev.Time.After(r.untilTime) {
-			r.done = true
-			break
-		}
-		batchRev = rev
-		batch = append(batch, ev.EtcdEvent)
 	}
-	if len(batch) > 0 {
-		return r.write(name, batchRev, batch)
+	if rev <= r.at || r.done {
+		return nil
 	}
+	if r.until > 0 && rev > r.until || !r.untilTime.IsZero() && ev.Time.After(r.untilTime) {
+		r.done = true
+		return nil
+	}
+	r.curName, r.curRev = name, rev
+	r.cur = append(r.cur, ev.EtcdEvent)
 	return nil
+}
+
+// flush writes the revision being gathered.
+func (r *replayer) flush() error {
+	if len(r.cur) == 0 {
+		return nil
+	}
+	err := r.write(r.curName, r.curRev, r.cur)
+	r.cur = r.cur[:0]
+	return err
 }
 
 // write applies the events of one revision in one mvcc transaction and

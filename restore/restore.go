@@ -290,18 +290,32 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 		_ = r.close()
 		return res, nil, fmt.Errorf("restore: %w", err)
 	}
-	for _, d := range deltas {
+	// Decoding the JSON costs about as much as writing the revisions, so
+	// one goroutine decodes ahead while this one writes.
+	for b := range decodeAhead(ctx, f, deltas) {
+		if b.err != nil {
+			return fail(b.err)
+		}
+		for _, ev := range b.events {
+			if err := r.feed(b.name, ev); err != nil {
+				return fail(err)
+			}
+		}
+		if b.end {
+			if err := r.flush(); err != nil {
+				return fail(err)
+			}
+		}
 		if r.done {
+			cancel()
 			break
 		}
-		if err := d.wait(ctx); err != nil {
+		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		err := r.apply(ctx, d.snap.Key, d.path)
-		f.replayed(d)
-		if err != nil {
-			return fail(err)
-		}
+	}
+	if err := ctx.Err(); err != nil && !r.done {
+		return fail(err)
 	}
 	res.Revision, res.DroppedLeases = r.at, r.droppedLeases
 	res.Replay = time.Since(began)

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// restoreBench measures the restore engine on a chain captured from a
+// member: a full of about 250 MiB over 20k keys, then cfg.revisions
+// revisions of 256 B puts over the same keys. It reports the replay speed
+// against replaying a sample through an embedded etcd one Txn per revision
+// (etcd-backup-restore's way), a full-only restore of a cfg.dbMiB database
+// against etcdutl snapshot restore, and the chain's compaction.
+func restoreBench(ctx context.Context, cfg config) ([]row, error) {
+	_, etcdutl, err := etcdTools(ctx, cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	st, full, head, err := captureChain(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+
+	// The whole restore: download, replay, data dir.
+	var res restore.Result
+	var took []time.Duration
+	for i := range cfg.runs {
+		dir := filepath.Join(cfg.dir, fmt.Sprintf("restored-%d", i))
+		start := time.Now()
+		if res, err = restore.Restore(ctx, st, restore.Options{DataDir: dir}); err != nil {
+			return nil, err
+		}
+		took = append(took, time.Since(start))
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if res.Revision != head {
+		return nil, fmt.Errorf("restored revision %d, head %d", res.Revision, head)
+	}
+	perSec := float64(res.Revisions) / res.Replay.Seconds()
+	sample, embedded, err := embeddedReplay(ctx, cfg, st, full)
+	if err != nil {
+		return nil, err
+	}
+	embeddedPerSec := float64(sample) / embedded.Seconds()
+	rows = append(rows, row{
+		Subject: "restore, full + chain", Op: fmt.Sprintf("%d revisions → data dir", res.Revisions), Bytes: res.Chain.Full.Size,
+		Ours: res.Replay, Reference: fmt.Sprintf("embedded etcd, one Txn per revision (%d-revision sample, scaled)", sample),
+		Ref: time.Duration(float64(res.Revisions) / embeddedPerSec * float64(time.Second)), Time: true,
+		Note: fmt.Sprintf("replay %.0f revisions/s (embedded etcd %.0f/s); whole restore %.2fs (download %.2fs)",
+			perSec, embeddedPerSec, median(took).Seconds(), res.Download.Seconds()),
+	})
+
+	// The chain compacted into one full, in a child for its peak RSS.
+	var c compactResult
+	if err := runChild(ctx, &c, "compact", "-store", storeDir(st)); err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{
+		Subject: "compaction", Op: fmt.Sprintf("full + %d revisions → one full", res.Revisions), Bytes: c.InputBytes,
+		Ours: c.Took, Reference: "goal", Ref: 21 * time.Second, Time: true,
+		Note: fmt.Sprintf("peak RSS %d MiB (goal ≤ 430 MiB); %d MiB in, %d MiB out", c.PeakRSS>>20, c.InputBytes>>20, c.OutputBytes>>20),
+	})
+
+	r, err := fullOnly(ctx, cfg, etcdutl)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, r), nil
+}
+
+// captureChain fills a member, takes a full and captures cfg.revisions
+// revisions of deltas with a Snapshotter.
+func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapshot, int64, error) {
+	m, err := startMember(filepath.Join(cfg.dir, "etcd-chain"))
+	if err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	defer m.close()
+	const keys = 20000
+	fmt.Fprintf(os.Stderr, "bench: writing a 250 MiB database over %d keys ...\n", keys)
+	if err := fillKeys(ctx, m.cli, keys, 12<<10); err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	st, err := store.NewFile(filepath.Join(cfg.dir, "chain-store"))
+	if err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	full, err := snapshot.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
+	if err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	s, err := snapshot.New(m.cli, st, snapshot.Options{
+		FullSchedule: "@every 24h", DeltaPeriod: 10 * time.Second, DeltaMemoryLimit: 64 << 20, RetentionPeriod: -1,
+	})
+	if err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	fmt.Fprintf(os.Stderr, "bench: writing %d revisions of 256 B puts ...\n", cfg.revisions)
+	werr := putRevisions(ctx, m.cli, cfg.revisions, keys)
+	stop()
+	if err := errors.Join(werr, <-done); err != nil {
+		return nil, snapshot.Snapshot{}, 0, err
+	}
+	return st, full, s.Status().LastRevision, nil
+}
+
+// fillKeys writes keys keys of size bytes each, 64 to a transaction.
+func fillKeys(ctx context.Context, cli *clientv3.Client, keys, size int) error {
+	value := strings.Repeat("f", size)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for {
+				first := int(next.Add(64)) - 64
+				if first >= keys {
+					return
+				}
+				var ops []clientv3.Op
+				for k := first; k < min(first+64, keys); k++ {
+					ops = append(ops, clientv3.OpPut(fmt.Sprintf("/chain/k%05d", k), value))
+				}
+				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// putRevisions writes n revisions, one 256 B put each, over keys keys.
+func putRevisions(ctx context.Context, cli *clientv3.Client, n, keys int) error {
+	value := strings.Repeat("d", 256)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				if _, err := cli.Put(ctx, fmt.Sprintf("/chain/k%05d", i%int64(keys)), value); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// embeddedReplay restores the full alone, starts an embedded etcd on it
+// (fsync on, as a restoring sidecar runs it) and applies the chain's first
+// revisions one Txn per revision, as etcd-backup-restore does. It returns
+// how many revisions it applied and how long they took.
+func embeddedReplay(ctx context.Context, cfg config, st store.Store, full snapshot.Snapshot) (int, time.Duration, error) {
+	const sample = 20000
+	peer, client, err := etcdtest.FreeURLs()
+	if err != nil {
+		return 0, 0, err
+	}
+	dir := filepath.Join(cfg.dir, "embedded-replay")
+	if _, err := restore.Restore(ctx, st, restore.Options{
+		Source: restore.Source{Target: restore.Target{Revision: full.LastRevision}}, DataDir: dir,
+		Name: "replay", PeerURLs: []string{peer.String()},
+	}); err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	m, err := startMemberAt(dir, "replay", peer, client)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer m.close()
+
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		return 0, 0, err
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		return 0, 0, err
+	}
+	applied := 0
+	var took time.Duration
+	for _, d := range chain.Deltas {
+		if applied >= sample {
+			break
+		}
+		rd, err := snapshot.OpenDelta(ctx, st, d, snapshot.Codec{})
+		if err != nil {
+			return 0, 0, err
+		}
+		var events []snapshot.Event
+		for {
+			ev, err := rd.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				_ = rd.Close()
+				return 0, 0, err
+			}
+			events = append(events, ev)
+		}
+		_ = rd.Close()
+		start := time.Now()
+		for i := 0; i < len(events) && applied < sample; {
+			rev := events[i].Revision()
+			var ops []clientv3.Op
+			for ; i < len(events) && events[i].Revision() == rev; i++ {
+				kv := events[i].EtcdEvent.Kv
+				if events[i].EtcdEvent.Type == 1 {
+					ops = append(ops, clientv3.OpDelete(string(kv.Key)))
+				} else {
+					ops = append(ops, clientv3.OpPut(string(kv.Key), string(kv.Value)))
+				}
+			}
+			if _, err := m.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				return 0, 0, err
+			}
+			applied++
+		}
+		took += time.Since(start)
+	}
+	return applied, took, nil
+}
+
+// fullOnly restores a plain full snapshot of a cfg.dbMiB database from
+// the file store against etcdutl snapshot restore of the same object.
+func fullOnly(ctx context.Context, cfg config, etcdutl string) (row, error) {
+	m, err := startMember(filepath.Join(cfg.dir, "etcd-fullonly"))
+	if err != nil {
+		return row{}, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: writing a %d MiB database ...\n", cfg.dbMiB)
+	if err := fill(ctx, m.cli, int64(cfg.dbMiB)<<20); err != nil {
+		m.close()
+		return row{}, err
+	}
+	st, err := store.NewFile(filepath.Join(cfg.dir, "fullonly-store"))
+	if err != nil {
+		m.close()
+		return row{}, err
+	}
+	full, err := snapshot.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
+	m.close()
+	if err != nil {
+		return row{}, err
+	}
+	object := filepath.Join(storeDir(st), full.Key)
+	info, err := os.Stat(object)
+	if err != nil {
+		return row{}, err
+	}
+	ours := func() error {
+		dir := filepath.Join(cfg.dir, "fullonly-ours")
+		defer func() { _ = os.RemoveAll(dir) }()
+		_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir})
+		return err
+	}
+	ref := func() error {
+		dir := filepath.Join(cfg.dir, "fullonly-etcdutl")
+		defer func() { _ = os.RemoveAll(dir) }()
+		out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", object, "--data-dir", dir).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("etcdutl snapshot restore: %w\n%s", err, out)
+		}
+		return nil
+	}
+	o, r, err := measure(cfg.runs, ours, ref)
+	if err != nil {
+		return row{}, err
+	}
+	return row{
+		Subject: "restore, full only", Op: "file:// → data dir", Bytes: info.Size(),
+		Ours: o, Reference: "etcdutl snapshot restore", Ref: r,
+	}, nil
+}
+
+type compactResult struct {
+	Took                    time.Duration
+	InputBytes, OutputBytes int64
+	PeakRSS                 int64
+}
+
+// childCompact is the child process of the compaction measurement.
+func childCompact(ctx context.Context, args []string) (any, error) {
+	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
+	dir := fs.String("store", "", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	st, err := store.NewFile(*dir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := restore.Compact(ctx, st, restore.CompactOptions{WorkDir: filepath.Dir(*dir)})
+	if err != nil {
+		return nil, err
+	}
+	return compactResult{Took: c.Took, InputBytes: c.InputBytes, OutputBytes: c.OutputBytes, PeakRSS: peakRSS()}, nil
+}
+
+func storeDir(st store.Store) string { return strings.TrimPrefix(fmt.Sprint(st), "file://") }
