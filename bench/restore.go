@@ -120,11 +120,31 @@ func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapsh
 	go func() { done <- s.Run(runCtx) }()
 	fmt.Fprintf(os.Stderr, "bench: writing %d revisions of 256 B puts ...\n", cfg.revisions)
 	werr := putRevisions(ctx, m.cli, cfg.revisions, keys)
+	if werr == nil {
+		werr = caughtUp(ctx, m.cli, s)
+	}
 	stop()
 	if err := errors.Join(werr, <-done); err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
 	return st, full, s.Status().LastRevision, nil
+}
+
+// caughtUp waits until the Snapshotter stored the member's last revision:
+// writers in the same process can outrun it on a small machine.
+func caughtUp(ctx context.Context, cli *clientv3.Client, s *snapshot.Snapshotter) error {
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Minute)
+	for s.Status().LastRevision < resp.Header.Revision {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the snapshotter reached revision %d of %d in 5 minutes", s.Status().LastRevision, resp.Header.Revision)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nil
 }
 
 // fillKeys writes keys keys of size bytes each, 64 to a transaction.

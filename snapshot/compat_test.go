@@ -238,3 +238,43 @@ func FuzzDeltaReader(f *testing.F) {
 		}
 	})
 }
+
+// The fast parser reads what encoding/json reads, field for field.
+func TestFastParserAgreesWithEncodingJSON(t *testing.T) {
+	ours, _ := randomEvents(5000)
+	same := func(a, b *mvccpb.KeyValue) bool {
+		if a == nil || b == nil {
+			return a == b
+		}
+		return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value) && a.CreateRevision == b.CreateRevision &&
+			a.ModRevision == b.ModRevision && a.Version == b.Version && a.Lease == b.Lease
+	}
+	for i, ev := range ours {
+		b, err := appendEvent(nil, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := fastEvent(b)
+		if !ok {
+			t.Fatalf("event %d not parsed: %s", i, b)
+		}
+		var std Event
+		if err := json.Unmarshal(b, &std); err != nil {
+			t.Fatal(err)
+		}
+		if fast.EtcdEvent.Type != std.EtcdEvent.Type || !same(fast.EtcdEvent.Kv, std.EtcdEvent.Kv) ||
+			!same(fast.EtcdEvent.PrevKv, std.EtcdEvent.PrevKv) || !fast.Time.Equal(std.Time) {
+			t.Fatalf("event %d: fast %v, encoding/json %v", i, fast, std)
+		}
+	}
+	for _, odd := range []string{
+		`{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":3}},"time":"2026-11-29T10:00:00Z","extra":1}`,
+		`{"time":"2026-11-29T10:00:00Z","etcdEvent":{"kv":{"key":"YQ==","mod_revision":3}}}`,
+		`{ "etcdEvent":{"kv":{"key":"YQ==","mod_revision":3}},"time":"2026-11-29T10:00:00Z"}`,
+		`{"etcdEvent":{"kv":{"key":"Y\u0051==","mod_revision":3}},"time":"2026-11-29T10:00:00Z"}`,
+	} {
+		if _, ok := fastEvent([]byte(odd)); ok {
+			t.Errorf("the fast parser took %s; it must leave it to encoding/json", odd)
+		}
+	}
+}

@@ -94,9 +94,15 @@ func (d *DeltaReader) Next() (Event, error) {
 		}
 		return Event{}, d.end()
 	}
-	var ev Event
-	if err := d.dec.Decode(&ev); err != nil {
+	var raw json.RawMessage
+	if err := d.dec.Decode(&raw); err != nil {
 		return Event{}, d.fail(err)
+	}
+	ev, ok := fastEvent(raw)
+	if !ok {
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return Event{}, d.fail(err)
+		}
 	}
 	if ev.EtcdEvent == nil || ev.EtcdEvent.Kv == nil {
 		return Event{}, d.fail(errors.New("an event has no etcdEvent.kv"))
