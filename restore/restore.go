@@ -221,6 +221,10 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}); err != nil {
 		return res, fmt.Errorf("restore: build the data dir: %w", err)
 	}
+	// The last moment a cancel leaves everything as it was.
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("restore: %w", err)
+	}
 	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
 		return res, err
 	}

@@ -513,6 +513,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 	start := time.Now()
 	r.Err = l.capture.drain(ctx, func(s Snapshot, events int) {
 		r.Snapshot, r.Events, r.Duration = s, events, time.Since(start)
+		l.succeed()
 		l.wrote(r)
 		start = time.Now()
 	})
