@@ -20,16 +20,13 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// seeds is how many randomized histories the fidelity test restores:
-// a few with -short, more by default, many with ETCDKIT_LONG=1.
+// seeds is how many randomized histories the fidelity test restores: ten
+// (about 20 s, a minute with -race), or a hundred with ETCDKIT_LONG=1.
 func seeds() int {
-	switch {
-	case os.Getenv("ETCDKIT_LONG") == "1":
-		return 30
-	case testing.Short():
-		return 2
+	if os.Getenv("ETCDKIT_LONG") == "1" {
+		return 100
 	}
-	return 4
+	return 10
 }
 
 // history is what a randomized workload did to a live member whose
