@@ -117,22 +117,31 @@ func (m *member) close() {
 func fill(ctx context.Context, cli *clientv3.Client, size int64) error {
 	const valueSize, perTxn, workers = 8 << 10, 64, 4
 	txns := int(size / (valueSize * perTxn))
+	return parallel(workers, func(w int) error {
+		value := make([]byte, valueSize)
+		for i := w; i < txns; i += workers {
+			ops := make([]clientv3.Op, perTxn)
+			for j := range ops {
+				_, _ = rand.Read(value[:valueSize/2])
+				copy(value[valueSize/2:], strings.Repeat(fmt.Sprintf("key %d/%d ", i, j), valueSize))
+				ops[j] = clientv3.OpPut(fmt.Sprintf("/fill/%06d/%02d", i, j), string(value))
+			}
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// parallel runs f on n workers and returns the first error.
+func parallel(n int, f func(worker int) error) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
+	errs := make(chan error, n)
+	for w := range n {
 		wg.Go(func() {
-			value := make([]byte, valueSize)
-			for i := w; i < txns; i += workers {
-				ops := make([]clientv3.Op, perTxn)
-				for j := range ops {
-					_, _ = rand.Read(value[:valueSize/2])
-					copy(value[valueSize/2:], strings.Repeat(fmt.Sprintf("key %d/%d ", i, j), valueSize))
-					ops[j] = clientv3.OpPut(fmt.Sprintf("/fill/%06d/%02d", i, j), string(value))
-				}
-				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-					errs <- err
-					return
-				}
+			if err := f(w); err != nil {
+				errs <- err
 			}
 		})
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -151,50 +150,35 @@ func caughtUp(ctx context.Context, cli *clientv3.Client, s *snapshot.Snapshotter
 func fillKeys(ctx context.Context, cli *clientv3.Client, keys, size int) error {
 	value := strings.Repeat("f", size)
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
-	for range 4 {
-		wg.Go(func() {
-			for {
-				first := int(next.Add(64)) - 64
-				if first >= keys {
-					return
-				}
-				var ops []clientv3.Op
-				for k := first; k < min(first+64, keys); k++ {
-					ops = append(ops, clientv3.OpPut(fmt.Sprintf("/chain/k%05d", k), value))
-				}
-				if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-					errs <- err
-					return
-				}
+	return parallel(4, func(int) error {
+		for {
+			first := int(next.Add(64)) - 64
+			if first >= keys {
+				return nil
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+			var ops []clientv3.Op
+			for k := first; k < min(first+64, keys); k++ {
+				ops = append(ops, clientv3.OpPut(fmt.Sprintf("/chain/k%05d", k), value))
+			}
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				return err
+			}
+		}
+	})
 }
 
 // putRevisions writes n revisions, one 256 B put each, over keys keys.
 func putRevisions(ctx context.Context, cli *clientv3.Client, n, keys int) error {
 	value := strings.Repeat("d", 256)
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 32)
-	for range 32 {
-		wg.Go(func() {
-			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				if _, err := cli.Put(ctx, fmt.Sprintf("/chain/k%05d", i%int64(keys)), value); err != nil {
-					errs <- err
-					return
-				}
+	return parallel(32, func(int) error {
+		for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+			if _, err := cli.Put(ctx, fmt.Sprintf("/chain/k%05d", i%int64(keys)), value); err != nil {
+				return err
 			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+		}
+		return nil
+	})
 }
 
 // embeddedReplay restores the full alone, starts an embedded etcd on it
