@@ -12,9 +12,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
@@ -162,4 +164,36 @@ func watchAll(t *testing.T, cli *clientv3.Client, from, to int64) []*clientv3.Ev
 	}
 	t.Fatal("watch ended early")
 	return nil
+}
+
+// A delta whose events do not continue the database is refused, naming
+// the delta and the revision.
+func TestReplayRefusesADeltaThatDoesNotContinue(t *testing.T) {
+	ctx := context.Background()
+	m := etcdtest.Start(t, etcdtest.Options{})
+	cli := m.Client(t)
+	if _, err := (etcdtest.Workload{Ops: 20, Seed: 23}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := full.LastRevision
+	// Named as the next revisions, but its only event is two revisions on.
+	ev := &clientv3.Event{Kv: &mvccpb.KeyValue{Key: []byte("/x"), Value: []byte("1"), ModRevision: f + 3, CreateRevision: f + 3, Version: 1}}
+	js, _ := json.Marshal([]ebrEvent{{EtcdEvent: ev, Time: time.Now().UTC()}})
+	key := fmt.Sprintf("v2/Incr-%08d-%08d-1900000000", f+1, f+3)
+	if err := st.Put(ctx, key, bytes.NewReader(withSum(js))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = restore.Verify(ctx, st, restore.VerifyOptions{})
+	want := fmt.Sprintf("delta %s: revision %d follows revision %d", key, f+3, f)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
 }
