@@ -258,34 +258,42 @@ func DatabaseRevision(path string) (int64, error) {
 		return 0, fmt.Errorf("database %s: %w", path, err)
 	}
 	defer func() { _ = db.Close() }()
-	rev := int64(1)
+	var rev int64
 	err = db.View(func(tx *bolt.Tx) error {
-		keys := tx.Bucket(bucketKey)
-		if keys == nil {
-			return errors.New("no key bucket: not an etcd v3 database")
-		}
-		if k, _ := keys.Cursor().Last(); k != nil {
-			r, err := mainRevision(k)
-			if err != nil {
-				return fmt.Errorf("key bucket: %w", err)
-			}
-			rev = max(rev, r)
-		}
-		if meta := tx.Bucket(bucketMeta); meta != nil {
-			for _, name := range metaKeys {
-				if v := meta.Get(name); v != nil {
-					r, err := mainRevision(v)
-					if err != nil {
-						return fmt.Errorf("meta %s: %w", name, err)
-					}
-					rev = max(rev, r)
-				}
-			}
-		}
-		return nil
+		rev, err = TxRevision(tx)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("database %s: %w", path, err)
+	}
+	return rev, nil
+}
+
+// TxRevision reads the revision of an etcd database inside a bbolt
+// transaction, as DatabaseRevision does.
+func TxRevision(tx *bolt.Tx) (int64, error) {
+	rev := int64(1)
+	keys := tx.Bucket(bucketKey)
+	if keys == nil {
+		return 0, errors.New("no key bucket: not an etcd v3 database")
+	}
+	if k, _ := keys.Cursor().Last(); k != nil {
+		r, err := mainRevision(k)
+		if err != nil {
+			return 0, fmt.Errorf("key bucket: %w", err)
+		}
+		rev = max(rev, r)
+	}
+	if meta := tx.Bucket(bucketMeta); meta != nil {
+		for _, name := range metaKeys {
+			if v := meta.Get(name); v != nil {
+				r, err := mainRevision(v)
+				if err != nil {
+					return 0, fmt.Errorf("meta %s: %w", name, err)
+				}
+				rev = max(rev, r)
+			}
+		}
 	}
 	return rev, nil
 }

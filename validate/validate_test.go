@@ -1,0 +1,136 @@
+package validate_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// stopped is the data dir of a member stopped cleanly after a workload,
+// and its revision.
+func stopped(t *testing.T) (string, int64) {
+	t.Helper()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	res, err := (etcdtest.Workload{Ops: 300, Seed: 1, TxnPercent: 10, DeletePercent: 10}).Run(context.Background(), c.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	m.Stop()
+	return m.Dir, res.LastRevision
+}
+
+func check(t *testing.T, dir string, opts validate.Options, want validate.Verdict, file string) validate.Report {
+	t.Helper()
+	r, err := validate.DataDir(context.Background(), dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Verdict != want {
+		t.Fatalf("verdict %s (%s), want %s", r.Verdict, r.Reason, want)
+	}
+	if file != "" && !strings.Contains(r.File, file) {
+		t.Fatalf("the report names %q (%s), want %s", r.File, r.Reason, file)
+	}
+	return r
+}
+
+func TestSanityVerdicts(t *testing.T) {
+	dir, rev := stopped(t)
+	r := check(t, dir, validate.Options{}, validate.Valid, "")
+	if r.Revision != rev {
+		t.Fatalf("revision %d, want %d", r.Revision, rev)
+	}
+	full := check(t, dir, validate.Options{Mode: validate.Full}, validate.Valid, "")
+	if len(full.Checks) == 0 || full.Checks[0].Took <= 0 {
+		t.Fatalf("checks not timed: %+v", full.Checks)
+	}
+
+	check(t, t.TempDir(), validate.Options{}, validate.Empty, "member")
+	check(t, dir, validate.Options{BackupRevision: rev + 10}, validate.Behind, "db")
+	check(t, dir, validate.Options{BackupRevision: rev + 10, MultiMember: true}, validate.Valid, "")
+
+	if err := validate.WriteGuard(dir, "m0", "etcdtest"); err != nil {
+		t.Fatal(err)
+	}
+	check(t, dir, validate.Options{Name: "m0", Token: "etcdtest"}, validate.Valid, "")
+	check(t, dir, validate.Options{Name: "m1", Token: "etcdtest"}, validate.WrongVolume, validate.GuardFile)
+	check(t, dir, validate.Options{Name: "m0", Token: "other"}, validate.WrongVolume, validate.GuardFile)
+}
+
+func TestDamagedDataDirs(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		file   string
+	}{
+		{"no wal", func(t *testing.T, dir string) { must(t, os.RemoveAll(filepath.Join(dir, "member", "wal"))) }, "wal"},
+		{"no db", func(t *testing.T, dir string) { must(t, os.Remove(filepath.Join(dir, "member", "snap", "db"))) }, "db"},
+		{"db truncated", func(t *testing.T, dir string) {
+			must(t, os.Truncate(filepath.Join(dir, "member", "snap", "db"), 10000))
+		}, "db"},
+		{"meta pages", func(t *testing.T, dir string) {
+			flip(t, filepath.Join(dir, "member", "snap", "db"), 16, 4096+16)
+		}, "db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, _ := stopped(t)
+			tc.damage(t, dir)
+			check(t, dir, validate.Options{}, validate.Corrupt, tc.file)
+		})
+	}
+}
+
+func TestLockedWhileRunning(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{})
+	check(t, c.Members[0].Dir, validate.Options{}, validate.Locked, "db")
+}
+
+func TestDecide(t *testing.T) {
+	for _, tc := range []struct {
+		v     validate.Verdict
+		peers bool
+		want  validate.Action
+	}{
+		{validate.Valid, false, validate.Start},
+		{validate.Empty, true, validate.Bootstrap},
+		{validate.Behind, false, validate.RestoreFromBackup},
+		{validate.Behind, true, validate.Start},
+		{validate.Corrupt, false, validate.RestoreFromBackup},
+		{validate.Corrupt, true, validate.RejoinAsLearner},
+		{validate.Locked, true, validate.Refuse},
+		{validate.WrongVolume, false, validate.Refuse},
+	} {
+		if got, why := validate.Decide(validate.Report{Verdict: tc.v, Reason: "r"}, tc.peers); got != tc.want || why == "" {
+			t.Errorf("%s with peers %v: %s (%q), want %s", tc.v, tc.peers, got, why, tc.want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flip inverts a byte at each offset of a file.
+func flip(t *testing.T, path string, offsets ...int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	must(t, err)
+	defer func() { _ = f.Close() }()
+	for _, off := range offsets {
+		b := make([]byte, 1)
+		_, err := f.ReadAt(b, off)
+		must(t, err)
+		b[0] ^= 0xff
+		_, err = f.WriteAt(b, off)
+		must(t, err)
+	}
+}
