@@ -2,7 +2,7 @@ package validate_test
 
 import (
 	"context"
-	"encoding/binary"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/validate"
+	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
 
 // withSnaps is a cleanly stopped member's data dir with snap files: it
@@ -25,7 +26,7 @@ func withSnaps(t *testing.T) string {
 	return m.Dir
 }
 
-func files(t *testing.T, pattern string) []string {
+func glob(t *testing.T, pattern string) []string {
 	t.Helper()
 	names, err := filepath.Glob(pattern)
 	if err != nil || len(names) == 0 {
@@ -35,20 +36,22 @@ func files(t *testing.T, pattern string) []string {
 	return names
 }
 
-// pageOf finds the first page of the database with the given bbolt page
-// flag (0x01 branch, 0x02 leaf) past the meta pages.
+// pageOf finds a page of the database's trees with the given bbolt page
+// flag (0x01 branch, 0x02 leaf): a free page holds stale data, and damage
+// there rightly goes unnoticed.
 func pageOf(t *testing.T, db string, flag uint16) int64 {
 	t.Helper()
-	b, err := os.ReadFile(db)
+	pages, err := files.Reachable(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := int64(2 * 4096); off+4096 <= int64(len(b)); off += 4096 {
-		if binary.LittleEndian.Uint16(b[off+8:]) == flag && binary.LittleEndian.Uint64(b[off:]) == uint64(off/4096) {
-			return off
+	ids := slices.Sorted(maps.Keys(pages))
+	for _, id := range ids {
+		if pages[id] == flag {
+			return int64(id) * 4096
 		}
 	}
-	t.Fatalf("no page with flag %#x in %s", flag, db)
+	t.Fatalf("no reachable page with flag %#x in %s", flag, db)
 	return 0
 }
 
@@ -61,18 +64,18 @@ func TestDamagedWALAndSnapsAndPages(t *testing.T) {
 		file   string
 	}{
 		{"wal crc", validate.Sanity, func(t *testing.T, dir string) {
-			flip(t, files(t, filepath.Join(dir, "member", "wal", "*.wal"))[0], 600)
+			flip(t, glob(t, filepath.Join(dir, "member", "wal", "*.wal"))[0], 600)
 		}, validate.Corrupt, "wal"},
 		{"wal torn mid-record", validate.Sanity, func(t *testing.T, dir string) {
-			wals := files(t, filepath.Join(dir, "member", "wal", "*.wal"))
+			wals := glob(t, filepath.Join(dir, "member", "wal", "*.wal"))
 			must(t, os.Truncate(wals[len(wals)-1], 3001))
 		}, validate.Valid, ""},
 		{"snap deleted", validate.Full, func(t *testing.T, dir string) {
-			snaps := files(t, filepath.Join(dir, "member", "snap", "*.snap"))
+			snaps := glob(t, filepath.Join(dir, "member", "snap", "*.snap"))
 			must(t, os.Remove(snaps[len(snaps)-1]))
 		}, validate.Corrupt, ".snap"},
 		{"snap flipped", validate.Full, func(t *testing.T, dir string) {
-			snaps := files(t, filepath.Join(dir, "member", "snap", "*.snap"))
+			snaps := glob(t, filepath.Join(dir, "member", "snap", "*.snap"))
 			flip(t, snaps[len(snaps)-1], 40)
 		}, validate.Corrupt, ".snap"},
 		{"leaf page", validate.Full, func(t *testing.T, dir string) {
