@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -132,5 +134,34 @@ func flip(t *testing.T, path string, offsets ...int64) {
 		b[0] ^= 0xff
 		_, err = f.WriteAt(b, off)
 		must(t, err)
+	}
+}
+
+// A data dir older than the store's backups is Behind, with the backup
+// revision read from the store.
+func TestBehindTheStore(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	m := c.Members[0]
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 3}).Run(ctx, c.Client(t)); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	old := filepath.Join(t.TempDir(), "old")
+	must(t, os.CopyFS(old, os.DirFS(m.Dir)))
+	m.Restart(t)
+	cli := m.Client(t)
+	res, err := (etcdtest.Workload{Ops: 50, Seed: 4}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.NewFile(t.TempDir())
+	must(t, err)
+	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	r := check(t, old, validate.Options{Store: st}, validate.Behind, "db")
+	if r.BackupRevision != res.LastRevision || r.Revision >= r.BackupRevision {
+		t.Fatalf("revision %d, backup %d (workload ended at %d)", r.Revision, r.BackupRevision, res.LastRevision)
 	}
 }
