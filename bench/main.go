@@ -48,6 +48,7 @@ var benchmarks = []benchmark{
 	{name: "full", run: fullBench},
 	{name: "delta", run: deltaBench},
 	{name: "restore", run: restoreBench},
+	{name: "validate", run: validateBench},
 }
 
 func main() {

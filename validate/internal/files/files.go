@@ -7,17 +7,20 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
-	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // WAL is what reading the WAL found.
 type WAL struct {
-	// Unapplied counts the normal entries past the database's consistent
+	// Unapplied counts the log entries past the database's consistent
 	// index: each adds at most one revision when etcd applies it at start.
 	Unapplied int64
 	// Snapshot is the newest snapshot record, nil when there is none.
@@ -27,45 +30,103 @@ type WAL struct {
 	Torn bool
 }
 
-// ReadWAL decodes every record of every WAL file, checking their CRCs, and
-// the entries after the newest snapshot record.
+// ReadWAL decodes every record of every WAL file in one pass, checking
+// the CRC chain, and counts the entries past the database's consistent
+// index from the log's last entry: raft log indexes are contiguous, and an
+// entry rewritten by a new leader is followed by its successors. Only the
+// index and type of an entry are read, not its data, so memory does not
+// grow with the WAL.
 func ReadWAL(dir string, cindex uint64) (w WAL, err error) {
-	// etcd's WAL code panics on records it cannot unmarshal.
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("wal %s: %v", dir, p)
 		}
 	}()
-	lg := zap.NewNop()
-	snaps, err := wal.ValidSnapshotEntries(lg, dir)
+	names, err := filepath.Glob(filepath.Join(dir, "*.wal"))
 	if err != nil {
-		return w, fmt.Errorf("wal %s: %w", dir, err)
+		return w, err
 	}
-	from := &walpb.Snapshot{}
-	if len(snaps) > 0 {
-		from = snaps[len(snaps)-1]
-		if from.GetIndex() > 0 {
-			w.Snapshot = from
+	if len(names) == 0 {
+		return w, fmt.Errorf("wal %s: no WAL files", dir)
+	}
+	slices.Sort(names)
+	readers := make([]fileutil.FileReader, 0, len(names))
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			return w, fmt.Errorf("wal %s: %w", name, err)
+		}
+		defer func() { _ = f.Close() }()
+		readers = append(readers, fileutil.NewFileReader(f))
+	}
+	dec := wal.NewDecoder(readers...)
+	rec := &walpb.Record{}
+	var last uint64
+	for {
+		err := dec.Decode(rec)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			w.Torn = true
+			break
+		}
+		if err != nil {
+			return w, fmt.Errorf("wal %s: %w", dir, err)
+		}
+		switch rec.GetType() {
+		case wal.CrcType:
+			if crc := dec.LastCRC(); crc != 0 && rec.Validate(crc) != nil {
+				return w, fmt.Errorf("wal %s: %w at offset %d", dir, wal.ErrCRCMismatch, dec.LastOffset())
+			}
+			dec.UpdateCRC(rec.GetCrc())
+		case wal.SnapshotType:
+			snap := &walpb.Snapshot{}
+			if err := proto.Unmarshal(rec.GetData(), snap); err != nil {
+				return w, fmt.Errorf("wal %s: snapshot record: %w", dir, err)
+			}
+			if snap.GetIndex() > 0 {
+				w.Snapshot = snap
+			}
+		case wal.EntryType:
+			index, err := entryIndex(rec.GetData())
+			if err != nil {
+				return w, fmt.Errorf("wal %s: entry record at offset %d: %w", dir, dec.LastOffset(), err)
+			}
+			last = index
 		}
 	}
-	l, err := wal.OpenForRead(lg, dir, from)
-	if err != nil {
-		return w, fmt.Errorf("wal %s: %w", dir, err)
-	}
-	defer func() { _ = l.Close() }()
-	_, _, ents, err := l.ReadAll()
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		w.Torn = true
-	case err != nil:
-		return w, fmt.Errorf("wal %s: %w", dir, err)
-	}
-	for _, e := range ents {
-		if e.GetIndex() > cindex && e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
-			w.Unapplied++
-		}
+	if last > cindex {
+		w.Unapplied = int64(last - cindex)
 	}
 	return w, nil
+}
+
+// entryIndex reads the index (field 3) of a raftpb.Entry without
+// unmarshalling its data.
+func entryIndex(b []byte) (uint64, error) {
+	var index uint64
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+		if num == 3 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0, protowire.ParseError(n)
+			}
+			index, b = v, b[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, protowire.ParseError(n)
+		}
+		b = b[n:]
+	}
+	return index, nil
 }
 
 // CheckSnaps loads every snap file (each carries a CRC) and checks that
@@ -228,23 +289,25 @@ func (w *walker) page(id uint64, depth int) error {
 		return fmt.Errorf("page %d is reached twice: the tree has a cycle", id)
 	}
 	w.visited[id] = true
-	hdr := make([]byte, pageHeaderSize)
-	if _, err := w.f.ReadAt(hdr, int64(id)*w.pageSize); err != nil {
-		return fmt.Errorf("page %d: %w", id, err)
-	}
-	if got := binary.LittleEndian.Uint64(hdr); got != id {
-		return fmt.Errorf("page %d names itself page %d", id, got)
-	}
-	overflow := uint64(binary.LittleEndian.Uint32(hdr[12:]))
-	if id+overflow >= w.pages {
-		return fmt.Errorf("page %d runs past the end of the file", id)
-	}
-	buf := make([]byte, int64(1+overflow)*w.pageSize)
+	// One read for the page, a second only for an overflow run.
+	buf := make([]byte, w.pageSize)
 	if _, err := w.f.ReadAt(buf, int64(id)*w.pageSize); err != nil {
 		return fmt.Errorf("page %d: %w", id, err)
 	}
+	if got := binary.LittleEndian.Uint64(buf); got != id {
+		return fmt.Errorf("page %d names itself page %d", id, got)
+	}
+	if overflow := uint64(binary.LittleEndian.Uint32(buf[12:])); overflow > 0 {
+		if id+overflow >= w.pages {
+			return fmt.Errorf("page %d runs past the end of the file", id)
+		}
+		buf = append(buf, make([]byte, int64(overflow)*w.pageSize)...)
+		if _, err := w.f.ReadAt(buf[w.pageSize:], int64(id+1)*w.pageSize); err != nil {
+			return fmt.Errorf("page %d: %w", id, err)
+		}
+	}
 	if w.seen != nil {
-		w.seen[id] = binary.LittleEndian.Uint16(hdr[8:])
+		w.seen[id] = binary.LittleEndian.Uint16(buf[8:])
 	}
 	return w.node(id, buf, depth)
 }
