@@ -33,9 +33,9 @@ type WAL struct {
 // ReadWAL decodes every record of every WAL file in one pass, checking
 // the CRC chain, and counts the entries past the database's consistent
 // index from the log's last entry: raft log indexes are contiguous, and an
-// entry rewritten by a new leader is followed by its successors. Only the
-// index and type of an entry are read, not its data, so memory does not
-// grow with the WAL.
+// entry rewritten by a new leader is followed by its successors. Only an
+// entry's index is read, not its data, so memory does not grow with the
+// WAL.
 func ReadWAL(dir string, cindex uint64) (w WAL, err error) {
 	defer func() {
 		if p := recover(); p != nil {
