@@ -96,3 +96,28 @@ func TestKilledMidWriteIsValid(t *testing.T) {
 	check(t, dir, validate.Options{BackupRevision: acked}, validate.Valid, "")
 	t.Logf("killed at acknowledged revision %d: database at %d, %d WAL entries to apply", acked, r.Revision, r.WALEntries)
 }
+
+// A database another process holds (an etcd still running) is Locked,
+// not Corrupt.
+func TestLockedByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "ETCDKIT_KILL_DIR="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	// The first acknowledged write: the member runs and holds its database.
+	if !bufio.NewScanner(out).Scan() {
+		t.Fatal("the member wrote nothing")
+	}
+	check(t, dir, validate.Options{LockTimeout: 200 * time.Millisecond}, validate.Locked, "db")
+}
