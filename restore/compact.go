@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"go.etcd.io/etcd/pkg/v3/traceutil"
-
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -81,7 +79,7 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 // compact drops every revision but the last of each key and defragments
 // the file, as etcd does on a compaction and a defrag.
 func (r *replayer) compact(ctx context.Context) error {
-	done, err := r.kv.Compact(traceutil.TODO(), r.at)
+	done, err := r.kv.Compact(untraced(), r.at)
 	if err != nil {
 		return fmt.Errorf("mvcc compaction at %d: %w", r.at, err)
 	}

@@ -102,7 +102,7 @@ func (r *replayer) flush() error {
 // write applies the events of one revision in one mvcc transaction and
 // checks the store landed on that revision.
 func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
-	tw := r.kv.Write(traceutil.TODO())
+	tw := r.kv.Write(untraced())
 	if at := tw.Rev(); at+1 != rev {
 		tw.End()
 		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, at)
@@ -138,3 +138,10 @@ func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
 	}
 	return nil
 }
+
+// untraced is the trace etcd's mvcc store takes with every transaction. A
+// restore records none, and the trace must be a fresh one each time:
+// mvcc appends a step to it for each operation, so a shared one would grow
+// with the chain. traceutil.TODO is etcd's own constructor of such an
+// empty trace; there is no other in 3.7.
+func untraced() *traceutil.Trace { return traceutil.TODO() }

@@ -12,7 +12,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
 	snap "github.com/etcdkit/etcdkit/snapshot"
@@ -83,7 +82,7 @@ func (r *replayer) digest(ctx context.Context) (Digest, error) {
 	d := newDigester()
 	key := []byte{0}
 	for {
-		tr := r.kv.Read(mvcc.ConcurrentReadTxMode, traceutil.TODO())
+		tr := r.kv.Read(mvcc.ConcurrentReadTxMode, untraced())
 		// An empty, non-nil end is "every key from key on", as etcd's
 		// server passes a range end of "\x00" to mvcc.
 		res, err := tr.Range(ctx, key, []byte{}, mvcc.RangeOptions{Limit: page, Rev: r.at})

@@ -65,17 +65,7 @@ func writeUntilKilled(dir string) error {
 // dir: what its database lacks is in its WAL.
 func TestKilledMidWriteIsValid(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "ETCDKIT_KILL_DIR="+dir)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := bufio.NewScanner(out)
+	cmd, lines := writer(t, dir)
 	var acked int64
 	deadline := time.Now().Add(time.Minute)
 	for acked < 2000 && lines.Scan() && time.Now().Before(deadline) {
@@ -101,6 +91,22 @@ func TestKilledMidWriteIsValid(t *testing.T) {
 // not Corrupt.
 func TestLockedByAnotherProcess(t *testing.T) {
 	dir := t.TempDir()
+	cmd, lines := writer(t, dir)
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+	// The first acknowledged write: the member runs and holds its database.
+	if !lines.Scan() {
+		t.Fatal("the member wrote nothing")
+	}
+	check(t, dir, validate.Options{LockTimeout: 200 * time.Millisecond}, validate.Locked, "db")
+}
+
+// writer starts this test binary as a member on dir that writes until it
+// is killed, printing each acknowledged revision.
+func writer(t *testing.T, dir string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "ETCDKIT_KILL_DIR="+dir)
 	cmd.Stderr = os.Stderr
@@ -111,13 +117,5 @@ func TestLockedByAnotherProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		_ = cmd.Wait()
-	}()
-	// The first acknowledged write: the member runs and holds its database.
-	if !bufio.NewScanner(out).Scan() {
-		t.Fatal("the member wrote nothing")
-	}
-	check(t, dir, validate.Options{LockTimeout: 200 * time.Millisecond}, validate.Locked, "db")
+	return cmd, bufio.NewScanner(out)
 }
