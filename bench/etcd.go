@@ -115,8 +115,14 @@ func (m *member) close() {
 // fill writes about size bytes of values: half random, half text, so
 // compression has something to do, in transactions of 64 puts of 8 KiB.
 func fill(ctx context.Context, cli *clientv3.Client, size int64) error {
-	const valueSize, perTxn, workers = 8 << 10, 64, 4
-	txns := int(size / (valueSize * perTxn))
+	return fillValues(ctx, cli, size, 8<<10)
+}
+
+// fillValues is fill with values of valueSize bytes: small values make
+// a database of many leaf pages rather than of overflow runs.
+func fillValues(ctx context.Context, cli *clientv3.Client, size int64, valueSize int) error {
+	const perTxn, workers = 64, 4
+	txns := int(size / int64(valueSize*perTxn))
 	return parallel(workers, func(w int) error {
 		value := make([]byte, valueSize)
 		for i := w; i < txns; i += workers {

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -41,10 +43,10 @@ type Mode string
 
 const (
 	// Sanity checks the layout, the guard, that the database opens with its
-	// buckets, and the revision against the backups.
+	// buckets, the last WAL segment, and the revision against the backups.
 	Sanity Mode = "sanity"
-	// Full adds a walk of every database page, the WAL's records and CRCs,
-	// and the snap files.
+	// Full adds a walk of every database page, every WAL segment's records
+	// and CRC chain, and the snap files.
 	Full Mode = "full"
 )
 
@@ -106,10 +108,13 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 		opts.LockTimeout = time.Second
 	}
 	r := &Report{}
+	var mu sync.Mutex
 	timed := func(name string, f func() error) error {
 		start := time.Now()
 		err := f()
+		mu.Lock()
 		r.Checks = append(r.Checks, Check{Name: name, Took: time.Since(start), Err: err})
+		mu.Unlock()
 		return err
 	}
 	member := filepath.Join(dir, "member")
@@ -127,10 +132,13 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	}
 
 	dbPath := filepath.Join(member, "snap", "db")
-	var cindex uint64
+	var (
+		db     *bolt.DB
+		cindex uint64
+	)
 	err := timed("database", func() error {
 		var err error
-		r.Revision, cindex, err = readDatabase(dbPath, opts.LockTimeout, opts.Mode == Full)
+		db, r.Revision, cindex, err = openDatabase(dbPath, opts.LockTimeout)
 		return err
 	})
 	var locked *lockedError
@@ -140,16 +148,33 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	case err != nil:
 		return r.verdict(Corrupt, dbPath, "%v", err), nil
 	}
+	// The database stays open, and so locked, while its pages are walked.
+	defer func() { _ = db.Close() }()
 
+	// In full mode the page walk and the WAL are read side by side: they
+	// are separate files, each bound by a core.
 	walDir := filepath.Join(member, "wal")
-	var w files.WAL
-	err = timed("wal", func() error {
+	var (
+		w               files.WAL
+		walErr, pageErr error
+		wg              sync.WaitGroup
+	)
+	if opts.Mode == Full {
+		wg.Go(func() {
+			pageErr = timed("pages", func() error { return files.WalkPages(dbPath) })
+		})
+	}
+	walErr = timed("wal", func() error {
 		var err error
-		w, err = files.ReadWAL(walDir, cindex)
+		w, err = files.ReadWAL(walDir, cindex, opts.Mode == Full)
 		return err
 	})
-	if err != nil {
-		return r.verdict(Corrupt, walDir, "%v", err), nil
+	wg.Wait()
+	if pageErr != nil {
+		return r.verdict(Corrupt, dbPath, "database %s: %v", dbPath, pageErr), nil
+	}
+	if walErr != nil {
+		return r.verdict(Corrupt, walDir, "%v", walErr), nil
 	}
 	r.WALEntries = w.Unapplied
 	if opts.Mode == Full {
@@ -186,28 +211,36 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 // lockedError is a database another process holds.
 type lockedError struct{ error }
 
-// readDatabase opens the database read-only and returns its revision and
-// consistent index; deep walks every page.
-func readDatabase(path string, timeout time.Duration, deep bool) (rev int64, cindex uint64, err error) {
-	// bbolt asserts its invariants with panics; on a damaged file those
-	// are the verdict, not a crash.
+// openDatabase opens the database read-only, which takes its shared
+// lock, and reads its revision and consistent index.
+func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, cindex uint64, err error) {
+	// bbolt asserts its invariants with panics, and follows page pointers
+	// into its mapping unchecked: on a damaged file a panic or a fault is
+	// the verdict, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); fault {
+				p = "a page pointer leads past the end of the file (the read faulted)"
+			}
 			err = fmt.Errorf("database %s: %v", path, p)
+		}
+		if err != nil && db != nil {
+			_ = db.Close()
+			db = nil
 		}
 	}()
 	// A file shorter than its meta page says would fault when mapped.
 	if err := files.CheckLength(path); err != nil {
-		return 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return nil, 0, 0, fmt.Errorf("database %s: %w", path, err)
 	}
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err = bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return 0, 0, &lockedError{fmt.Errorf("database %s is locked by another process (a running etcd?)", path)}
+		return nil, 0, 0, &lockedError{fmt.Errorf("database %s is locked by another process (a running etcd?)", path)}
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return nil, 0, 0, fmt.Errorf("database %s: %w", path, err)
 	}
-	defer func() { _ = db.Close() }()
 	err = db.View(func(tx *bolt.Tx) error {
 		for _, name := range requiredBuckets {
 			if tx.Bucket([]byte(name)) == nil {
@@ -218,24 +251,13 @@ func readDatabase(path string, timeout time.Duration, deep bool) (rev int64, cin
 			cindex = binary.BigEndian.Uint64(v)
 		}
 		var err error
-		if rev, err = snapshot.TxRevision(tx); err != nil {
-			return err
-		}
-		if deep {
-			// Our walk, not bbolt's tx.Check: that one panics in a
-			// goroutine of its own, where no recover reaches, on pages it
-			// cannot read, and what it checks beyond the tree — the
-			// freelist — etcd does not write (NoFreelistSync).
-			if err := files.WalkPages(path); err != nil {
-				return err
-			}
-		}
-		return nil
+		rev, err = snapshot.TxRevision(tx)
+		return err
 	})
 	if err != nil {
-		return 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return db, 0, 0, fmt.Errorf("database %s: %w", path, err)
 	}
-	return rev, cindex, nil
+	return db, rev, cindex, nil
 }
 
 // requiredBuckets are those every etcd 3.5+ database has.

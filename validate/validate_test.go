@@ -2,6 +2,7 @@ package validate_test
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
+	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
 
 // stopped is the data dir of a member stopped cleanly after a workload,
@@ -79,11 +81,43 @@ func TestDamagedDataDirs(t *testing.T) {
 		{"meta pages", func(t *testing.T, dir string) {
 			flip(t, filepath.Join(dir, "member", "snap", "db"), 16, 4096+16)
 		}, "db"},
+		// bbolt follows a branch pointer into its mapping unchecked on the
+		// way to the newest key, which sanity mode reads: one just past
+		// the file's end lands in the mapping where no file backs it, and
+		// the read faults.
+		{"branch pointers", func(t *testing.T, dir string) {
+			db := filepath.Join(dir, "member", "snap", "db")
+			pages, err := files.Reachable(db)
+			must(t, err)
+			f, err := os.OpenFile(db, os.O_RDWR, 0)
+			must(t, err)
+			defer func() { _ = f.Close() }()
+			info, err := f.Stat()
+			must(t, err)
+			past := binary.LittleEndian.AppendUint64(nil, uint64(info.Size()/4096+1))
+			branches := 0
+			for id, typ := range pages {
+				if typ != 0x01 {
+					continue
+				}
+				branches++
+				hdr := make([]byte, 16)
+				_, err := f.ReadAt(hdr, int64(id)*4096)
+				must(t, err)
+				last := int64(binary.LittleEndian.Uint16(hdr[10:])) - 1
+				_, err = f.WriteAt(past, int64(id)*4096+16+last*16+8)
+				must(t, err)
+			}
+			if branches == 0 {
+				t.Fatal("the database has no branch page to damage")
+			}
+		}, "db"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, _ := stopped(t)
 			tc.damage(t, dir)
-			check(t, dir, validate.Options{}, validate.Corrupt, tc.file)
+			r := check(t, dir, validate.Options{}, validate.Corrupt, tc.file)
+			t.Log(r.Reason)
 		})
 	}
 }
@@ -163,5 +197,30 @@ func TestBehindTheStore(t *testing.T) {
 	r := check(t, old, validate.Options{Store: st}, validate.Behind, "db")
 	if r.BackupRevision != res.LastRevision || r.Revision >= r.BackupRevision {
 		t.Fatalf("revision %d, backup %d (workload ended at %d)", r.Revision, r.BackupRevision, res.LastRevision)
+	}
+}
+
+// etcd writes no freelist (NoFreelistSync), so there is no freelist page
+// to damage: both meta pages say so. Damage to the newest meta page's
+// freelist field fails that page's checksum, and bbolt, like etcd, falls
+// back to the other meta page, whose tree is intact: the data dir is Valid.
+func TestFreelistAndOneMetaPage(t *testing.T) {
+	dir, _ := stopped(t)
+	db := filepath.Join(dir, "member", "snap", "db")
+	b, err := os.ReadFile(db)
+	must(t, err)
+	const freelist, txid = 16 + 32, 16 + 48
+	newest := int64(0)
+	for i := range int64(2) {
+		if got := binary.LittleEndian.Uint64(b[i*4096+freelist:]); got != ^uint64(0) {
+			t.Fatalf("meta page %d names freelist page %d; etcd writes none", i, got)
+		}
+		if binary.LittleEndian.Uint64(b[i*4096+txid:]) > binary.LittleEndian.Uint64(b[newest*4096+txid:]) {
+			newest = i
+		}
+	}
+	flip(t, db, newest*4096+freelist)
+	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
+		check(t, dir, validate.Options{Mode: mode}, validate.Valid, "")
 	}
 }

@@ -4,158 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"slices"
-
-	"go.etcd.io/etcd/client/pkg/v3/fileutil"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
-	"go.etcd.io/etcd/server/v3/storage/wal"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
-	"go.uber.org/zap"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
-
-// WAL is what reading the WAL found.
-type WAL struct {
-	// Unapplied counts the log entries past the database's consistent
-	// index: each adds at most one revision when etcd applies it at start.
-	Unapplied int64
-	// Snapshot is the newest snapshot record, nil when there is none.
-	Snapshot *walpb.Snapshot
-	// Torn: the last record is cut short, as a killed member leaves it;
-	// etcd repairs that, so it is no damage.
-	Torn bool
-}
-
-// ReadWAL decodes every record of every WAL file in one pass, checking
-// the CRC chain, and counts the entries past the database's consistent
-// index from the log's last entry: raft log indexes are contiguous, and an
-// entry rewritten by a new leader is followed by its successors. Only an
-// entry's index is read, not its data, so memory does not grow with the
-// WAL.
-func ReadWAL(dir string, cindex uint64) (w WAL, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("wal %s: %v", dir, p)
-		}
-	}()
-	names, err := filepath.Glob(filepath.Join(dir, "*.wal"))
-	if err != nil {
-		return w, err
-	}
-	if len(names) == 0 {
-		return w, fmt.Errorf("wal %s: no WAL files", dir)
-	}
-	slices.Sort(names)
-	readers := make([]fileutil.FileReader, 0, len(names))
-	for _, name := range names {
-		f, err := os.Open(name)
-		if err != nil {
-			return w, fmt.Errorf("wal %s: %w", name, err)
-		}
-		defer func() { _ = f.Close() }()
-		readers = append(readers, fileutil.NewFileReader(f))
-	}
-	dec := wal.NewDecoder(readers...)
-	rec := &walpb.Record{}
-	var last uint64
-	for {
-		err := dec.Decode(rec)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			w.Torn = true
-			break
-		}
-		if err != nil {
-			return w, fmt.Errorf("wal %s: %w", dir, err)
-		}
-		switch rec.GetType() {
-		case wal.CrcType:
-			if crc := dec.LastCRC(); crc != 0 && rec.Validate(crc) != nil {
-				return w, fmt.Errorf("wal %s: %w at offset %d", dir, wal.ErrCRCMismatch, dec.LastOffset())
-			}
-			dec.UpdateCRC(rec.GetCrc())
-		case wal.SnapshotType:
-			snap := &walpb.Snapshot{}
-			if err := proto.Unmarshal(rec.GetData(), snap); err != nil {
-				return w, fmt.Errorf("wal %s: snapshot record: %w", dir, err)
-			}
-			if snap.GetIndex() > 0 {
-				w.Snapshot = snap
-			}
-		case wal.EntryType:
-			index, err := entryIndex(rec.GetData())
-			if err != nil {
-				return w, fmt.Errorf("wal %s: entry record at offset %d: %w", dir, dec.LastOffset(), err)
-			}
-			last = index
-		}
-	}
-	if last > cindex {
-		w.Unapplied = int64(last - cindex)
-	}
-	return w, nil
-}
-
-// entryIndex reads the index (field 3) of a raftpb.Entry without
-// unmarshalling its data.
-func entryIndex(b []byte) (uint64, error) {
-	var index uint64
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
-		if num == 3 && typ == protowire.VarintType {
-			v, n := protowire.ConsumeVarint(b)
-			if n < 0 {
-				return 0, protowire.ParseError(n)
-			}
-			index, b = v, b[n:]
-			continue
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return 0, protowire.ParseError(n)
-		}
-		b = b[n:]
-	}
-	return index, nil
-}
-
-// CheckSnaps loads every snap file (each carries a CRC) and checks that
-// the WAL's newest snapshot record has its file, without which etcd cannot
-// start. It returns the file at fault.
-func CheckSnaps(dir string, newest *walpb.Snapshot) (file string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("snap %s: %v", file, p)
-		}
-	}()
-	names, err := filepath.Glob(filepath.Join(dir, "*.snap"))
-	if err != nil {
-		return dir, err
-	}
-	for _, name := range names {
-		file = name
-		if _, err := snap.Read(zap.NewNop(), name); err != nil {
-			return name, fmt.Errorf("snap %s: %w", name, err)
-		}
-	}
-	if newest != nil {
-		want := filepath.Join(dir, fmt.Sprintf("%016x-%016x.snap", newest.GetTerm(), newest.GetIndex()))
-		if _, err := os.Stat(want); err != nil {
-			return want, fmt.Errorf("snap %s: the WAL's newest snapshot record (index %d) has no snap file: %w", want, newest.GetIndex(), err)
-		}
-	}
-	return "", nil
-}
 
 // bbolt's meta page layout, after the 16-byte page header.
 const (
@@ -224,31 +74,41 @@ const (
 // root bucket and each bucket's tree, inline buckets included — and checks
 // that each names itself, has the type its parent expects, and points only
 // at pages inside the file. Free pages hold stale data and are not read.
-func WalkPages(path string) error { return walkPagesWith(path, nil) }
+//
+// This walk stands in for bbolt's tx.Check, which panics inside a
+// goroutine of its own, where no recover reaches, on a page it cannot
+// read; what that check adds beyond the trees is the freelist, which etcd
+// does not write (NoFreelistSync) and rebuilds at open.
+//
+// The file is mapped, not read: the walk touches page headers and keys,
+// and a value is only checked to lie inside its page run, so most of a
+// database of large values is never paged in.
+func WalkPages(path string) error {
+	return withMapped(path, func(data []byte) error { return walk(data, nil) })
+}
 
-func walkPagesWith(path string, seen map[uint64]uint16) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	info, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	w := &walker{f: f, pageSize: defaultBoltPge, visited: map[uint64]bool{}, seen: seen}
-	ps := make([]byte, 4)
-	if _, err := f.ReadAt(ps, metaPageSize); err == nil {
-		if v := int64(binary.LittleEndian.Uint32(ps)); v >= 512 && v <= 1<<16 {
+// Reachable lists the pages WalkPages reads and their types (0x01 branch,
+// 0x02 leaf): what a damage test must hit to be noticed.
+func Reachable(path string) (map[uint64]uint16, error) {
+	seen := map[uint64]uint16{}
+	err := withMapped(path, func(data []byte) error { return walk(data, seen) })
+	return seen, err
+}
+
+// walk checks the trees of the bbolt file held in data.
+func walk(data []byte, seen map[uint64]uint16) error {
+	w := &walker{data: data, pageSize: defaultBoltPge, visited: map[uint64]bool{}, seen: seen}
+	if len(data) >= metaPageSize+4 {
+		if v := uint64(binary.LittleEndian.Uint32(data[metaPageSize:])); v >= 512 && v <= 1<<16 {
 			w.pageSize = v
 		}
 	}
-	w.pages = uint64(info.Size() / w.pageSize)
+	w.pages = uint64(len(data)) / w.pageSize
 	var root, txid uint64
 	found := false
-	for i := range int64(2) {
-		b := make([]byte, minMetaRead)
-		if _, err := f.ReadAt(b, i*w.pageSize); err != nil || binary.LittleEndian.Uint32(b[metaOffset:]) != boltMagic {
+	for i := range uint64(2) {
+		b := data[min(uint64(len(data)), i*w.pageSize):]
+		if len(b) < minMetaRead || binary.LittleEndian.Uint32(b[metaOffset:]) != boltMagic {
 			continue
 		}
 		if t := binary.LittleEndian.Uint64(b[metaTxID:]); !found || t > txid {
@@ -261,17 +121,9 @@ func walkPagesWith(path string, seen map[uint64]uint16) error {
 	return w.page(root, 0)
 }
 
-// Reachable lists the pages WalkPages reads and their types (0x01 branch,
-// 0x02 leaf): what a damage test must hit to be noticed.
-func Reachable(path string) (map[uint64]uint16, error) {
-	seen := map[uint64]uint16{}
-	err := walkPagesWith(path, seen)
-	return seen, err
-}
-
 type walker struct {
-	f        *os.File
-	pageSize int64
+	data     []byte
+	pageSize uint64
 	pages    uint64
 	visited  map[uint64]bool
 	// seen, when not nil, records each page read and its type.
@@ -289,22 +141,15 @@ func (w *walker) page(id uint64, depth int) error {
 		return fmt.Errorf("page %d is reached twice: the tree has a cycle", id)
 	}
 	w.visited[id] = true
-	// One read for the page, a second only for an overflow run.
-	buf := make([]byte, w.pageSize)
-	if _, err := w.f.ReadAt(buf, int64(id)*w.pageSize); err != nil {
-		return fmt.Errorf("page %d: %w", id, err)
-	}
+	buf := w.data[id*w.pageSize : (id+1)*w.pageSize]
 	if got := binary.LittleEndian.Uint64(buf); got != id {
 		return fmt.Errorf("page %d names itself page %d", id, got)
 	}
 	if overflow := uint64(binary.LittleEndian.Uint32(buf[12:])); overflow > 0 {
-		if id+overflow >= w.pages {
+		if overflow >= w.pages-id {
 			return fmt.Errorf("page %d runs past the end of the file", id)
 		}
-		buf = append(buf, make([]byte, int64(overflow)*w.pageSize)...)
-		if _, err := w.f.ReadAt(buf[w.pageSize:], int64(id+1)*w.pageSize); err != nil {
-			return fmt.Errorf("page %d: %w", id, err)
-		}
+		buf = w.data[id*w.pageSize : (id+1+overflow)*w.pageSize]
 	}
 	if w.seen != nil {
 		w.seen[id] = binary.LittleEndian.Uint16(buf[8:])
