@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/internal/datadir"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -357,12 +358,7 @@ func checkSpace(dir string, chain snap.Chain) error {
 // swapIn renames the built data dir into place, moving an existing one
 // aside first.
 func swapIn(built, dataDir string, now time.Time) (movedAside string, err error) {
-	if _, err := os.Lstat(dataDir); err == nil {
-		movedAside = fmt.Sprintf("%s.bak-%s", dataDir, now.UTC().Format("20060102T150405Z"))
-		if err := os.Rename(dataDir, movedAside); err != nil {
-			return "", fmt.Errorf("restore: move the old data dir aside: %w", err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if movedAside, err = datadir.MoveAside(dataDir, now); err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
 	if err := os.Rename(built, dataDir); err != nil {
@@ -371,9 +367,6 @@ func swapIn(built, dataDir string, now time.Time) (movedAside string, err error)
 		}
 		return "", fmt.Errorf("restore: move the restored data dir into place: %w", err)
 	}
-	if d, err := os.Open(filepath.Dir(dataDir)); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
+	datadir.SyncParent(dataDir)
 	return movedAside, nil
 }

@@ -505,3 +505,31 @@ func StartDataDir(t testing.TB, opts Options, name, dir string, peer url.URL) *C
 	}
 	return c
 }
+
+// NewMember reserves URLs and a data dir for a member of this cluster that
+// the test starts itself, with StartWith, after deciding how. It is
+// listed in c.Members and stopped when the test ends.
+func (c *Cluster) NewMember(t testing.TB, name string) *Member {
+	t.Helper()
+	peer, client, err := FreeURLs()
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	m := &Member{Name: name, Dir: filepath.Join(c.opts.Dir, name+"-new"), PeerURL: peer, ClientURL: client, opts: c.opts}
+	c.Members = append(c.Members, m)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// StartWith starts the member with the initial cluster and state given
+// (as a membership decision made them) and waits until it serves: a
+// learner answers serializable reads only.
+func (m *Member) StartWith(ctx context.Context, initialCluster, state string) error {
+	m.InitialCluster, m.ClusterState = initialCluster, state
+	if err := m.start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	defer cancel()
+	return m.waitStarted(ctx)
+}

@@ -1,0 +1,274 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// Config is this member's etcd configuration as it is about to start.
+type Config struct {
+	Name    string
+	DataDir string
+	// PeerURLs and ClientURLs are the member's advertised URLs.
+	PeerURLs   []string
+	ClientURLs []string
+	// InitialCluster is etcd's --initial-cluster: name=peerURL,...
+	InitialCluster string
+	// ClusterState is etcd's --initial-cluster-state as configured: "new"
+	// (the default) or "existing".
+	ClusterState string
+	// Endpoints are client URLs that reach the cluster's other members
+	// (each member's, or one service's). None: the cluster is not asked,
+	// and a multi-member cluster is taken as not running.
+	Endpoints []string
+}
+
+// Action is what a member must do before etcd starts.
+type Action string
+
+const (
+	// Bootstrap a new cluster: start with initial-cluster-state "new".
+	Bootstrap Action = "bootstrap"
+	// Restart on the data dir as it is.
+	Restart Action = "restart"
+	// JoinAsLearner: add the member to the running cluster as a learner
+	// (Apply does, unless it is listed and unstarted already), start it
+	// with an empty data dir and state "existing", promote it when ready.
+	JoinAsLearner Action = "join-as-learner"
+	// Rejoin: the cluster holds the data this member lost or never had in
+	// sound form. Remove it (when listed), move its data dir aside, then
+	// as JoinAsLearner.
+	Rejoin Action = "rejoin"
+	// Restore the data dir from the backups: the member is alone.
+	Restore Action = "restore"
+	// Refuse to start, for the reason given.
+	Refuse Action = "refuse"
+)
+
+// Plan is Decide's answer: the action, why, and the etcd flags the member
+// must start with.
+type Plan struct {
+	Action Action
+	Reason string
+	// InitialCluster and ClusterState replace the configured ones: the
+	// initial cluster lists the real members (and this one), the state is
+	// "existing" whenever a cluster runs.
+	InitialCluster string
+	ClusterState   string
+	// ID is this member's ID when the cluster lists it, else 0.
+	ID uint64
+	// Learner: the member starts (or runs) as a learner and is to be
+	// promoted with PromoteWhenReady.
+	Learner bool
+}
+
+// DecideOptions configures Decide. The zero value asks each endpoint
+// with a 5 s timeout.
+type DecideOptions struct {
+	// Timeout bounds each call to an endpoint. Default 5 s.
+	Timeout time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// cluster is what the endpoints say about the running cluster.
+type cluster struct {
+	// answered lists the endpoints whose member answered Status: a
+	// cluster runs there.
+	answered []string
+	// members is the member list, nil when no quorum could give it.
+	members []*pb.Member
+	// listErr is why the list could not be had.
+	listErr error
+}
+
+// Decide says what this member must do before etcd starts, from its data
+// dir's verdict and the cluster its endpoints reach. It changes nothing:
+// Apply carries out the membership part of the plan.
+func Decide(ctx context.Context, cfg Config, verdict validate.Verdict, opts DecideOptions) (Plan, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Name == "" || len(cfg.PeerURLs) == 0 {
+		return Plan{}, errors.New("member: the configuration needs the member's name and peer URLs")
+	}
+	if verdict == validate.Locked || verdict == validate.WrongVolume {
+		// Nothing the cluster says changes this.
+		return decide(cfg, verdict, cluster{}), nil
+	}
+	c := probe(ctx, cfg.Endpoints, opts.Timeout)
+	opts.Logger.Info("member: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
+		"members", len(c.members), "list_error", c.listErr)
+	p := decide(cfg, verdict, c)
+	opts.Logger.Info("member: decided", "action", p.Action, "reason", p.Reason,
+		"initial_cluster", p.InitialCluster, "state", p.ClusterState)
+	return p, nil
+}
+
+// decide is Decide's table, apart from the network.
+func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
+	running := len(c.answered) > 0
+	self := c.find(cfg)
+	state := cfg.ClusterState
+	if state == "" {
+		state = "new"
+	}
+	alone := len(parseCluster(cfg.InitialCluster)) <= 1
+	noQuorum := fmt.Sprintf("a cluster answers at %s but cannot list its members (%v): it has no quorum; bring its members back, or recover it from a backup (member.RecoverQuorum)", strings.Join(c.answered, ", "), c.listErr)
+
+	switch verdict {
+	case validate.Locked, validate.WrongVolume:
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s: see its verdict's reason", verdict)}
+	case validate.Valid:
+		if running && c.members != nil && self == nil {
+			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")
+		}
+		p := Plan{Action: Restart, Reason: "the data dir is sound", InitialCluster: cfg.InitialCluster, ClusterState: "existing"}
+		if c.members != nil {
+			p.InitialCluster = initialCluster(c.members, cfg)
+		}
+		if self != nil {
+			p.ID, p.Learner = self.ID, self.IsLearner
+		}
+		return p
+	case validate.Empty:
+		switch {
+		case running && c.members == nil:
+			return Plan{Action: Refuse, Reason: "the data dir is empty and " + noQuorum}
+		case running && self != nil && self.Name == "":
+			return c.plan(cfg, JoinAsLearner, self, "the cluster lists this member as added but not started")
+		case running && self != nil:
+			return c.plan(cfg, Rejoin, self, "the cluster lists this member but its data dir is empty: it must not vote before it holds the log again")
+		case running:
+			return c.plan(cfg, JoinAsLearner, nil, "the data dir is empty and a cluster runs without this member: scale up")
+		case state == "existing":
+			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
+		}
+		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.InitialCluster, ClusterState: "new"}
+	case validate.Corrupt, validate.Behind:
+		switch {
+		case running && c.members == nil:
+			return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, noQuorum)}
+		case running:
+			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the data dir is %s and the cluster holds the data", verdict))
+		case alone:
+			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
+		}
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and no other member answers at %v: wait for them, or recover the cluster from a backup (member.RecoverQuorum)", verdict, cfg.Endpoints)}
+	}
+	return Plan{Action: Refuse, Reason: "unknown verdict " + string(verdict)}
+}
+
+// plan is a join or rejoin of the running cluster; self is this member's
+// entry when listed.
+func (c cluster) plan(cfg Config, a Action, self *pb.Member, reason string) Plan {
+	p := Plan{Action: a, Reason: reason, ClusterState: "existing", Learner: true, InitialCluster: initialCluster(c.members, cfg)}
+	if self != nil {
+		p.ID = self.ID
+	}
+	return p
+}
+
+// find returns this member's entry: by name, or, for a member added but
+// not started (no name yet), by peer URL.
+func (c cluster) find(cfg Config) *pb.Member {
+	for _, m := range c.members {
+		if m.Name == cfg.Name {
+			return m
+		}
+	}
+	for _, m := range c.members {
+		for _, u := range m.PeerURLs {
+			if slices.Contains(cfg.PeerURLs, u) {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// initialCluster lists the real members, this one under its name and peer
+// URLs whether listed or not, as --initial-cluster takes them.
+func initialCluster(members []*pb.Member, cfg Config) string {
+	var parts []string
+	for _, m := range members {
+		if m.Name == cfg.Name || slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(cfg.PeerURLs, u) }) {
+			continue
+		}
+		for _, u := range m.PeerURLs {
+			// An unstarted member has no name yet; etcd matches it by URL.
+			parts = append(parts, m.Name+"="+u)
+		}
+	}
+	for _, u := range cfg.PeerURLs {
+		parts = append(parts, cfg.Name+"="+u)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// parseCluster splits --initial-cluster into its names.
+func parseCluster(s string) map[string][]string {
+	out := map[string][]string{}
+	for part := range strings.SplitSeq(s, ",") {
+		name, u, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok {
+			out[name] = append(out[name], u)
+		}
+	}
+	return out
+}
+
+// probe asks each endpoint for its status, then the first that answered
+// for the member list.
+func probe(ctx context.Context, endpoints []string, timeout time.Duration) cluster {
+	var c cluster
+	for _, ep := range endpoints {
+		cli, err := dial(ctx, []string{ep}, timeout)
+		if err != nil {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		_, err = cli.Status(sctx, ep)
+		cancel()
+		if err == nil {
+			c.answered = append(c.answered, ep)
+			if c.members == nil {
+				lctx, cancel := context.WithTimeout(ctx, timeout)
+				resp, err := cli.MemberList(lctx)
+				cancel()
+				if err == nil {
+					c.members, c.listErr = resp.Members, nil
+				} else {
+					c.listErr = err
+				}
+			}
+		}
+		_ = cli.Close()
+	}
+	return c
+}
+
+// dial returns a client of the endpoints that logs nothing.
+func dial(ctx context.Context, endpoints []string, timeout time.Duration) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: timeout,
+		Context:     ctx,
+		Logger:      zap.NewNop(),
+	})
+}

@@ -1,0 +1,67 @@
+package member
+
+import (
+	"errors"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// The decision table, on cluster states that are hard to stage with real
+// members: a removed member with sound data, an added one not started, a
+// lone member's damage, and a cluster without quorum.
+func TestDecideTable(t *testing.T) {
+	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380,c=http://c:2380"}
+	alone := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}
+	others := []*pb.Member{
+		{ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}},
+		{ID: 3, Name: "c", PeerURLs: []string{"http://c:2380"}},
+	}
+	listed := append([]*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}}}, others...)
+	unstarted := append([]*pb.Member{{ID: 1, PeerURLs: []string{"http://a:2380"}}}, others...)
+	running := func(m []*pb.Member) cluster { return cluster{answered: []string{"http://b:2379"}, members: m} }
+	noQuorum := cluster{answered: []string{"http://b:2379"}, listErr: errors.New("context deadline exceeded")}
+	existing := self
+	existing.ClusterState = "existing"
+
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		verdict validate.Verdict
+		c       cluster
+		want    Action
+		id      uint64
+	}{
+		{"sound and listed", self, validate.Valid, running(listed), Restart, 1},
+		{"sound, no cluster answers", self, validate.Valid, cluster{}, Restart, 0},
+		{"sound but removed", self, validate.Valid, running(others), Rejoin, 0},
+		{"empty, added not started", self, validate.Empty, running(unstarted), JoinAsLearner, 1},
+		{"empty and listed", self, validate.Empty, running(listed), Rejoin, 1},
+		{"empty, not listed", self, validate.Empty, running(others), JoinAsLearner, 0},
+		{"empty, no quorum", self, validate.Empty, noQuorum, Refuse, 0},
+		{"empty, nobody answers", self, validate.Empty, cluster{}, Bootstrap, 0},
+		{"empty, to join but nobody answers", existing, validate.Empty, cluster{}, Refuse, 0},
+		{"corrupt, cluster runs", self, validate.Corrupt, running(listed), Rejoin, 1},
+		{"corrupt, no quorum", self, validate.Corrupt, noQuorum, Refuse, 0},
+		{"corrupt, peers silent", self, validate.Corrupt, cluster{}, Refuse, 0},
+		{"corrupt and alone", alone, validate.Corrupt, cluster{}, Restore, 0},
+		{"behind and alone", alone, validate.Behind, cluster{}, Restore, 0},
+		{"locked", self, validate.Locked, running(listed), Refuse, 0},
+		{"another member's volume", self, validate.WrongVolume, running(listed), Refuse, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := decide(tc.cfg, tc.verdict, tc.c)
+			if p.Action != tc.want || p.ID != tc.id {
+				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
+			}
+			if (p.Action == Rejoin || p.Action == JoinAsLearner) && (p.ClusterState != "existing" || !p.Learner) {
+				t.Fatalf("a join must start as a learner of the existing cluster: %+v", p)
+			}
+			if p.Action == JoinAsLearner && tc.c.members != nil && p.InitialCluster != "a=http://a:2380,b=http://b:2380,c=http://c:2380" {
+				t.Fatalf("initial cluster %q", p.InitialCluster)
+			}
+		})
+	}
+}

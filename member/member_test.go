@@ -1,0 +1,354 @@
+package member_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// load writes a key every few milliseconds until stopped, each put with
+// a generous timeout, and counts the puts that failed: membership changes
+// must not make any fail.
+type load struct {
+	stop     context.CancelFunc
+	done     sync.WaitGroup
+	writes   atomic.Int64
+	failures atomic.Int64
+	firstErr atomic.Value
+}
+
+func startLoad(t *testing.T, cli *clientv3.Client) *load {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &load{stop: cancel}
+	l.done.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := cli.Put(pctx, fmt.Sprintf("/load/%06d", i), fmt.Sprintf("value %d", i))
+			cancel()
+			if err != nil {
+				l.failures.Add(1)
+				l.firstErr.CompareAndSwap(nil, err)
+			} else {
+				l.writes.Add(1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Cleanup(l.end)
+	return l
+}
+
+func (l *load) end() {
+	l.stop()
+	l.done.Wait()
+}
+
+// check stops the load and fails the test if any write failed.
+func (l *load) check(t *testing.T) {
+	t.Helper()
+	l.end()
+	if n := l.failures.Load(); n > 0 {
+		t.Fatalf("%d of %d writes failed, the first with: %v", n, n+l.writes.Load(), l.firstErr.Load())
+	}
+	if l.writes.Load() < 10 {
+		t.Fatalf("only %d writes: the load did not run", l.writes.Load())
+	}
+	t.Logf("%d writes, none failed", l.writes.Load())
+}
+
+// config is the member's configuration as a wrapper would start it.
+func config(c *etcdtest.Cluster, m *etcdtest.Member, initial string) member.Config {
+	var eps []string
+	for _, o := range c.Members {
+		if o != m {
+			eps = append(eps, o.ClientURL.String())
+		}
+	}
+	return member.Config{
+		Name: m.Name, DataDir: m.Dir, PeerURLs: []string{m.PeerURL.String()}, ClientURLs: []string{m.ClientURL.String()},
+		InitialCluster: initial, ClusterState: "new", Endpoints: eps,
+	}
+}
+
+// verdict validates the member's data dir as a wrapper would.
+func verdict(t *testing.T, dir string) validate.Verdict {
+	t.Helper()
+	r, err := validate.DataDir(context.Background(), dir, validate.Options{MultiMember: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Verdict
+}
+
+// bringUp decides, applies and starts the member, then promotes it.
+func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg member.Config, want member.Action) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := member.Decide(ctx, cfg, verdict(t, m.Dir), member.DecideOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Action != want {
+		t.Fatalf("Decide: %s (%s), want %s", p.Action, p.Reason, want)
+	}
+	t.Logf("decided %s: %s", p.Action, p.Reason)
+	if p, err = member.Apply(ctx, cfg, p, member.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.StartWith(ctx, p.InitialCluster, p.ClusterState); err != nil {
+		t.Fatal(err)
+	}
+	if err := member.PromoteWhenReady(ctx, c.Client(t), p.ID, member.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// voters checks that the cluster has n members, all voting and healthy,
+// one leader among them.
+func voters(t *testing.T, cli *clientv3.Client, n int) []member.Status {
+	t.Helper()
+	st, err := member.Inspect(context.Background(), cli, member.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaders := 0
+	for _, s := range st {
+		if s.Learner || !s.Healthy() {
+			t.Fatalf("member %s: learner=%v err=%v", s.Name, s.Learner, s.Err)
+		}
+		if s.Leader {
+			leaders++
+		}
+	}
+	if len(st) != n || leaders != 1 {
+		t.Fatalf("%d members with %d leaders, want %d with 1: %+v", len(st), leaders, n, st)
+	}
+	return st
+}
+
+// sameData checks that the member holds what the cluster holds, at the
+// cluster's revision, read from the member alone.
+func sameData(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) {
+	t.Helper()
+	ctx := context.Background()
+	want, rev, err := etcdtest.ReadAll(ctx, c.Client(t), "/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := m.Client(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _, err := etcdtest.ReadAll(ctx, mc, "/", rev, clientv3.WithSerializable())
+		if err == nil && maps.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member %s at revision %d: %d keys (err %v), the cluster has %d", m.Name, rev, len(got), err, len(want))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestScaleUpUnderLoad(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	cli := c.Client(t)
+	l := startLoad(t, cli)
+	time.Sleep(300 * time.Millisecond)
+	m := c.NewMember(t, "m3")
+	initial := ""
+	for _, o := range c.Members {
+		initial += fmt.Sprintf("%s=%s,", o.Name, o.PeerURL.String())
+	}
+	bringUp(t, c, m, config(c, m, initial[:len(initial)-1]), member.JoinAsLearner)
+	time.Sleep(300 * time.Millisecond)
+	l.check(t)
+	voters(t, cli, 4)
+	sameData(t, c, m)
+}
+
+func TestRejoin(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+	}{
+		{"wiped", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"corrupted", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "member", "snap", "db"), 8192); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+			cli := c.Client(t)
+			if _, err := (etcdtest.Workload{Ops: 200, Prefix: "/w/", Seed: 1}).Run(context.Background(), cli); err != nil {
+				t.Fatal(err)
+			}
+			// The member that goes is a follower, so the load's client
+			// never loses its leader.
+			var m *etcdtest.Member
+			for _, o := range c.Members {
+				if o != c.Leader() {
+					m = o
+				}
+			}
+			initial := m.InitialCluster
+			l := startLoad(t, clientv3ForOthers(t, c, m))
+			m.Stop()
+			tc.damage(t, m.Dir)
+			bringUp(t, c, m, config(c, m, initial), member.Rejoin)
+			l.check(t)
+			voters(t, cli, 3)
+			sameData(t, c, m)
+			if tc.name == "corrupted" {
+				aside, _ := filepath.Glob(m.Dir + ".bak-*")
+				if len(aside) != 1 {
+					t.Fatalf("the corrupt data dir was not moved aside: %v", aside)
+				}
+			}
+		})
+	}
+}
+
+// clientv3ForOthers is a client of every member but m.
+func clientv3ForOthers(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *clientv3.Client {
+	t.Helper()
+	var eps []string
+	for _, o := range c.Members {
+		if o != m {
+			eps = append(eps, o.ClientURL.String())
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// A member with an empty data dir and the full initial cluster, configured
+// to bootstrap, never does while the others run: it rejoins (listed) or
+// joins (not listed) as a learner. Only when no member answers does it
+// bootstrap.
+func TestNoSecondCluster(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	ctx := context.Background()
+	m := c.Members[2]
+	initial := m.InitialCluster
+	m.Stop()
+	if err := os.RemoveAll(m.Dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(c, m, initial)
+	p, err := member.Decide(ctx, cfg, verdict(t, m.Dir), member.DecideOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Action != member.Rejoin || p.ClusterState != "existing" || !p.Learner || p.ID == 0 {
+		t.Fatalf("listed member with an empty data dir: %+v, want a rejoin as learner", p)
+	}
+	other := cfg
+	other.Name, other.PeerURLs = "m9", []string{"http://127.0.0.1:1"}
+	other.InitialCluster = initial + ",m9=http://127.0.0.1:1"
+	if p, err = member.Decide(ctx, other, validate.Empty, member.DecideOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p.Action != member.JoinAsLearner || p.ClusterState != "existing" {
+		t.Fatalf("unlisted member with an empty data dir: %+v, want a join as learner", p)
+	}
+	if want := initial + ",m9=http://127.0.0.1:1"; p.InitialCluster != want {
+		t.Fatalf("initial cluster %q, want %q", p.InitialCluster, want)
+	}
+
+	// The others stopped too: no cluster answers, the configured
+	// bootstrap goes ahead. With one of two running there is no quorum:
+	// refuse.
+	c.Members[1].Stop()
+	p, _ = member.Decide(ctx, cfg, validate.Empty, member.DecideOptions{Timeout: time.Second})
+	if p.Action != member.Refuse {
+		t.Fatalf("one member of three answers: %+v, want refuse", p)
+	}
+	t.Log(p.Reason)
+	c.Members[0].Stop()
+	p, _ = member.Decide(ctx, cfg, validate.Empty, member.DecideOptions{Timeout: time.Second})
+	if p.Action != member.Bootstrap || p.ClusterState != "new" || p.InitialCluster != initial {
+		t.Fatalf("no member answers: %+v, want bootstrap", p)
+	}
+}
+
+func TestRecoverQuorum(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	ctx := context.Background()
+	cli := c.Client(t)
+	if _, err := (etcdtest.Workload{Ops: 300, Prefix: "/w/", Seed: 3, TxnPercent: 10, DeletePercent: 10}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := etcdtest.ReadAll(ctx, cli, "/", full.LastRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Writes after the backup are lost with the cluster.
+	if _, err := cli.Put(ctx, "/after-backup", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	var cfgs []member.Config
+	for _, m := range c.Members {
+		m.Kill()
+		if err := os.RemoveAll(m.Dir); err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, config(c, m, m.InitialCluster))
+	}
+	res, err := member.RecoverQuorum(ctx, st, member.RecoverOptions{
+		Members: cfgs, Token: "etcdtest",
+		Start: func(ctx context.Context, cfg member.Config, p member.Plan) error {
+			return c.Member(cfg.Name).StartWith(ctx, p.InitialCluster, p.ClusterState)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Revision != full.LastRevision {
+		t.Fatalf("restored revision %d, the backup's is %d", res.Revision, full.LastRevision)
+	}
+	cli = c.Client(t)
+	voters(t, cli, 3)
+	got, _, err := etcdtest.ReadAll(ctx, cli, "/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Fatalf("after recovery %d keys, the backup has %d", len(got), len(want))
+	}
+	for _, m := range c.Members {
+		sameData(t, c, m)
+	}
+}

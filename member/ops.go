@@ -1,0 +1,193 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/datadir"
+)
+
+// RetryOptions bound the membership calls that etcd refuses for a while
+// and then accepts. The zero value retries for 2 minutes, backing off
+// from 100 ms to 5 s.
+type RetryOptions struct {
+	// Deadline is how long to keep retrying. Default 2 min.
+	Deadline time.Duration
+	// Backoff is the first wait; it doubles up to MaxBackoff. Defaults
+	// 100 ms and 5 s.
+	Backoff, MaxBackoff time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+func (o RetryOptions) withDefaults() RetryOptions {
+	if o.Deadline <= 0 {
+		o.Deadline = 2 * time.Minute
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// retry calls f until it succeeds, fails with an error retryable does not
+// accept, or the deadline passes.
+func retry(ctx context.Context, o RetryOptions, what string, retryable func(error) bool, f func(context.Context) error) error {
+	o = o.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
+	defer cancel()
+	wait := o.Backoff
+	for attempt := 1; ; attempt++ {
+		err := f(ctx)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		o.Logger.Info("member: retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: still refused after %s: %w", what, o.Deadline, err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, o.MaxBackoff)
+	}
+}
+
+// AddLearner adds a learner with the peer URLs and returns it and the
+// member list after the add. etcd refuses while another learner is
+// pending (--max-learners) or a member was connected only for a few
+// seconds (strict reconfiguration check); both pass, and are retried
+// until the deadline.
+func AddLearner(ctx context.Context, cli *clientv3.Client, peerURLs []string, o RetryOptions) (*pb.Member, []*pb.Member, error) {
+	var resp *clientv3.MemberAddResponse
+	err := retry(ctx, o, "add learner", func(err error) bool {
+		return errors.Is(err, rpctypes.ErrTooManyLearners) || errors.Is(err, rpctypes.ErrUnhealthy)
+	}, func(ctx context.Context) error {
+		var err error
+		resp, err = cli.MemberAddAsLearner(ctx, peerURLs)
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("member: add learner %v: %w", peerURLs, err)
+	}
+	return resp.Member, resp.Members, nil
+}
+
+// PromoteWhenReady promotes the learner once it has caught up with the
+// leader: etcd refuses until then, and that is retried until the
+// deadline. A member that is no longer a learner is done.
+func PromoteWhenReady(ctx context.Context, cli *clientv3.Client, id uint64, o RetryOptions) error {
+	err := retry(ctx, o, "promote", func(err error) bool {
+		return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrUnhealthy)
+	}, func(ctx context.Context) error {
+		_, err := cli.MemberPromote(ctx, id)
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrMemberNotLearner) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("member: promote %x: %w", id, err)
+	}
+	return nil
+}
+
+// Remove removes a member; one already gone is done.
+func Remove(ctx context.Context, cli *clientv3.Client, id uint64, o RetryOptions) error {
+	err := retry(ctx, o, "remove", func(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) },
+		func(ctx context.Context) error {
+			_, err := cli.MemberRemove(ctx, id)
+			return err
+		})
+	if errors.Is(err, rpctypes.ErrMemberNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("member: remove %x: %w", id, err)
+	}
+	return nil
+}
+
+// UpdatePeerURLs changes a member's advertised peer URLs.
+func UpdatePeerURLs(ctx context.Context, cli *clientv3.Client, id uint64, peerURLs []string, o RetryOptions) error {
+	err := retry(ctx, o, "update peer URLs", func(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) },
+		func(ctx context.Context) error {
+			_, err := cli.MemberUpdate(ctx, id, peerURLs)
+			return err
+		})
+	if err != nil {
+		return fmt.Errorf("member: update %x to %v: %w", id, peerURLs, err)
+	}
+	return nil
+}
+
+// ApplyOptions configures Apply.
+type ApplyOptions struct {
+	RetryOptions
+	// Timeout bounds the dial of the endpoints. Default 5 s.
+	Timeout time.Duration
+	// Now names a moved-aside data dir. Default time.Now.
+	Now func() time.Time
+}
+
+// Apply carries out the membership part of a plan, in an order that a
+// crash at any step leaves a state the next Decide picks up from:
+//   - Rejoin: move the data dir aside, remove the member, add it as a
+//     learner;
+//   - JoinAsLearner: add it as a learner, unless it is listed already.
+//
+// It returns the plan with the initial cluster etcd must start with and
+// the member's ID. Other actions are returned as they are.
+func Apply(ctx context.Context, cfg Config, p Plan, o ApplyOptions) (Plan, error) {
+	if p.Action != Rejoin && p.Action != JoinAsLearner {
+		return p, nil
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	o.RetryOptions = o.withDefaults()
+	cli, err := dial(ctx, cfg.Endpoints, o.Timeout)
+	if err != nil {
+		return p, fmt.Errorf("member: %v: %w", cfg.Endpoints, err)
+	}
+	defer func() { _ = cli.Close() }()
+	if p.Action == Rejoin {
+		aside, err := datadir.MoveAside(cfg.DataDir, o.Now())
+		if err != nil {
+			return p, fmt.Errorf("member %s: %w", cfg.Name, err)
+		}
+		o.Logger.Info("member: data dir moved aside", "member", cfg.Name, "to", aside)
+		if p.ID != 0 {
+			if err := Remove(ctx, cli, p.ID, o.RetryOptions); err != nil {
+				return p, err
+			}
+			p.ID = 0
+		}
+	}
+	if p.ID == 0 {
+		m, members, err := AddLearner(ctx, cli, cfg.PeerURLs, o.RetryOptions)
+		if err != nil {
+			return p, err
+		}
+		p.ID = m.ID
+		p.InitialCluster = initialCluster(members, cfg)
+		o.Logger.Info("member: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
+	}
+	p.ClusterState, p.Learner = "existing", true
+	return p, nil
+}

@@ -1,0 +1,97 @@
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// RecoverOptions configures RecoverQuorum.
+type RecoverOptions struct {
+	// Members are the cluster's members. The first is restored from the
+	// backup and started alone; the others join it one at a time. Each
+	// needs Name, DataDir, PeerURLs and ClientURLs.
+	Members []Config
+	// Token is the new cluster's --initial-cluster-token. Default
+	// "etcd-cluster".
+	Token string
+	// Source picks the chain and how it is read (the latest by default).
+	Source restore.Source
+	// RevisionBump is passed to the restore: clients that saw revisions
+	// past the backup never see one go back.
+	RevisionBump uint64
+	// Start starts a member's etcd with the plan's initial cluster and
+	// state and returns once it serves (a learner: once it started). It
+	// is the caller's way of running etcd: in process, or a process.
+	Start func(ctx context.Context, m Config, p Plan) error
+	// Retry bounds the add and promote of each member.
+	Retry RetryOptions
+	// Now names moved-aside data dirs. Default time.Now.
+	Now func() time.Time
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// RecoverQuorum rebuilds a cluster that lost quorum from the backups on
+// st: the first member's data dir is restored and started as a new
+// single-member cluster, then each other member's data dir is moved
+// aside, the member is added as a learner, started, and promoted once it
+// has caught up, one at a time, so the cluster has quorum at every step.
+// It is for when the members' data is lost or can no longer form a quorum;
+// every data dir it replaces is moved aside, never deleted.
+func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (restore.Result, error) {
+	if len(o.Members) == 0 || o.Start == nil {
+		return restore.Result{}, errors.New("member: recover quorum: members and a Start function are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Retry.Logger = o.Logger
+	first := o.Members[0]
+	initial := initialCluster(nil, first)
+	res, err := restore.Restore(ctx, st, restore.Options{
+		Source: o.Source, DataDir: first.DataDir, Name: first.Name, PeerURLs: first.PeerURLs,
+		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, Now: o.Now,
+	})
+	if err != nil {
+		return res, fmt.Errorf("member: recover quorum: restore %s: %w", first.Name, err)
+	}
+	o.Logger.Info("member: restored", "member", first.Name, "revision", res.Revision, "moved_aside", res.MovedAside)
+	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
+		return res, fmt.Errorf("member: recover quorum: start %s: %w", first.Name, err)
+	}
+	cli, err := dial(ctx, first.ClientURLs, 5*time.Second)
+	if err != nil {
+		return res, fmt.Errorf("member: recover quorum: %s: %w", first.Name, err)
+	}
+	defer func() { _ = cli.Close() }()
+	for _, m := range o.Members[1:] {
+		aside, err := datadir.MoveAside(m.DataDir, o.Now())
+		if err != nil {
+			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+		}
+		added, members, err := AddLearner(ctx, cli, m.PeerURLs, o.Retry)
+		if err != nil {
+			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+		}
+		p := Plan{Action: JoinAsLearner, Reason: "recovering quorum", InitialCluster: initialCluster(members, m),
+			ClusterState: "existing", ID: added.ID, Learner: true}
+		if err := o.Start(ctx, m, p); err != nil {
+			return res, fmt.Errorf("member: recover quorum: start %s: %w", m.Name, err)
+		}
+		if err := PromoteWhenReady(ctx, cli, added.ID, o.Retry); err != nil {
+			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+		}
+		o.Logger.Info("member: rejoined", "member", m.Name, "moved_aside", aside)
+	}
+	return res, nil
+}
