@@ -6,8 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,57 +17,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 )
-
-// load writes a key every few milliseconds until stopped, each put with
-// a generous timeout, and counts the puts that failed: membership changes
-// must not make any fail.
-type load struct {
-	stop     context.CancelFunc
-	done     sync.WaitGroup
-	writes   atomic.Int64
-	failures atomic.Int64
-	firstErr atomic.Value
-}
-
-func startLoad(t *testing.T, cli *clientv3.Client) *load {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{stop: cancel}
-	l.done.Go(func() {
-		for i := 0; ctx.Err() == nil; i++ {
-			pctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := cli.Put(pctx, fmt.Sprintf("/load/%06d", i), fmt.Sprintf("value %d", i))
-			cancel()
-			if err != nil {
-				l.failures.Add(1)
-				l.firstErr.CompareAndSwap(nil, err)
-			} else {
-				l.writes.Add(1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-	t.Cleanup(l.end)
-	return l
-}
-
-func (l *load) end() {
-	l.stop()
-	l.done.Wait()
-}
-
-// check stops the load and fails the test if any write failed.
-func (l *load) check(t *testing.T) {
-	t.Helper()
-	l.end()
-	if n := l.failures.Load(); n > 0 {
-		t.Fatalf("%d of %d writes failed, the first with: %v", n, n+l.writes.Load(), l.firstErr.Load())
-	}
-	if l.writes.Load() < 10 {
-		t.Fatalf("only %d writes: the load did not run", l.writes.Load())
-	}
-	t.Logf("%d writes, none failed", l.writes.Load())
-}
 
 // config is the member's configuration as a wrapper would start it.
 func config(c *etcdtest.Cluster, m *etcdtest.Member, initial string) member.Config {
@@ -167,7 +114,7 @@ func sameData(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) {
 func TestScaleUpUnderLoad(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
 	cli := c.Client(t)
-	l := startLoad(t, cli)
+	l := etcdtest.StartLoad(t, cli)
 	time.Sleep(300 * time.Millisecond)
 	m := c.NewMember(t, "m3")
 	initial := ""
@@ -176,7 +123,7 @@ func TestScaleUpUnderLoad(t *testing.T) {
 	}
 	bringUp(t, c, m, config(c, m, initial[:len(initial)-1]), member.JoinAsLearner)
 	time.Sleep(300 * time.Millisecond)
-	l.check(t)
+	l.Check(t)
 	voters(t, cli, 4)
 	sameData(t, c, m)
 }
@@ -212,11 +159,11 @@ func TestRejoin(t *testing.T) {
 				}
 			}
 			initial := m.InitialCluster
-			l := startLoad(t, clientv3ForOthers(t, c, m))
+			l := etcdtest.StartLoad(t, clientv3ForOthers(t, c, m))
 			m.Stop()
 			tc.damage(t, m.Dir)
 			bringUp(t, c, m, config(c, m, initial), member.Rejoin)
-			l.check(t)
+			l.Check(t)
 			voters(t, cli, 3)
 			sameData(t, c, m)
 			if tc.name == "corrupted" {
