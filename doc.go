@@ -17,13 +17,15 @@
 //     mvcc backend; point-in-time restore, verify and compaction of a chain.
 //   - validate: checks of a data dir that end in a verdict.
 //   - member: membership decisions and actions (bootstrap, join as learner,
-//     promote, rejoin).
-//   - defrag: defragmentation of a live cluster, followers first.
+//     promote, rejoin) and recovery of a cluster that lost quorum.
+//   - defrag: defragmentation of a live cluster, followers first, the
+//     leader last.
 //   - cmd/etcd-wrapper and cmd/etcd-backup: the reference binaries.
 //   - examples: runnable divisions of responsibility between them.
 //
-// internal/etcdtest starts real embedded etcd members for the tests, and
-// internal/emulator starts the cloud store emulators the tests run against.
+// internal/etcdtest starts real embedded etcd members for the tests,
+// internal/emulator starts the cloud store emulators the tests run
+// against, and internal/datadir moves replaced data dirs aside.
 //
 // Packages that are not written yet are named here as the design has them;
 // the README says what runs today.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -298,4 +299,65 @@ func TestRecoverQuorum(t *testing.T) {
 	for _, m := range c.Members {
 		sameData(t, c, m)
 	}
+}
+
+// etcd allows one pending learner: a second add waits for the first to go,
+// and gives up at its deadline.
+func TestAddLearnerWaitsForPendingLearner(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	ctx := context.Background()
+	first, _, err := member.AddLearner(ctx, cli, []string{"http://127.0.0.1:1"}, member.RetryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = member.AddLearner(ctx, cli, []string{"http://127.0.0.1:2"}, member.RetryOptions{Deadline: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "too many learner") {
+		t.Fatalf("second learner beside a pending one: %v, want a refusal after the deadline", err)
+	}
+	go func() {
+		time.Sleep(time.Second)
+		_ = member.Remove(ctx, cli, first.ID, member.RetryOptions{})
+	}()
+	second, members, err := member.AddLearner(ctx, cli, []string{"http://127.0.0.1:2"}, member.RetryOptions{Deadline: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("second learner once the first is removed: %v", err)
+	}
+	if !second.IsLearner || len(members) != 4 {
+		t.Fatalf("added %+v, members %d", second, len(members))
+	}
+}
+
+// A member moves to a new peer URL: update it, restart the member there.
+func TestUpdatePeerURLs(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	ctx := context.Background()
+	st := voters(t, cli, 3)
+	m := c.Members[2]
+	var id uint64
+	for _, s := range st {
+		if s.Name == m.Name {
+			id = s.ID
+		}
+	}
+	m.Stop()
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := member.UpdatePeerURLs(ctx, cli, id, []string{peer.String()}, member.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.PeerURL = peer
+	m.Restart(t)
+	for _, s := range voters(t, cli, 3) {
+		if s.Name == m.Name && (len(s.PeerURLs) != 1 || s.PeerURLs[0] != peer.String()) {
+			t.Fatalf("member %s has peer URLs %v, want %s", s.Name, s.PeerURLs, peer.String())
+		}
+	}
+	if _, err := cli.Put(ctx, "/after-move", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	sameData(t, c, m)
 }
