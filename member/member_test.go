@@ -113,7 +113,7 @@ func sameData(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) {
 }
 
 func TestScaleUpUnderLoad(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	l := etcdtest.StartLoad(t, cli)
 	time.Sleep(300 * time.Millisecond)
@@ -146,7 +146,7 @@ func TestRejoin(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+			c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 			cli := c.Client(t)
 			if _, err := (etcdtest.Workload{Ops: 200, Prefix: "/w/", Seed: 1}).Run(context.Background(), cli); err != nil {
 				t.Fatal(err)
@@ -199,7 +199,7 @@ func clientv3ForOthers(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *c
 // joins (not listed) as a learner. Only when no member answers does it
 // bootstrap.
 func TestNoSecondCluster(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
 	m := c.Members[2]
 	initial := m.InitialCluster
@@ -245,7 +245,7 @@ func TestNoSecondCluster(t *testing.T) {
 }
 
 func TestRecoverQuorum(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
 	cli := c.Client(t)
 	if _, err := (etcdtest.Workload{Ops: 300, Prefix: "/w/", Seed: 3, TxnPercent: 10, DeletePercent: 10}).Run(ctx, cli); err != nil {
