@@ -238,3 +238,20 @@ func (c Chain) Check() (Chain, error) {
 	}
 	return out, nil
 }
+
+// Chains is the catalog as an operator reads it: each full snapshot, oldest
+// first, with the deltas that follow it up to the next full snapshot's
+// revision. Chains are not checked for gaps; Check does that.
+func (c Catalog) Chains() []Chain {
+	fulls := c.Fulls()
+	out := make([]Chain, 0, len(fulls))
+	for i, f := range fulls {
+		ch := c.chainFrom(f)
+		if i+1 < len(fulls) {
+			next := fulls[i+1].LastRevision
+			ch.Deltas = slices.DeleteFunc(ch.Deltas, func(d Snapshot) bool { return d.StartRevision > next })
+		}
+		out = append(out, ch)
+	}
+	return out
+}

@@ -190,3 +190,25 @@ func TestLegacyChainsStayInTheirDirectory(t *testing.T) {
 		t.Fatalf("got %v", ch.Snapshots())
 	}
 }
+
+// Chains groups each full with the deltas up to the next full; a delta
+// that closes a chain at the next full's revision stays with the older one.
+func TestChainsView(t *testing.T) {
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		full(10, t0), delta(11, 20, t0), delta(21, 30, t0),
+		full(30, t0.Add(time.Hour)), delta(31, 40, t0), delta(41, 45, t0),
+		full(50, t0.Add(2*time.Hour)),
+	})
+	var got []string
+	for _, ch := range cat.Chains() {
+		got = append(got, keys(ch.Snapshots()))
+	}
+	want := []string{
+		"Full-00000000-00000010-1793491200 Incr-00000011-00000020-1793491200 Incr-00000021-00000030-1793491200",
+		"Full-00000000-00000030-1793494800 Incr-00000031-00000040-1793491200 Incr-00000041-00000045-1793491200",
+		"Full-00000000-00000050-1793498400",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}

@@ -59,12 +59,23 @@ func encryptions(t *testing.T) []encryption {
 func writeObject(t *testing.T, st store.Store, c Codec, body []byte) Snapshot {
 	t.Helper()
 	s := newSnapshot(KindFull, 0, 42, time.Unix(1700000000, 0), c, false)
-	if err := put(context.Background(), st, s.Key, c, bulk, func(w io.Writer) error {
+	n, err := put(context.Background(), st, s.Key, c, bulk, func(w io.Writer) error {
 		_, err := w.Write(body)
 		return err
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The size put reports is the stored object's.
+	rc, err := st.Get(context.Background(), s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	if stored, _ := io.Copy(io.Discard, rc); stored != n {
+		t.Fatalf("put reports %d bytes, the store holds %d", n, stored)
+	}
+	s.Size = n
 	return s
 }
 

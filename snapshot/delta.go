@@ -268,7 +268,7 @@ func (c *capture) flushTo(ctx context.Context, upTo int64) (Snapshot, int, error
 	if err != nil {
 		return Snapshot{}, 0, err
 	}
-	err = c.upload(ctx, snap, events)
+	snap, err = c.upload(ctx, snap, events)
 	c.landed(snap, err)
 	return snap, len(events), err
 }
@@ -300,19 +300,21 @@ func (c *capture) take(upTo int64) (Snapshot, []Event, error) {
 	return snap, c.inflight, nil
 }
 
-// upload writes a taken batch. It touches nothing of c but what does not
-// change, so it may run on another goroutine.
-func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) error {
+// upload writes a taken batch and returns it with its size. It touches
+// nothing of c but what does not change, so it may run on another
+// goroutine.
+func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Snapshot, error) {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
-			return fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
+			return snap, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	if err := put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
-		return err
+	var err error
+	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
+		return snap, err
 	}
 	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, snap.LastRevision))
-	return nil
+	return snap, nil
 }
 
 // landed ends an upload: the batch is stored, or back in front of the

@@ -73,7 +73,7 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		}
 	}
 	streamed := time.Since(start)
-	if err := sp.upload(ctx, st, snap.Key); err != nil {
+	if snap.Size, err = sp.upload(ctx, st, snap.Key); err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap.Key, err)
 	}
 	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "db-bytes", sp.size,
@@ -218,19 +218,24 @@ func (sp *spool) finish() error {
 	return nil
 }
 
-func (sp *spool) upload(ctx context.Context, st store.Store, key string) error {
+// upload writes the spooled object and returns its size.
+func (sp *spool) upload(ctx context.Context, st store.Store, key string) (int64, error) {
+	info, err := sp.object.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+	}
 	if sp.stager != nil {
 		obj := sp.object
 		sp.object = nil // PutStaged owns it now, even when it fails
 		if sp.raw == obj {
 			sp.raw = nil
 		}
-		return sp.stager.PutStaged(ctx, key, obj)
+		return info.Size(), sp.stager.PutStaged(ctx, key, obj)
 	}
 	if _, err := sp.object.Seek(0, io.SeekStart); err != nil {
-		return fmt.Errorf("spool %s: %w", sp.object.Name(), err)
+		return 0, fmt.Errorf("spool %s: %w", sp.object.Name(), err)
 	}
-	return st.Put(ctx, key, sp.object)
+	return info.Size(), st.Put(ctx, key, sp.object)
 }
 
 func (sp *spool) discard() {
@@ -344,7 +349,7 @@ func FullFromFile(ctx context.Context, st store.Store, path string, opts FullOpt
 			return Snapshot{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	err = put(ctx, st, snap.Key, opts.Codec, bulk, func(w io.Writer) error {
+	snap.Size, err = put(ctx, st, snap.Key, opts.Codec, bulk, func(w io.Writer) error {
 		h := sha256.New()
 		if _, err := io.Copy(io.MultiWriter(w, h), f); err != nil {
 			return fmt.Errorf("read %s: %w", path, err)

@@ -475,7 +475,7 @@ func (l *loop) startUpload(reason string) {
 	l.uploading = true
 	go func() {
 		start := time.Now()
-		err := l.capture.upload(l.upCtx, snap, events)
+		snap, err := l.capture.upload(l.upCtx, snap, events)
 		l.uploads <- upload{snap: snap, events: len(events), reason: reason, start: start, err: err}
 	}()
 }

@@ -17,7 +17,7 @@ import (
 // put streams what write produces, encoded by c, into the object key. The
 // store sees an error when write fails, so a failed snapshot never becomes
 // visible.
-func put(ctx context.Context, st store.Store, key string, c Codec, how encoding, write func(io.Writer) error) error {
+func put(ctx context.Context, st store.Store, key string, c Codec, how encoding, write func(io.Writer) error) (int64, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -29,16 +29,29 @@ func put(ctx context.Context, st store.Store, key string, c Codec, how encoding,
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	err := st.Put(ctx, key, pr)
+	counted := &countingReader{r: pr}
+	err := st.Put(ctx, key, counted)
 	// A store that gave up early leaves the writer blocked on the pipe.
 	pr.CloseWithError(errors.New("store stopped reading"))
 	if werr := <-done; err == nil {
 		err = werr
 	}
 	if err != nil {
-		return fmt.Errorf("snapshot %s: %w", key, err)
+		return 0, fmt.Errorf("snapshot %s: %w", key, err)
 	}
-	return nil
+	return counted.n, nil
+}
+
+// countingReader counts the bytes the store read: the object's size.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // writeDelta writes events as etcd-backup-restore does: the JSON array

@@ -1,0 +1,449 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// forwardedHeader marks a call a follower forwarded, so it is never
+// forwarded twice.
+const forwardedHeader = "X-Etcdkit-Forwarded"
+
+// maxBody bounds request bodies: they are small JSON documents.
+const maxBody = 1 << 20
+
+// SnapshotView is a snapshot as the API shows it.
+type SnapshotView struct {
+	Key           string    `json:"key"`
+	Kind          string    `json:"kind"`
+	StartRevision int64     `json:"start_revision"`
+	LastRevision  int64     `json:"last_revision"`
+	Created       time.Time `json:"created"`
+	Size          int64     `json:"size"`
+	Compression   string    `json:"compression,omitempty"`
+	Encrypted     bool      `json:"encrypted,omitempty"`
+}
+
+// ChainView is a full snapshot and its deltas.
+type ChainView struct {
+	Full         SnapshotView   `json:"full"`
+	Deltas       []SnapshotView `json:"deltas"`
+	LastRevision int64          `json:"last_revision"`
+	Size         int64          `json:"size"`
+}
+
+// ViewOf shows a snapshot.
+func ViewOf(s snapshot.Snapshot) SnapshotView {
+	return SnapshotView{Key: s.Key, Kind: string(s.Kind), StartRevision: s.StartRevision, LastRevision: s.LastRevision,
+		Created: s.Created.UTC(), Size: s.Size, Compression: string(s.Compression), Encrypted: s.Encrypted}
+}
+
+// ChainViewOf shows a chain.
+func ChainViewOf(c snapshot.Chain) ChainView {
+	v := ChainView{Full: ViewOf(c.Full), Deltas: []SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
+	for _, d := range c.Deltas {
+		v.Deltas = append(v.Deltas, ViewOf(d))
+		v.Size += d.Size
+	}
+	return v
+}
+
+// RestoreRequest asks the sidecar to build a member's data dir.
+type RestoreRequest struct {
+	// DataDir must lie under the sidecar's restore root.
+	DataDir             string   `json:"data_dir"`
+	Name                string   `json:"name,omitempty"`
+	PeerURLs            []string `json:"peer_urls,omitempty"`
+	InitialCluster      string   `json:"initial_cluster,omitempty"`
+	InitialClusterToken string   `json:"initial_cluster_token,omitempty"`
+	// Revision or Time pick a point to restore; neither: the latest.
+	Revision int64     `json:"revision,omitempty"`
+	Time     time.Time `json:"time,omitzero"`
+	// IfNeeded validates the data dir first and restores only when its
+	// verdict calls for it.
+	IfNeeded bool `json:"if_needed,omitempty"`
+	// MultiMember: the member's peers hold the data; a damaged data dir is
+	// then theirs to refill (the job says rejoin-as-learner).
+	MultiMember bool `json:"multi_member,omitempty"`
+}
+
+// Handler serves the API: health and metrics open, the rest behind the
+// bearer token or a client certificate.
+func (s *Sidecar) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(path, method string, open bool, h func(http.ResponseWriter, *http.Request) (any, int, error)) {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != method {
+				w.Header().Set("Allow", method)
+				writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s takes %s, not %s", r.URL.Path, method, r.Method))
+				return
+			}
+			if !open {
+				if err := s.authenticate(r); err != nil {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="etcdkit"`)
+					writeError(w, http.StatusUnauthorized, err)
+					return
+				}
+			}
+			body, code, err := h(w, r)
+			if err != nil {
+				writeError(w, code, err)
+				return
+			}
+			if body != nil {
+				writeJSON(w, code, body)
+			}
+		})
+	}
+	route("/healthz", http.MethodGet, true, func(http.ResponseWriter, *http.Request) (any, int, error) {
+		return map[string]string{"status": "ok"}, http.StatusOK, nil
+	})
+	route("/readyz", http.MethodGet, true, s.readyz)
+	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	route("/metrics", http.MethodGet, true, func(w http.ResponseWriter, r *http.Request) (any, int, error) {
+		metrics.ServeHTTP(w, r)
+		return nil, 0, nil
+	})
+	route("/v1/snapshots", http.MethodGet, false, s.listSnapshots)
+	route("/v1/snapshots/latest", http.MethodGet, false, s.latestSnapshot)
+	route("/v1/snapshots/full", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+		sn, err := s.snap.TakeFull(r.Context())
+		return ViewOf(sn), err
+	}))
+	route("/v1/snapshots/delta", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+		sn, err := s.snap.TakeDelta(r.Context())
+		return ViewOf(sn), err
+	}))
+	route("/v1/defrag", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+		var req struct {
+			DryRun bool `json:"dry_run"`
+		}
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return s.Defrag(r.Context(), req.DryRun)
+	}))
+	route("/v1/compact", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+		s.mu.Lock()
+		busy := s.compacting
+		s.compacting = true
+		s.mu.Unlock()
+		if busy {
+			return nil, errBusy
+		}
+		c, err := s.Compact(r.Context())
+		return map[string]any{"snapshot": ViewOf(c.Snapshot), "revisions": c.Revisions, "input_bytes": c.InputBytes,
+			"output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds()}, err
+	}))
+	route("/v1/restore", http.MethodPost, false, s.startRestore)
+	mux.HandleFunc("/v1/restore/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s takes GET, not %s", r.URL.Path, r.Method))
+			return
+		}
+		if err := s.authenticate(r); err != nil {
+			writeError(w, http.StatusUnauthorized, err)
+			return
+		}
+		job, ok := s.jobs.get(r.PathValue("id"))
+		if !ok {
+			writeError(w, http.StatusNotFound, fmt.Errorf("no restore job %q", r.PathValue("id")))
+			return
+		}
+		writeJSON(w, http.StatusOK, job)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s", r.URL.Path))
+	})
+	return mux
+}
+
+var (
+	errBadRequest = errors.New("bad request")
+	errBusy       = errors.New("busy: the same operation is running")
+)
+
+// decode reads a JSON body strictly; an empty body is the zero request.
+func decode(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: malformed JSON: %w", errBadRequest, err)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// status maps an operation's error to its HTTP status.
+func status(err error) int {
+	switch {
+	case errors.Is(err, errBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, errBusy):
+		return http.StatusConflict
+	case errors.Is(err, snapshot.ErrNoEvents):
+		return http.StatusConflict
+	case errors.Is(err, ErrNotUploader), errors.Is(err, snapshot.ErrNotRunning):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, error) {
+	s.mu.Lock()
+	self, err, up := s.self, s.selfErr, s.uploading
+	s.mu.Unlock()
+	body := map[string]any{"uploader": up, "member_id": fmt.Sprintf("%x", self.ID), "learner": self.Learner}
+	if err != nil || self.ID == 0 {
+		body["ready"], body["error"] = false, fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
+		return body, http.StatusServiceUnavailable, nil
+	}
+	body["ready"] = true
+	if up {
+		st := s.snap.Status()
+		body["last_revision"], body["pending_events"], body["failures"] = st.LastRevision, st.PendingEvents, st.Failures
+	}
+	return body, http.StatusOK, nil
+}
+
+func cmpErr(err, or error) error {
+	if err != nil {
+		return err
+	}
+	return or
+}
+
+func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+	cat, err := snapshot.List(r.Context(), s.opts.Store)
+	if err != nil {
+		return nil, http.StatusBadGateway, err
+	}
+	chains := []ChainView{}
+	for _, c := range cat.Chains() {
+		chains = append(chains, ChainViewOf(c))
+	}
+	return map[string]any{"chains": chains}, http.StatusOK, nil
+}
+
+func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+	cat, err := snapshot.List(r.Context(), s.opts.Store)
+	if err != nil {
+		return nil, http.StatusBadGateway, err
+	}
+	chain, err := cat.Latest()
+	if errors.Is(err, snapshot.ErrNoFull) {
+		return nil, http.StatusNotFound, err
+	}
+	if err != nil {
+		return nil, http.StatusInternalServerError, err
+	}
+	v := ChainViewOf(chain)
+	_, checkErr := chain.Check()
+	body := map[string]any{"chain": v, "last_revision": v.LastRevision}
+	if checkErr != nil {
+		body["problem"] = checkErr.Error()
+	}
+	return body, http.StatusOK, nil
+}
+
+// uploaderOnly runs f here when this sidecar uploads, and forwards the
+// call to the uploader's sidecar otherwise.
+func (s *Sidecar) uploaderOnly(f func(*http.Request) (any, error)) func(http.ResponseWriter, *http.Request) (any, int, error) {
+	return func(w http.ResponseWriter, r *http.Request) (any, int, error) {
+		if s.Uploader() {
+			body, err := f(r)
+			if err != nil {
+				return nil, status(err), err
+			}
+			return body, http.StatusOK, nil
+		}
+		if r.Header.Get(forwardedHeader) != "" {
+			return nil, http.StatusServiceUnavailable, fmt.Errorf("%w (forwarded here, leadership is moving)", ErrNotUploader)
+		}
+		return nil, 0, s.forward(w, r)
+	}
+}
+
+// forward sends the call to the sidecar beside the leader and copies its
+// answer back.
+func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
+	fail := func(err error) error {
+		writeError(w, http.StatusServiceUnavailable, err)
+		return nil
+	}
+	s.mu.Lock()
+	leader := s.self.Leader
+	s.mu.Unlock()
+	if leader == 0 {
+		return fail(errors.New("no leader is known; try again"))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	list, err := s.opts.Client.MemberList(ctx)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("find the leader's sidecar: %w", err))
+	}
+	var name string
+	for _, m := range list.Members {
+		if m.ID == leader {
+			name = m.Name
+		}
+	}
+	base, ok := s.opts.Peers[name]
+	if !ok {
+		return fail(fmt.Errorf("the leader is member %q and no sidecar URL is configured for it (peers)", name))
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return fail(err)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimSuffix(base, "/")+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return fail(err)
+	}
+	req.Header.Set("Authorization", r.Header.Get("Authorization"))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(forwardedHeader, s.opts.Endpoint)
+	resp, err := s.httpClient().Do(req)
+	if err != nil {
+		return fail(fmt.Errorf("forward to the uploader's sidecar %s: %w", base, err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.Header().Set(forwardedHeader, base)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	return nil
+}
+
+// httpClient is the client of forwarded calls; tests and TLS setups set
+// Options.HTTPClient.
+func (s *Sidecar) httpClient() *http.Client {
+	if s.opts.HTTPClient != nil {
+		return s.opts.HTTPClient
+	}
+	return http.DefaultClient
+}
+
+func (s *Sidecar) startRestore(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+	var req RestoreRequest
+	if err := decode(r, &req); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
+	if s.opts.RestoreRoot == "" {
+		return nil, http.StatusForbidden, errors.New("this sidecar restores no data dirs: it has no restore root")
+	}
+	dir, err := filepath.Abs(req.DataDir)
+	if err != nil || req.DataDir == "" {
+		return nil, http.StatusBadRequest, fmt.Errorf("data_dir %q: give an absolute path under %s", req.DataDir, s.opts.RestoreRoot)
+	}
+	if rel, err := filepath.Rel(s.opts.RestoreRoot, dir); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return nil, http.StatusForbidden, fmt.Errorf("data_dir %s is outside the restore root %s", dir, s.opts.RestoreRoot)
+	}
+	req.DataDir = dir
+	job, running := s.jobs.start(req)
+	if job == nil {
+		return nil, http.StatusConflict, fmt.Errorf("restore job %s is already building %s", running, dir)
+	}
+	go s.runRestore(context.WithoutCancel(r.Context()), job.ID, req)
+	return map[string]string{"id": job.ID, "status": "/v1/restore/" + job.ID}, http.StatusAccepted, nil
+}
+
+// runRestore validates (when asked) and restores, recording every step in
+// the job.
+func (s *Sidecar) runRestore(ctx context.Context, id string, req RestoreRequest) {
+	finish := func(f func(*Job)) {
+		s.jobs.update(id, func(j *Job) {
+			f(j)
+			if j.State == JobRunning {
+				j.State = JobSucceeded
+			}
+			j.Finished = time.Now().UTC()
+		})
+	}
+	if req.IfNeeded {
+		start := time.Now()
+		rep, err := validate.DataDir(ctx, req.DataDir, validate.Options{Mode: validate.Full, Store: s.opts.Store,
+			Name: req.Name, Token: req.InitialClusterToken, MultiMember: req.MultiMember, Logger: s.log})
+		s.metrics.took("validation", start)
+		if err != nil {
+			finish(func(j *Job) { j.State, j.Error = JobFailed, err.Error() })
+			return
+		}
+		action, reason := validate.Decide(rep, req.MultiMember)
+		s.jobs.update(id, func(j *Job) { j.Verdict, j.Reason = string(rep.Verdict), reason })
+		switch action {
+		case validate.Start:
+			finish(func(j *Job) { j.Action = "none" })
+			return
+		case validate.Bootstrap:
+			if req.MultiMember || !s.hasBackups(ctx) {
+				finish(func(j *Job) { j.Action = "none" })
+				return
+			}
+		case validate.RejoinAsLearner:
+			finish(func(j *Job) { j.Action = string(action) })
+			return
+		case validate.Refuse:
+			finish(func(j *Job) { j.State, j.Action, j.Error = JobFailed, string(action), reason })
+			return
+		}
+	}
+	start := time.Now()
+	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
+		Source: restore.Source{
+			Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec, Logger: s.log,
+			Progress: func(p restore.Progress) {
+				s.jobs.update(id, func(j *Job) {
+					j.BytesDownloaded, j.BytesTotal, j.Replayed = p.BytesDownloaded, p.BytesTotal, p.Revisions
+				})
+			},
+		},
+		DataDir: req.DataDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
+		InitialClusterToken: req.InitialClusterToken,
+	})
+	s.metrics.took("restore", start)
+	if err != nil {
+		finish(func(j *Job) { j.State, j.Error = JobFailed, err.Error() })
+		return
+	}
+	finish(func(j *Job) { j.Action, j.Revision, j.Revisions = "restored", res.Revision, res.Revisions })
+}
+
+func (s *Sidecar) hasBackups(ctx context.Context) bool {
+	cat, err := snapshot.List(ctx, s.opts.Store)
+	return err == nil && len(cat.Fulls()) > 0
+}

@@ -1,0 +1,110 @@
+package sidecar
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+// metrics are the sidecar's Prometheus metrics, all prefixed etcdkit_.
+type metrics struct {
+	snapshotDuration *prometheus.HistogramVec
+	snapshotSize     *prometheus.GaugeVec
+	lastRevision     *prometheus.GaugeVec
+	lastSuccess      *prometheus.GaugeVec
+	failures         *prometheus.CounterVec
+	chainDeltas      prometheus.Gauge
+	chainRevisions   prometheus.Gauge
+	pendingEvents    prometheus.Gauge
+	durations        *prometheus.HistogramVec
+	memberOps        *prometheus.CounterVec
+	uploader         prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		snapshotDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "etcdkit_snapshot_duration_seconds", Help: "Time to take and upload a snapshot, by kind (full, delta).",
+			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
+		}, []string{"kind"}),
+		snapshotSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_snapshot_size_bytes", Help: "Size on the store of the last snapshot, by kind.",
+		}, []string{"kind"}),
+		lastRevision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_snapshot_last_revision", Help: "Last revision of the last snapshot, by kind.",
+		}, []string{"kind"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_snapshot_last_success_timestamp_seconds", Help: "Unix time of the last successful snapshot, by kind.",
+		}, []string{"kind"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdkit_snapshot_failures_total", Help: "Failed snapshot and GC attempts, by kind (full, delta, gc, compaction).",
+		}, []string{"kind"}),
+		chainDeltas: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_chain_deltas", Help: "Deltas in the latest chain, after its full snapshot.",
+		}),
+		chainRevisions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_chain_revisions", Help: "Revisions the latest chain's deltas cover past its full snapshot.",
+		}),
+		pendingEvents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
+		}),
+		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "etcdkit_operation_duration_seconds", Help: "Duration of restores, validations, defragmentations and chain compactions, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
+		}, []string{"operation"}),
+		memberOps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdkit_member_operations_total", Help: "Membership operations, by operation and result.",
+		}, []string{"operation", "result"}),
+		uploader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_uploader", Help: "1 while this sidecar is the uploader (its member leads), else 0.",
+		}),
+	}
+	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,
+		m.chainDeltas, m.chainRevisions, m.pendingEvents, m.durations, m.memberOps, m.uploader)
+	// Every label a dashboard expects exists from the start, at zero.
+	for _, k := range []string{"full", "delta"} {
+		m.failures.WithLabelValues(k)
+		m.snapshotSize.WithLabelValues(k)
+		m.lastRevision.WithLabelValues(k)
+		m.lastSuccess.WithLabelValues(k)
+	}
+	m.failures.WithLabelValues("gc")
+	m.failures.WithLabelValues("compaction")
+	return m
+}
+
+// result records one Snapshotter result.
+func (m *metrics) result(r snapshot.Result) {
+	kind := string(r.Op)
+	if r.Err != nil {
+		m.failures.WithLabelValues(kind).Inc()
+		return
+	}
+	if r.Op == snapshot.OpGC {
+		return
+	}
+	m.snapshotDuration.WithLabelValues(kind).Observe(r.Duration.Seconds())
+	m.snapshotSize.WithLabelValues(kind).Set(float64(r.Snapshot.Size))
+	m.lastRevision.WithLabelValues(kind).Set(float64(r.Snapshot.LastRevision))
+	m.lastSuccess.WithLabelValues(kind).Set(float64(time.Now().Unix()))
+}
+
+// chain records the latest chain's length.
+func (m *metrics) chain(deltas int, revisions int64) {
+	m.chainDeltas.Set(float64(deltas))
+	m.chainRevisions.Set(float64(revisions))
+}
+
+func (m *metrics) took(op string, start time.Time) {
+	m.durations.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) memberOp(op string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.memberOps.WithLabelValues(op, result).Inc()
+}

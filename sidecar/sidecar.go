@@ -1,0 +1,390 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/defrag"
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// ErrNotUploader fences an upload: this sidecar's member no longer leads.
+var ErrNotUploader = errors.New("this sidecar is not the uploader: its member does not lead")
+
+// Options configures a Sidecar. Client, Endpoint and Store are required,
+// and the API needs TokenFile or ClientCertAuth.
+type Options struct {
+	// Client reaches the cluster; Endpoint is this sidecar's own member's
+	// client URL.
+	Client   *clientv3.Client
+	Endpoint string
+	Store    store.Store
+	// Snapshots configures the Snapshotter the uploader runs. Its
+	// BeforeUpload and OnResult, when set, run after the sidecar's own.
+	Snapshots snapshot.Options
+	// DefragSchedule is a cron expression for defragmentation by the
+	// uploader, with Defrag's options (its policy skips members with
+	// little to reclaim, so a frequent schedule acts on the threshold).
+	// "": never.
+	DefragSchedule string
+	Defrag         defrag.Options
+	// CompactAfter: the uploader compacts the latest chain into a new
+	// full snapshot once its deltas cover this many revisions. 0: never.
+	CompactAfter int64
+	// WorkDir holds spooled snapshots, chains being compacted and
+	// restores being built. Default os.TempDir().
+	WorkDir string
+	// RestoreRoot: restore requests may only build data dirs under it.
+	// "": the API refuses restores.
+	RestoreRoot string
+	// Peers maps member names to their sidecars' base URLs, where a
+	// follower forwards mutating calls.
+	Peers map[string]string
+	// TokenFile holds the bearer token the API requires; it is read again
+	// when it changes. ClientCertAuth instead accepts any request that
+	// carries a client certificate the server's TLS config verified.
+	TokenFile      string
+	ClientCertAuth bool
+	// Follow is how often the member is asked who leads.
+	Follow member.FollowOptions
+	// Promote bounds the promotion of this sidecar's member when it is a
+	// learner.
+	Promote member.RetryOptions
+	// HTTPClient forwards calls to other sidecars. Default
+	// http.DefaultClient; set it for TLS between sidecars.
+	HTTPClient *http.Client
+	// Registry receives the metrics. Default a new registry.
+	Registry *prometheus.Registry
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// Sidecar is one member's backup sidecar.
+type Sidecar struct {
+	opts     Options
+	log      *slog.Logger
+	snap     *snapshot.Snapshotter
+	defrag   cron.Schedule
+	metrics  *metrics
+	registry *prometheus.Registry
+	auth     *tokenFile
+	jobs     *jobs
+
+	mu        sync.Mutex
+	self      member.Self
+	selfErr   error
+	uploading bool          // the Snapshotter runs
+	stopUp    func()        // stops it
+	upDone    chan struct{} // closed when it has stopped
+	promoting bool
+	// chain is the latest chain as this sidecar wrote it.
+	fullRev, chainRevs int64
+	chainDeltas        int
+	compacting         bool
+	runCtx             context.Context
+}
+
+// New checks the options and returns a Sidecar; Run starts it.
+func New(o Options) (*Sidecar, error) {
+	if o.Client == nil || o.Endpoint == "" || o.Store == nil {
+		return nil, errors.New("sidecar: a client, the member's endpoint and a store are required")
+	}
+	if o.TokenFile == "" && !o.ClientCertAuth {
+		return nil, errors.New("sidecar: the API needs a token file or client certificates (mTLS)")
+	}
+	if o.WorkDir == "" {
+		o.WorkDir = os.TempDir()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
+	s.metrics = newMetrics(o.Registry)
+	if o.TokenFile != "" {
+		s.auth = &tokenFile{path: o.TokenFile}
+		if _, err := s.auth.token(); err != nil {
+			return nil, fmt.Errorf("sidecar: %w", err)
+		}
+	}
+	if o.DefragSchedule != "" {
+		sched, err := cron.ParseStandard(o.DefragSchedule)
+		if err != nil {
+			return nil, fmt.Errorf("sidecar: defrag schedule %q: %w", o.DefragSchedule, err)
+		}
+		s.defrag = sched
+	}
+	so := o.Snapshots
+	so.Logger = o.Logger
+	if so.SpoolDir == "" {
+		so.SpoolDir = o.WorkDir
+	}
+	before, after := so.BeforeUpload, so.OnResult
+	so.BeforeUpload = func(ctx context.Context, sn snapshot.Snapshot) error {
+		if err := s.fence(ctx); err != nil {
+			return err
+		}
+		if before != nil {
+			return before(ctx, sn)
+		}
+		return nil
+	}
+	so.OnResult = func(r snapshot.Result) {
+		s.result(r)
+		if after != nil {
+			after(r)
+		}
+	}
+	var err error
+	if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
+		return nil, fmt.Errorf("sidecar: %w", err)
+	}
+	return s, nil
+}
+
+// Run follows the member until ctx ends: it runs the Snapshotter while
+// the member leads, promotes the member while it is a learner, and
+// defragments on schedule while it is the uploader. When ctx ends it
+// stops the Snapshotter, which uploads the pending delta, and returns.
+func (s *Sidecar) Run(ctx context.Context) error {
+	s.mu.Lock()
+	s.runCtx = ctx
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	if s.defrag != nil {
+		wg.Go(func() { s.defragLoop(ctx) })
+	}
+	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
+		if ctx.Err() == nil {
+			s.observe(ctx, self, err)
+		}
+	})
+	s.stopUploading()
+	wg.Wait()
+	return nil
+}
+
+// observe acts on what the member said of itself.
+func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
+	s.mu.Lock()
+	s.self, s.selfErr = self, err
+	lead := err == nil && self.IsLeader()
+	start := lead && !s.uploading
+	stop := !lead && s.uploading
+	promote := err == nil && self.Learner && !s.promoting
+	if promote {
+		s.promoting = true
+	}
+	s.mu.Unlock()
+	switch {
+	case start:
+		s.startUploading(ctx)
+	case stop:
+		s.log.Info("sidecar: the member no longer leads; stopping uploads", "error", err)
+		go s.stopUploading()
+	}
+	if promote {
+		go s.promote(ctx, self.ID)
+	}
+}
+
+func (s *Sidecar) startUploading(ctx context.Context) {
+	s.mu.Lock()
+	if s.upDone != nil {
+		// The last uploader run is still winding down.
+		select {
+		case <-s.upDone:
+		default:
+			s.mu.Unlock()
+			return
+		}
+	}
+	uctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	s.uploading, s.stopUp, s.upDone = true, cancel, done
+	s.mu.Unlock()
+	s.metrics.uploader.Set(1)
+	s.log.Info("sidecar: the member leads; this sidecar uploads")
+	s.loadChain(uctx)
+	go func() {
+		defer close(done)
+		if err := s.snap.Run(uctx); err != nil && !errors.Is(err, context.Canceled) {
+			s.log.Error("sidecar: snapshotter stopped", "error", err)
+		}
+	}()
+}
+
+// stopUploading stops the Snapshotter and waits until it has.
+func (s *Sidecar) stopUploading() {
+	s.mu.Lock()
+	stop, done := s.stopUp, s.upDone
+	s.uploading, s.stopUp = false, nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if done != nil {
+		<-done
+	}
+	s.metrics.uploader.Set(0)
+}
+
+// Uploader says whether this sidecar uploads now.
+func (s *Sidecar) Uploader() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uploading
+}
+
+// fence fails unless the member leads right now, asked afresh: the last
+// observation may be up to an interval old.
+func (s *Sidecar) fence(ctx context.Context) error {
+	self, err := member.AskSelf(ctx, s.opts.Client, s.opts.Endpoint, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("fence: %w", err)
+	}
+	if !self.IsLeader() {
+		return ErrNotUploader
+	}
+	return nil
+}
+
+func (s *Sidecar) promote(ctx context.Context, id uint64) {
+	err := member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Promote)
+	s.metrics.memberOp("promote", err)
+	if err != nil {
+		s.log.Error("sidecar: promote the member", "id", fmt.Sprintf("%x", id), "error", err)
+	} else {
+		s.log.Info("sidecar: member promoted", "id", fmt.Sprintf("%x", id))
+	}
+	s.mu.Lock()
+	s.promoting = false
+	s.mu.Unlock()
+}
+
+// loadChain reads the latest chain's length from the store, so the
+// metrics and the compaction threshold start from what is there.
+func (s *Sidecar) loadChain(ctx context.Context) {
+	cat, err := snapshot.List(ctx, s.opts.Store)
+	if err != nil {
+		return
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.fullRev, s.chainDeltas = chain.Full.LastRevision, len(chain.Deltas)
+	s.chainRevs = chain.LastRevision() - chain.Full.LastRevision
+	s.mu.Unlock()
+	s.metrics.chain(len(chain.Deltas), chain.LastRevision()-chain.Full.LastRevision)
+}
+
+// result records a Snapshotter result and starts a compaction of the
+// chain when it has grown past the threshold.
+func (s *Sidecar) result(r snapshot.Result) {
+	s.metrics.result(r)
+	s.metrics.pendingEvents.Set(float64(s.snap.Status().PendingEvents))
+	if r.Err != nil {
+		s.log.Warn("sidecar: snapshot failed", "op", r.Op, "reason", r.Reason, "error", r.Err)
+		return
+	}
+	s.mu.Lock()
+	switch r.Op {
+	case snapshot.OpFull:
+		s.fullRev, s.chainDeltas, s.chainRevs = r.Snapshot.LastRevision, 0, 0
+	case snapshot.OpDelta:
+		s.chainDeltas++
+		s.chainRevs = r.Snapshot.LastRevision - s.fullRev
+	}
+	deltas, revs := s.chainDeltas, s.chainRevs
+	compact := s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter && !s.compacting && s.uploading
+	if compact {
+		s.compacting = true
+	}
+	ctx := s.runCtx
+	s.mu.Unlock()
+	s.metrics.chain(deltas, revs)
+	if compact {
+		go func() {
+			_, _ = s.Compact(ctx)
+		}()
+	}
+}
+
+// Compact compacts the latest chain into a new full snapshot, locally.
+func (s *Sidecar) Compact(ctx context.Context) (restore.Compaction, error) {
+	defer func() {
+		s.mu.Lock()
+		s.compacting = false
+		s.mu.Unlock()
+	}()
+	start := time.Now()
+	c, err := restore.Compact(ctx, s.opts.Store, restore.CompactOptions{
+		Source:  restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log},
+		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
+		WorkDir: s.opts.WorkDir,
+	})
+	s.metrics.took("compaction", start)
+	if err != nil {
+		s.metrics.failures.WithLabelValues("compaction").Inc()
+		s.log.Error("sidecar: compaction of the chain failed", "error", err)
+		return c, err
+	}
+	s.log.Info("sidecar: chain compacted", "revision", c.Snapshot.LastRevision, "revisions", c.Revisions, "took", c.Took)
+	s.mu.Lock()
+	if c.Snapshot.LastRevision >= s.fullRev {
+		s.fullRev = c.Snapshot.LastRevision
+		s.chainDeltas, s.chainRevs = 0, 0
+	}
+	s.mu.Unlock()
+	return c, nil
+}
+
+// Defrag defragments the cluster with the sidecar's options, dry run as
+// asked.
+func (s *Sidecar) Defrag(ctx context.Context, dryRun bool) (defrag.Result, error) {
+	o := s.opts.Defrag
+	o.DryRun = o.DryRun || dryRun
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	start := time.Now()
+	r, err := defrag.Run(ctx, s.opts.Client, o)
+	s.metrics.took("defrag", start)
+	return r, err
+}
+
+func (s *Sidecar) defragLoop(ctx context.Context) {
+	for {
+		next := s.defrag.Next(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(next)):
+		}
+		if !s.Uploader() {
+			continue
+		}
+		if r, err := s.Defrag(ctx, false); err != nil {
+			s.log.Error("sidecar: scheduled defragmentation failed", "error", err)
+		} else {
+			s.log.Info("sidecar: scheduled defragmentation", "members", len(r.Members))
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package sidecar_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+const token = "s3cret"
+
+// running is a sidecar serving its API on loopback.
+type running struct {
+	sc     *sidecar.Sidecar
+	srv    *httptest.Server
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *running) stop() {
+	r.cancel()
+	<-r.done
+	r.srv.Close()
+}
+
+type setup struct {
+	st        store.Store
+	tokenFile string
+	root      string
+	peers     map[string]string
+}
+
+func newSetup(t *testing.T) *setup {
+	t.Helper()
+	st, err := store.Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &setup{st: st, tokenFile: tf, root: t.TempDir(), peers: map[string]string{}}
+}
+
+// start runs a sidecar beside member m, deltas every 200 ms.
+func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *running {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
+	sc, err := sidecar.New(sidecar.Options{
+		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
+		Snapshots: snapshot.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers, TokenFile: s.tokenFile,
+		Follow: memberFollow,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = sc.Handler()
+	srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{sc: sc, srv: srv, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		_ = sc.Run(ctx)
+	}()
+	t.Cleanup(r.stop)
+	return r
+}
+
+// call makes an API call and decodes a JSON answer into out.
+func call(t *testing.T, method, url, tok, body string, out any) (int, http.Header) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, url, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func put(t *testing.T, cli *clientv3.Client, n int, prefix string) {
+	t.Helper()
+	for i := range n {
+		if _, err := cli.Put(context.Background(), prefix+string(rune('a'+i%26))+strings.Repeat("x", i%5), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
