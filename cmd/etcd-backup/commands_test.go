@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// storeUnderTest is a store URL and the environment that reaches it.
+type storeUnderTest struct {
+	url string
+	env []string
+}
+
+// forEachStore runs f against the file store and the S3 emulator.
+func forEachStore(t *testing.T, f func(*testing.T, storeUnderTest)) {
+	t.Run("file", func(t *testing.T) { f(t, storeUnderTest{url: "file://" + t.TempDir()}) })
+	t.Run("s3", func(t *testing.T) {
+		srv := emulator.Require(t, emulator.S3)
+		cli := awss3.New(awss3.Options{
+			Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+			Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
+		})
+		if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("backups")}); err != nil {
+			t.Fatal(err)
+		}
+		f(t, storeUnderTest{
+			url: "s3://backups/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1",
+			env: []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+				"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")},
+		})
+	})
+}
+
+type listed struct {
+	Chains []struct {
+		Full struct {
+			Key          string
+			LastRevision int64 `json:"last_revision"`
+		}
+		Deltas       []struct{ Key string }
+		LastRevision int64 `json:"last_revision"`
+		Problem      string
+	}
+}
+
+func list(t *testing.T, s storeUnderTest) listed {
+	t.Helper()
+	var l listed
+	if err := json.Unmarshal([]byte(ok(t, s.env, "list", "--store", s.url, "-o", "json")), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Every operator command, end to end, against a real member.
+func TestOperatorCommands(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s storeUnderTest) {
+		ctx := context.Background()
+		c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+		cli := c.Client(t)
+		eps := strings.Join(c.Endpoints(), ",")
+		work := etcdtest.Workload{Ops: 300, Prefix: "/ops/", Seed: 7, TxnPercent: 10, DeletePercent: 10}
+		if _, err := work.Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		base := []string{"--store", s.url, "--endpoints", eps, "--compression", "zstd"}
+
+		// A full snapshot, more writes, a delta: one chain.
+		out := ok(t, s.env, append([]string{"snapshot"}, base...)...)
+		if !strings.Contains(out, "Full-") {
+			t.Fatalf("snapshot printed %q", out)
+		}
+		work.Seed, work.Prefix = 8, "/ops2/"
+		if _, err := work.Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		if out := ok(t, s.env, append([]string{"snapshot", "--delta"}, base...)...); !strings.Contains(out, "Incr-") {
+			t.Fatalf("snapshot --delta printed %q", out)
+		}
+		l := list(t, s)
+		if len(l.Chains) != 1 || len(l.Chains[0].Deltas) != 1 || l.Chains[0].Problem != "" {
+			t.Fatalf("list: %+v", l)
+		}
+		chainRev := l.Chains[0].LastRevision
+		if table := ok(t, s.env, "list", "--store", s.url); !strings.Contains(table, "CHAIN") || !strings.Contains(table, "zstd") {
+			t.Fatalf("list table:\n%s", table)
+		}
+
+		// verify: the chain, then against the live cluster, which has
+		// moved on since: compared at the chain's revision.
+		if _, err := cli.Put(ctx, "/after", "x"); err != nil {
+			t.Fatal(err)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(ok(t, s.env, "verify", "--store", s.url, "--against", eps, "-o", "json")), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v["live"] != "equal" || int64(v["revision"].(float64)) != chainRev {
+			t.Fatalf("verify: %v", v)
+		}
+		// Against another cluster at a later revision: exit 3.
+		other := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+		ocli := other.Client(t)
+		for i := int64(0); i < chainRev+5; i++ {
+			if _, err := ocli.Put(ctx, fmt.Sprintf("/other/%d", i), "y"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := etcdBackup(t, s.env, "verify", "--store", s.url, "--against", strings.Join(other.Endpoints(), ",")); r.code != exitMismatch {
+			t.Fatalf("verify against another cluster: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+
+		// restore into a data dir, then serve it: the keyspace at the chain's revision.
+		dir := filepath.Join(t.TempDir(), "restored")
+		ok(t, s.env, "restore", "--store", s.url, "--data-dir", dir, "--name", "r0", "--peer-urls", "http://127.0.0.1:2390")
+		rep, err := validate.DataDir(ctx, dir, validate.Options{Mode: validate.Full})
+		if err != nil || rep.Verdict != validate.Valid || rep.Revision != chainRev {
+			t.Fatalf("restored: %+v %v", rep, err)
+		}
+		peer, _, err := etcdtest.FreeURLs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _, err := etcdtest.ReadAll(ctx, cli, "/", chainRev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// --time before the chain existed finds no chain.
+		if r := etcdBackup(t, s.env, "restore", "--store", s.url, "--data-dir", filepath.Join(t.TempDir(), "x"), "--time", "2000-01-01T00:00:00Z"); r.code != exitFailed {
+			t.Fatalf("restore as of 2000: exit %d %s", r.code, r.stderr)
+		}
+		if r := etcdBackup(t, s.env, "restore", "--store", s.url, "--data-dir", "/x", "--time", "yesterday"); r.code != exitUsage {
+			t.Fatalf("restore with a bad time: exit %d %s", r.code, r.stderr)
+		}
+
+		// compact: a second chain starting where the first ends; gc keeps it.
+		ok(t, s.env, append([]string{"compact", "--work-dir", t.TempDir()}, base...)...)
+		if l := list(t, s); len(l.Chains) != 2 || l.Chains[1].Full.LastRevision != chainRev {
+			t.Fatalf("after compact: %+v", l)
+		}
+		gc := []string{"gc", "--store", s.url, "--retention-policy", "limit-based", "--max-fulls", "1", "-o", "json"}
+		var dry struct{ Snapshots []struct{ Key string } }
+		if err := json.Unmarshal([]byte(ok(t, s.env, append(gc, "--dry-run")...)), &dry); err != nil || len(dry.Snapshots) != 2 {
+			t.Fatalf("gc --dry-run: %+v %v", dry, err)
+		}
+		if l := list(t, s); len(l.Chains) != 2 {
+			t.Fatalf("the dry run deleted: %+v", l)
+		}
+		ok(t, s.env, gc...)
+		if l := list(t, s); len(l.Chains) != 1 || l.Chains[0].Full.LastRevision != chainRev {
+			t.Fatalf("after gc: %+v", l)
+		}
+
+		// The compacted chain restores the same keyspace.
+		dir2 := filepath.Join(t.TempDir(), "from-compacted")
+		ok(t, s.env, "restore", "--store", s.url, "--data-dir", dir2, "--name", "r1", "--peer-urls", peer.String())
+		r := etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, "r1", dir2, peer)
+		got, _, err := etcdtest.ReadAll(ctx, r.Client(t), "/", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("restored from the compacted chain: %d keys, the cluster had %d at %d", len(got), len(want), chainRev)
+		}
+
+		// defrag, dry run and real.
+		if out := ok(t, s.env, "defrag", "--endpoints", eps, "--dry-run", "--defrag-pause", "0s"); !strings.Contains(out, "would defragment") {
+			t.Fatalf("defrag --dry-run:\n%s", out)
+		}
+		ok(t, s.env, "defrag", "--endpoints", eps, "--defrag-pause", "0s")
+	})
+}
+
+// Flags come from the command line, the environment and a YAML file, in
+// that order; a wrong key or value is a usage error.
+func TestConfiguration(t *testing.T) {
+	st := "file://" + t.TempDir()
+	if out := ok(t, []string{"ETCDKIT_STORE=" + st}, "list"); !strings.Contains(out, "CHAIN") {
+		t.Fatalf("list with the store from the environment:\n%s", out)
+	}
+	cfg := filepath.Join(t.TempDir(), "etcd-backup.yaml")
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(cfg, []byte("store: "+st+"\noutput: json\n"), 0o600))
+	if out := ok(t, nil, "list", "--config", cfg); !strings.Contains(out, `"chains"`) {
+		t.Fatalf("list with the config file:\n%s", out)
+	}
+	// The command line wins over the file.
+	if out := ok(t, nil, "list", "--config", cfg, "-o", "table"); !strings.Contains(out, "CHAIN") {
+		t.Fatalf("list -o table over the file:\n%s", out)
+	}
+	must(os.WriteFile(cfg, []byte("store: "+st+"\nstorage: x\n"), 0o600))
+	if r := etcdBackup(t, nil, "list", "--config", cfg); r.code != exitUsage || !strings.Contains(r.stderr, `"storage"`) {
+		t.Fatalf("unknown config key: exit %d %s", r.code, r.stderr)
+	}
+	if r := etcdBackup(t, []string{"ETCDKIT_COMPRESSION=lz4"}, "snapshot", "--store", st); r.code != exitUsage {
+		t.Fatalf("bad compression from the environment: exit %d %s", r.code, r.stderr)
+	}
+	if r := etcdBackup(t, nil, "list"); r.code != exitUsage || !strings.Contains(r.stderr, "--store") {
+		t.Fatalf("no store: exit %d %s", r.code, r.stderr)
+	}
+}

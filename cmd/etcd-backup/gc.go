@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+// retention is the retention flags serve and gc share.
+type retention struct {
+	policy string
+	r      snapshot.Retention
+}
+
+func (r *retention) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&r.policy, "retention-policy", "exponential", "exponential or limit-based")
+	f.IntVar(&r.r.MaxFulls, "max-fulls", 7, "full snapshots limit-based retention keeps")
+	f.DurationVar(&r.r.DeltaRetention, "delta-retention", 0, "how long the deltas of superseded chains are kept (0: as long as their full)")
+}
+
+func (r *retention) retention() (snapshot.Retention, error) {
+	switch strings.ToLower(r.policy) {
+	case "exponential":
+		r.r.Policy = snapshot.Exponential
+	case "limit-based", "limitbased":
+		r.r.Policy = snapshot.LimitBased
+	default:
+		return r.r, usageError{fmt.Errorf("--retention-policy %q: exponential or limit-based", r.policy)}
+	}
+	if err := r.r.Check(); err != nil {
+		return r.r, usageError{err}
+	}
+	return r.r, nil
+}
+
+func gcCmd(g *globals) *cobra.Command {
+	var (
+		ret    retention
+		dryRun bool
+	)
+	cmd := &cobra.Command{
+		Use:   "gc [--dry-run]",
+		Short: "Delete the backups the retention policy expires; the newest chain is always kept",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			r, err := ret.retention()
+			if err != nil {
+				return err
+			}
+			deleted, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
+			views := make([]sidecar.SnapshotView, 0, len(deleted))
+			for _, s := range deleted {
+				views = append(views, sidecar.ViewOf(s))
+			}
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			if perr := g.print(map[string]any{"dry_run": dryRun, "snapshots": views}, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%d snapshots %s\n", len(views), verb)
+				for _, v := range views {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", verb, v.Key, age(time.Since(v.Created)))
+				}
+			}); perr != nil {
+				return perr
+			}
+			return err
+		},
+	}
+	ret.flags(cmd)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
+	return cmd
+}

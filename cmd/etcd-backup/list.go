@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+func listCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the backups as chains: each full snapshot with its deltas",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			cat, err := snapshot.List(ctx, st)
+			if err != nil {
+				return err
+			}
+			type chainOut struct {
+				sidecar.ChainView
+				Problem string `json:"problem,omitempty"`
+			}
+			chains := []chainOut{}
+			for _, c := range cat.Chains() {
+				out := chainOut{ChainView: sidecar.ChainViewOf(c)}
+				if _, err := c.Check(); err != nil {
+					out.Problem = err.Error()
+				}
+				chains = append(chains, out)
+			}
+			now := time.Now()
+			return g.print(map[string]any{"chains": chains}, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "CHAIN\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
+				for i, c := range chains {
+					row := func(v sidecar.SnapshotView) {
+						fmt.Fprintf(w, "%d\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", i+1, v.Kind, v.StartRevision, v.LastRevision,
+							size(v.Size), age(now.Sub(v.Created)), codecOf(v), v.Key)
+					}
+					row(c.Full)
+					for _, d := range c.Deltas {
+						row(d)
+					}
+					if c.Problem != "" {
+						fmt.Fprintf(w, "%d\t!\t%s\n", i+1, c.Problem)
+					}
+				}
+			})
+		},
+	}
+}
+
+func codecOf(v sidecar.SnapshotView) string {
+	c := v.Compression
+	if c == "" {
+		c = "none"
+	}
+	if v.Encrypted {
+		c += "+age"
+	}
+	return c
+}
+
+// age is a duration for people.
+func age(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	case d >= time.Minute:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%ds", int(d.Seconds()))
+}

@@ -1,0 +1,172 @@
+// Command etcd-backup is etcdkit's reference backup sidecar (serve) and
+// the operator's tool for the backups of one etcd cluster. It only wires
+// flags to etcdkit's packages.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/internal/cli"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	_ "github.com/etcdkit/etcdkit/store/azure"
+	_ "github.com/etcdkit/etcdkit/store/gcs"
+	_ "github.com/etcdkit/etcdkit/store/s3"
+)
+
+// Exit codes, as --help lists them.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	exitMismatch = 3
+)
+
+// errMismatch is a verification that ran and found the backup wrong.
+var errMismatch = errors.New("verification failed")
+
+// globals are the flags every command shares.
+type globals struct {
+	config    string
+	storeURL  string
+	endpoints []string
+	logFormat string
+	logLevel  string
+	output    string
+	codec     cli.Codec
+	log       *slog.Logger
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "etcd-backup",
+		Short: "Back up, restore and look after one etcd cluster",
+		Long: `etcd-backup keeps an etcd cluster's backups on an object store, in etcd-backup-restore's layout.
+
+"serve" runs the backup sidecar beside one member; the other commands are for operators.
+Every flag can also come from the environment (ETCDKIT_<FLAG>, upper case, dashes as
+underscores) or from a YAML file given with --config (keys are flag names).
+
+Exit codes:
+  0  success
+  1  the command failed
+  2  the command line is wrong
+  3  verify found the backup and the cluster differ`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.Bind(cmd); err != nil {
+				return usageError{err}
+			}
+			var err error
+			if g.log, err = cli.Logger(os.Stderr, g.logFormat, g.logLevel); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
+	pf.StringVar(&g.storeURL, "store", "", "where the backups are: file:///path, s3://bucket/prefix, gs://…, azblob://…")
+	pf.StringSliceVar(&g.endpoints, "endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs")
+	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
+	g.codec.Flags(pf)
+	root.AddCommand(serveCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g))
+	root.SetArgs(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := root.ExecuteContext(ctx)
+	var usage usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &usage) || isFlagError(err):
+		fmt.Fprintf(os.Stderr, "etcd-backup: %v (see --help)\n", err)
+		return exitUsage
+	case errors.Is(err, errMismatch):
+		fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
+		return exitMismatch
+	}
+	fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
+	return exitFailed
+}
+
+// usageError is a command line that cannot run.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// isFlagError recognizes cobra's errors about flags and arguments.
+func isFlagError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "unknown command", "accepts ", "requires at least", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// openStore opens --store.
+func (g *globals) openStore(ctx context.Context) (store.Store, error) {
+	if g.storeURL == "" {
+		return nil, usageError{errors.New("--store is required")}
+	}
+	return store.Open(ctx, g.storeURL)
+}
+
+// snapshotCodec builds the codec from the flags.
+func (g *globals) snapshotCodec() (snapshot.Codec, error) {
+	c, err := g.codec.Codec()
+	if err != nil {
+		return c, usageError{err}
+	}
+	return c, nil
+}
+
+// client dials --endpoints.
+func (g *globals) client() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: g.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", g.endpoints, err)
+	}
+	return cli, nil
+}
+
+// print writes v as JSON with --output json, or calls table otherwise.
+func (g *globals) print(v any, table func(w *tabwriter.Writer)) error {
+	switch g.output {
+	case "json":
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "table", "":
+		w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+		table(w)
+		return w.Flush()
+	}
+	return usageError{fmt.Errorf("--output %q: table or json", g.output)}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/sidecar"
+)
+
+func serveCmd(g *globals) *cobra.Command {
+	var (
+		o                        sidecar.Options
+		ret                      retention
+		memberEndpoint, listen   string
+		tlsCert, tlsKey, tlsCA   string
+		memoryLimit              int64
+		fullSchedule             string
+		deltaPeriod, gcPeriod    time.Duration
+		followInterval, shutdown time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the backup sidecar beside one etcd member",
+		Long: `serve follows its etcd member. While the member leads, this sidecar uploads: full
+snapshots on a schedule, deltas in between, retention, scheduled defragmentation and
+compaction of the chain. It promotes its member when it is a learner, and serves the
+HTTP API (health, readiness, metrics, snapshots, restore, defrag, compact). On SIGTERM
+it uploads the pending delta and exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			if o.Snapshots.Codec, err = g.snapshotCodec(); err != nil {
+				return err
+			}
+			if o.Snapshots.Retention, err = ret.retention(); err != nil {
+				return err
+			}
+			cli, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = cli.Close() }()
+			if memberEndpoint == "" {
+				memberEndpoint = g.endpoints[0]
+			}
+			o.Client, o.Endpoint, o.Store, o.Logger = cli, memberEndpoint, st, g.log
+			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, deltaPeriod, memoryLimit
+			o.Snapshots.RetentionPeriod = gcPeriod
+			o.Follow = member.FollowOptions{Interval: followInterval}
+			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second}
+			if tlsCert != "" || tlsKey != "" {
+				if srv.TLSConfig, err = serverTLS(tlsCert, tlsKey, tlsCA); err != nil {
+					return usageError{err}
+				}
+				o.ClientCertAuth = tlsCA != ""
+			} else if tlsCA != "" {
+				return usageError{errors.New("--client-ca needs --tls-cert and --tls-key")}
+			}
+			sc, err := sidecar.New(o)
+			if err != nil {
+				return usageError{err}
+			}
+			srv.Handler = sc.Handler()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("listen %s: %w", listen, err)
+			}
+			served := make(chan error, 1)
+			go func() {
+				if srv.TLSConfig != nil {
+					served <- srv.ServeTLS(ln, "", "")
+				} else {
+					served <- srv.Serve(ln)
+				}
+			}()
+			g.log.Info("etcd-backup: serving", "listen", ln.Addr().String(), "member", memberEndpoint, "store", g.storeURL)
+			runErr := sc.Run(ctx)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			g.log.Info("etcd-backup: stopped")
+			return runErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&memberEndpoint, "member-endpoint", "", "client URL of this sidecar's own member (default: the first of --endpoints)")
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate")
+	f.StringVar(&tlsKey, "tls-key", "", "and this key")
+	f.StringVar(&tlsCA, "client-ca", "", "accept API clients with a certificate from this CA (mTLS) instead of the token")
+	f.StringVar(&o.TokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
+	f.StringVar(&fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
+	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta")
+	f.Int64Var(&memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")
+	f.DurationVar(&gcPeriod, "gc-period", time.Minute, "how often retention runs")
+	ret.flags(cmd)
+	f.StringVar(&o.DefragSchedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
+	defragFlags(cmd, &o.Defrag)
+	f.Int64Var(&o.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
+	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
+	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
+	f.StringToStringVar(&o.Peers, "peers", nil, "other members' sidecars, name=URL, where mutating calls are forwarded")
+	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
+	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
+	return cmd
+}
+
+// serverTLS loads the server's certificate and, with a CA, asks clients
+// for theirs: the API then takes a verified certificate instead of the
+// token, while probes without one still reach health and metrics.
+func serverTLS(cert, key, ca string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--client-ca %s: no PEM certificate in it", ca)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return cfg, nil
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+func snapshotCmd(g *globals) *cobra.Command {
+	var delta bool
+	cmd := &cobra.Command{
+		Use:   "snapshot [--delta]",
+		Short: "Take a full snapshot now, or with --delta the events since the latest chain's end",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			st, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			codec, err := g.snapshotCodec()
+			if err != nil {
+				return err
+			}
+			cli, err := g.client()
+			if err != nil {
+				return err
+			}
+			defer func() { _ = cli.Close() }()
+			var taken []snapshot.Snapshot
+			if !delta {
+				s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), Logger: g.log})
+				if err != nil {
+					return err
+				}
+				taken = append(taken, s)
+			} else {
+				cat, err := snapshot.List(ctx, st)
+				if err != nil {
+					return err
+				}
+				chain, err := cat.Latest()
+				if errors.Is(err, snapshot.ErrNoFull) {
+					return fmt.Errorf("%w: take a full snapshot first (etcd-backup snapshot)", err)
+				}
+				if err != nil {
+					return err
+				}
+				if chain, err = chain.Check(); err != nil {
+					return fmt.Errorf("the latest chain: %w; take a full snapshot to start a new one", err)
+				}
+				taken, err = snapshot.Delta(ctx, cli, st, chain.LastRevision(), snapshot.DeltaOptions{Codec: codec, Logger: g.log})
+				if err != nil {
+					return err
+				}
+			}
+			views := make([]sidecar.SnapshotView, 0, len(taken))
+			for _, s := range taken {
+				views = append(views, sidecar.ViewOf(s))
+			}
+			return g.print(views, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "KEY\tREVISIONS\tSIZE")
+				for _, v := range views {
+					fmt.Fprintf(w, "%s\t%d-%d\t%s\n", v.Key, v.StartRevision, v.LastRevision, size(v.Size))
+				}
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&delta, "delta", false, "write a delta of the events since the latest chain's end instead")
+	return cmd
+}
+
+// size is bytes for people.
+func size(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
