@@ -223,7 +223,14 @@ func (s *Sidecar) startUploading(ctx context.Context) {
 	s.loadChain(uctx)
 	go func() {
 		defer close(done)
-		if err := s.snap.Run(uctx); err != nil && !errors.Is(err, context.Canceled) {
+		err := s.snap.Run(uctx)
+		switch {
+		case err == nil, errors.Is(err, context.Canceled):
+		case errors.Is(err, ErrNotUploader):
+			// Leadership moved while the last delta was being written:
+			// the new uploader resumes from the store.
+			s.log.Info("sidecar: snapshotter stopped; the member no longer leads", "error", err)
+		default:
 			s.log.Error("sidecar: snapshotter stopped", "error", err)
 		}
 	}()
