@@ -122,7 +122,7 @@ func TestClientCertificates(t *testing.T) {
 
 	get := func(certs []tls.Certificate, token string) int {
 		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}}
-		req, _ := http.NewRequest("GET", srv.URL+"/v1/snapshots", nil)
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/snapshots", nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
