@@ -17,13 +17,14 @@ type metrics struct {
 	failures         *prometheus.CounterVec
 	chainDeltas      prometheus.Gauge
 	chainRevisions   prometheus.Gauge
-	pendingEvents    prometheus.Gauge
 	durations        *prometheus.HistogramVec
 	memberOps        *prometheus.CounterVec
 	uploader         prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the metrics; pending reads the events captured and
+// not yet uploaded at each scrape.
+func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 	m := &metrics{
 		snapshotDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "etcdkit_snapshot_duration_seconds", Help: "Time to take and upload a snapshot, by kind (full, delta).",
@@ -47,9 +48,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		chainRevisions: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_chain_revisions", Help: "Revisions the latest chain's deltas cover past its full snapshot.",
 		}),
-		pendingEvents: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
-		}),
 		durations: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "etcdkit_operation_duration_seconds", Help: "Duration of restores, validations, defragmentations and chain compactions, by operation.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 14),
@@ -62,7 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,
-		m.chainDeltas, m.chainRevisions, m.pendingEvents, m.durations, m.memberOps, m.uploader)
+		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
+		}, pending))
 	// Every label a dashboard expects exists from the start, at zero.
 	for _, k := range []string{"full", "delta"} {
 		m.failures.WithLabelValues(k)

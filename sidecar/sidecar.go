@@ -115,7 +115,6 @@ func New(o Options) (*Sidecar, error) {
 		o.Registry = prometheus.NewRegistry()
 	}
 	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
-	s.metrics = newMetrics(o.Registry)
 	if o.TokenFile != "" {
 		s.auth = &tokenFile{path: o.TokenFile}
 		if _, err := s.auth.token(); err != nil {
@@ -154,6 +153,7 @@ func New(o Options) (*Sidecar, error) {
 	if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
 		return nil, fmt.Errorf("sidecar: %w", err)
 	}
+	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.snap.Status().PendingEvents) })
 	return s, nil
 }
 
@@ -306,7 +306,6 @@ func (s *Sidecar) loadChain(ctx context.Context) {
 // chain when it has grown past the threshold.
 func (s *Sidecar) result(r snapshot.Result) {
 	s.metrics.result(r)
-	s.metrics.pendingEvents.Set(float64(s.snap.Status().PendingEvents))
 	if r.Err != nil {
 		s.log.Warn("sidecar: snapshot failed", "op", r.Op, "reason", r.Reason, "error", r.Err)
 		return
