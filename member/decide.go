@@ -32,6 +32,11 @@ type Config struct {
 	// (each member's, or one service's). None: the cluster is not asked,
 	// and a multi-member cluster is taken as not running.
 	Endpoints []string
+	// Backups: the store holds a chain to restore from. An empty cluster
+	// with backups is restored by its first member (the first of the
+	// initial cluster), which the others then join, rather than
+	// bootstrapped empty.
+	Backups bool
 }
 
 // Action is what a member must do before etcd starts.
@@ -71,6 +76,9 @@ type Plan struct {
 	// Learner: the member starts (or runs) as a learner and is to be
 	// promoted with PromoteWhenReady.
 	Learner bool
+	// Retry: refused for now; decide again in a moment (another member is
+	// restoring the cluster this one will join).
+	Retry bool
 }
 
 // DecideOptions configures Decide. The zero value asks each endpoint
@@ -157,6 +165,11 @@ func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
 			return c.plan(cfg, JoinAsLearner, nil, "the data dir is empty and a cluster runs without this member: scale up")
 		case state == "existing":
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
+		case cfg.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
+			return Plan{Action: Restore, Reason: "no member answers and the store holds backups: this member, the first of the initial cluster, restores them alone and the others join it",
+				InitialCluster: initialCluster(nil, cfg), ClusterState: "new"}
+		case cfg.Backups:
+			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("no member answers and the store holds backups: waiting for %s, the first of the initial cluster, to restore them", firstMember(cfg.InitialCluster))}
 		}
 		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.InitialCluster, ClusterState: "new"}
 	case validate.Corrupt, validate.Behind:
@@ -221,6 +234,12 @@ func initialCluster(members []*pb.Member, cfg Config) string {
 	return strings.Join(parts, ",")
 }
 
+// firstMember is the first name of --initial-cluster, as written.
+func firstMember(s string) string {
+	name, _, _ := strings.Cut(strings.TrimSpace(s), "=")
+	return name
+}
+
 // parseCluster splits --initial-cluster into its names.
 func parseCluster(s string) map[string][]string {
 	out := map[string][]string{}
@@ -271,4 +290,9 @@ func dial(ctx context.Context, endpoints []string, timeout time.Duration) (*clie
 		Context:     ctx,
 		Logger:      zap.NewNop(),
 	})
+}
+
+// Dial returns a quiet client of the endpoints, for the membership calls.
+func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
+	return dial(ctx, endpoints, 5*time.Second)
 }

@@ -25,6 +25,9 @@ func TestDecideTable(t *testing.T) {
 	noQuorum := cluster{answered: []string{"http://b:2379"}, listErr: errors.New("context deadline exceeded")}
 	existing := self
 	existing.ClusterState = "existing"
+	second := self
+	second.Name, second.PeerURLs = "b", []string{"http://b:2380"}
+	withBackups := func(c Config) Config { c.Backups = true; return c }
 
 	for _, tc := range []struct {
 		name    string
@@ -42,6 +45,8 @@ func TestDecideTable(t *testing.T) {
 		{"empty, not listed", self, validate.Empty, running(others), JoinAsLearner, 0},
 		{"empty, no quorum", self, validate.Empty, noQuorum, Refuse, 0},
 		{"empty, nobody answers", self, validate.Empty, cluster{}, Bootstrap, 0},
+		{"empty, nobody answers, backups, first member", withBackups(self), validate.Empty, cluster{}, Restore, 0},
+		{"empty, nobody answers, backups, another member", withBackups(second), validate.Empty, cluster{}, Refuse, 0},
 		{"empty, to join but nobody answers", existing, validate.Empty, cluster{}, Refuse, 0},
 		{"corrupt, cluster runs", self, validate.Corrupt, running(listed), Rejoin, 1},
 		{"corrupt, no quorum", self, validate.Corrupt, noQuorum, Refuse, 0},
@@ -55,6 +60,12 @@ func TestDecideTable(t *testing.T) {
 			p := decide(tc.cfg, tc.verdict, tc.c)
 			if p.Action != tc.want || p.ID != tc.id {
 				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
+			}
+			if tc.name == "empty, nobody answers, backups, another member" && !p.Retry {
+				t.Fatalf("a member waiting for the first one to restore must retry: %+v", p)
+			}
+			if p.Action == Restore && tc.cfg.Backups && p.InitialCluster != "a=http://a:2380" {
+				t.Fatalf("the restoring member starts alone: %q", p.InitialCluster)
 			}
 			if (p.Action == Rejoin || p.Action == JoinAsLearner) && (p.ClusterState != "existing" || !p.Learner) {
 				t.Fatalf("a join must start as a learner of the existing cluster: %+v", p)

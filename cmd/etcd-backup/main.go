@@ -74,7 +74,7 @@ Exit codes:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cli.Bind(cmd); err != nil {
+			if err := cli.Bind(cmd, "config"); err != nil {
 				return usageError{err}
 			}
 			var err error

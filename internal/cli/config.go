@@ -12,11 +12,11 @@ import (
 
 // Bind fills every flag of cmd the command line left unset from, in this
 // order, the environment variable ETCDKIT_<FLAG> (upper case, dashes as
-// underscores) and the YAML file named by the --config flag (keys are flag
+// underscores) and the YAML file named by the flag fileFlag (keys are flag
 // names). It is cobra's PersistentPreRunE of the binaries.
-func Bind(cmd *cobra.Command) error {
+func Bind(cmd *cobra.Command, fileFlag string) error {
 	file := map[string]any{}
-	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+	if f := cmd.Flags().Lookup(fileFlag); f != nil && f.Value.String() != "" {
 		b, err := os.ReadFile(f.Value.String())
 		if err != nil {
 			return fmt.Errorf("config: %w", err)

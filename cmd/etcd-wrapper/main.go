@@ -1,0 +1,144 @@
+// Command etcd-wrapper is etcdkit's reference etcd wrapper: it prepares a
+// member's data dir, starts etcd embedded and serves its probes. It only
+// wires flags to package wrapper.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/internal/cli"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/store"
+	_ "github.com/etcdkit/etcdkit/store/azure"
+	_ "github.com/etcdkit/etcdkit/store/gcs"
+	_ "github.com/etcdkit/etcdkit/store/s3"
+	"github.com/etcdkit/etcdkit/wrapper"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+// usageError is a command line or configuration that cannot run.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+func run(args []string) int {
+	var (
+		o                                       wrapper.Options
+		codec                                   cli.Codec
+		etcdConfig, flagsFile, storeURL, init   string
+		sidecarURL, sidecarTokenFile, onCorrupt string
+		logFormat, logLevel                     string
+	)
+	cmd := &cobra.Command{
+		Use:   "etcd-wrapper --config etcd.yaml",
+		Short: "Prepare an etcd member's data dir, start etcd and serve its probes",
+		Long: `etcd-wrapper starts one etcd member. It reads etcd's own YAML configuration file, strictly:
+a key etcd 3.7 does not read is an error naming its replacement. Before etcd starts it
+validates the data dir (a quick check after a clean stop, a full one after a crash) and
+acts on the verdict: restore a lone member from --store, rejoin a multi-member cluster as
+a learner, bootstrap or join as the live cluster says. With --init=sidecar it asks the
+sidecar's API to do the validation and restore. It serves /livez, /readyz and /healthz
+on --listen. On SIGTERM it stops etcd, leaves a clean-shutdown marker and exits 0; if
+etcd stops by itself it exits 1.
+
+Every flag can also come from ETCDKIT_<FLAG> or a YAML file given with --flags-file.
+
+Exit codes:
+  0  stopped by SIGTERM or SIGINT
+  1  etcd failed, or the member must not start (the log says why)
+  2  the command line or etcd's configuration is wrong`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.Bind(cmd, "flags-file"); err != nil {
+				return usageError{err}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			log, err := cli.Logger(os.Stderr, logFormat, logLevel)
+			if err != nil {
+				return usageError{err}
+			}
+			o.Logger = log
+			if etcdConfig == "" {
+				return usageError{errors.New("--config (etcd's configuration file) is required")}
+			}
+			if o.Config, err = wrapper.LoadConfig(etcdConfig); err != nil {
+				return usageError{err}
+			}
+			if o.Codec, err = codec.Codec(); err != nil {
+				return usageError{err}
+			}
+			if storeURL != "" {
+				if o.Store, err = store.Open(ctx, storeURL); err != nil {
+					return err
+				}
+			}
+			o.Init = wrapper.Init(init)
+			switch onCorrupt {
+			case "refuse":
+			case "wipe":
+				o.WipeOnCorrupt = true
+			default:
+				return usageError{fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt)}
+			}
+			if sidecarURL != "" {
+				o.Sidecar = &sidecar.Client{URL: sidecarURL}
+				if sidecarTokenFile != "" {
+					b, err := os.ReadFile(sidecarTokenFile)
+					if err != nil {
+						return usageError{fmt.Errorf("--sidecar-token-file: %w", err)}
+					}
+					o.Sidecar.Token = strings.TrimSpace(string(b))
+				}
+			}
+			return wrapper.Run(ctx, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&etcdConfig, "config", "", "etcd's YAML configuration file")
+	f.StringVar(&flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
+	f.StringVar(&init, "init", "self", "who prepares the data dir: self or sidecar")
+	f.StringVar(&storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
+	codec.Flags(f)
+	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
+	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's API, for --init=sidecar")
+	f.StringVar(&sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
+	f.DurationVar(&o.SidecarTimeout, "sidecar-timeout", 5*time.Minute, "how long the sidecar is waited for")
+	f.StringVar(&onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
+	f.DurationVar(&o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
+	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.SetArgs(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := cmd.ExecuteContext(ctx)
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		// Stopped by a signal, even before etcd started.
+		return 0
+	case errors.As(err, &usage), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "invalid argument"):
+		fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
+	return 1
+}

@@ -1,0 +1,137 @@
+package wrapper
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/embed"
+	"sigs.k8s.io/yaml"
+)
+
+// removed are keys of etcd's configuration file that etcd 3.7 no longer
+// reads, and silently ignores: a member configured with them runs without
+// what the operator asked for. Each names its replacement.
+var removed = map[string]string{
+	"experimental-initial-corrupt-check":               "feature-gates: InitialCorruptCheck=true",
+	"experimental-compact-hash-check-enabled":          "feature-gates: CompactHashCheck=true",
+	"experimental-enable-lease-checkpoint":             "feature-gates: LeaseCheckpoint=true",
+	"experimental-enable-lease-checkpoint-persist":     "feature-gates: LeaseCheckpointPersist=true",
+	"experimental-txn-mode-write-with-shared-buffer":   "feature-gates: TxnModeWriteWithSharedBuffer=true",
+	"experimental-stop-grpc-service-on-defrag":         "feature-gates: StopGRPCServiceOnDefrag=true",
+	"experimental-set-member-localaddr":                "feature-gates: SetMemberLocalAddr=true",
+	"experimental-corrupt-check-time":                  "corrupt-check-time",
+	"experimental-compact-hash-check-time":             "compact-hash-check-time",
+	"experimental-compaction-batch-limit":              "compaction-batch-limit",
+	"experimental-compaction-sleep-interval":           "compaction-sleep-interval",
+	"experimental-watch-progress-notify-interval":      "watch-progress-notify-interval",
+	"experimental-warning-apply-duration":              "warning-apply-duration",
+	"experimental-warning-unary-request-duration":      "warning-unary-request-duration",
+	"experimental-bootstrap-defrag-threshold-megabytes": "bootstrap-defrag-threshold-megabytes",
+	"experimental-memory-mlock":                        "memory-mlock",
+	"experimental-snapshot-catchup-entries":            "snapshot-catchup-entries",
+	"experimental-downgrade-check-time":                "downgrade-check-time",
+	"experimental-max-learners":                        "max-learners",
+	"experimental-enable-distributed-tracing":          "enable-distributed-tracing",
+	"experimental-distributed-tracing-address":         "distributed-tracing-address",
+	"experimental-distributed-tracing-service-name":    "distributed-tracing-service-name",
+	"experimental-distributed-tracing-instance-id":     "distributed-tracing-instance-id",
+	"experimental-distributed-tracing-sampling-rate":   "distributed-tracing-sampling-rate",
+	"experimental-peer-skip-client-san-verification":   "",
+	"experimental-enable-v2v3":                         "",
+	"enable-v2":                                        "",
+	"experimental-backend-bbolt-freelist-type":         "backend-bbolt-freelist-type",
+}
+
+// urlKeys are the keys etcd parses as URL lists, and exits the process on
+// when one does not parse, instead of returning an error.
+var urlKeys = []string{"listen-peer-urls", "listen-client-urls", "listen-client-http-urls",
+	"initial-advertise-peer-urls", "advertise-client-urls", "listen-metrics-urls"}
+
+// LoadConfig reads etcd's YAML configuration file strictly: a key etcd
+// does not read (unknown, or removed in 3.7) and a URL that does not parse
+// are errors naming the key, and the replacement when there is one.
+func LoadConfig(path string) (*embed.Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("etcd config: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", path, err)
+	}
+	known := knownKeys()
+	var problems []string
+	for _, k := range sortedKeys(raw) {
+		if repl, ok := removed[k]; ok {
+			msg := fmt.Sprintf("%q was removed in etcd 3.7, which ignores it without a word", k)
+			if repl != "" {
+				msg += fmt.Sprintf("; use %q instead", repl)
+			}
+			problems = append(problems, msg)
+			continue
+		}
+		if !known[k] {
+			problems = append(problems, fmt.Sprintf("%q is not a key of etcd's configuration file", k))
+		}
+	}
+	for _, k := range urlKeys {
+		if v, ok := raw[k].(string); ok && v != "" {
+			if _, err := types.NewURLs(strings.Split(v, ",")); err != nil {
+				problems = append(problems, fmt.Sprintf("%s %q: %v", k, v, err))
+			}
+		}
+	}
+	if v, ok := raw["initial-cluster"].(string); ok && v != "" {
+		if _, err := types.NewURLsMap(v); err != nil {
+			problems = append(problems, fmt.Sprintf("initial-cluster %q: %v", v, err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("etcd config %s: %s", path, strings.Join(problems, "; "))
+	}
+	cfg, err := embed.ConfigFromFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", path, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// knownKeys are the keys etcd's configuration file takes: the JSON names
+// of embed.Config's fields and of the file-only options.
+func knownKeys() map[string]bool {
+	keys := map[string]bool{}
+	collect(reflect.TypeFor[embed.Config](), keys)
+	for _, k := range append(slices.Clone(urlKeys), "cors", "host-whitelist", "client-transport-security", "peer-transport-security", "feature-gates") {
+		keys[k] = true
+	}
+	return keys
+}
+
+func collect(t reflect.Type, keys map[string]bool) {
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case tag != "":
+			keys[tag] = true
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			collect(f.Type, keys)
+		}
+	}
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

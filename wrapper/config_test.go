@@ -1,0 +1,73 @@
+package wrapper
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "etcd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodConfig = `name: m0
+data-dir: /var/lib/etcd
+listen-peer-urls: http://127.0.0.1:2380
+initial-advertise-peer-urls: http://127.0.0.1:2380
+listen-client-urls: http://127.0.0.1:2379
+advertise-client-urls: http://127.0.0.1:2379
+initial-cluster: m0=http://127.0.0.1:2380
+initial-cluster-token: tok
+initial-cluster-state: new
+snapshot-count: 10000
+feature-gates: InitialCorruptCheck=true
+client-transport-security:
+  client-cert-auth: false
+`
+
+func TestLoadConfig(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, goodConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "m0" || cfg.Dir != "/var/lib/etcd" || cfg.InitialClusterToken != "tok" || cfg.SnapshotCount != 10000 {
+		t.Fatalf("loaded %+v", cfg)
+	}
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"removed experimental key, a feature gate now", "experimental-initial-corrupt-check: true\n",
+			[]string{"experimental-initial-corrupt-check", "removed in etcd 3.7", "feature-gates: InitialCorruptCheck=true"}},
+		{"removed experimental key, renamed", "experimental-compaction-batch-limit: 500\n",
+			[]string{"experimental-compaction-batch-limit", `"compaction-batch-limit"`}},
+		{"unknown key", "snapshot-cnt: 5\n", []string{`"snapshot-cnt" is not a key`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, goodConfig+tc.extra))
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\ndoes not say %q", err, w)
+				}
+			}
+		})
+	}
+	// etcd exits the process on a URL it cannot parse; here it is an error.
+	bad := strings.Replace(goodConfig, "listen-client-urls: http://127.0.0.1:2379", "listen-client-urls: http://127.0.0.1:notaport", 1)
+	if _, err := LoadConfig(writeConfig(t, bad)); err == nil || !strings.Contains(err.Error(), "listen-client-urls") {
+		t.Fatalf("bad URL: %v", err)
+	}
+	bad = strings.Replace(goodConfig, "initial-cluster: m0=http://127.0.0.1:2380", "initial-cluster: m0", 1)
+	if _, err := LoadConfig(writeConfig(t, bad)); err == nil || !strings.Contains(err.Error(), "initial-cluster") {
+		t.Fatalf("bad initial cluster: %v", err)
+	}
+}

@@ -1,0 +1,86 @@
+package wrapper
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+)
+
+// health serves the member's probes from inside the process.
+type health struct {
+	etcd    *embed.Etcd
+	running atomic.Bool
+}
+
+// serve starts the probes on addr ("" serves none) and returns their stop.
+func (h *health) serve(addr string) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("wrapper: health endpoints on %s: %w", addr, err)
+	}
+	cli := v3client.New(h.etcd.Server)
+	mux := http.NewServeMux()
+	// livez: the process runs etcd; a failing liveness probe restarts it.
+	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		if !h.running.Load() {
+			reply(w, http.StatusServiceUnavailable, map[string]any{"live": false})
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"live": true})
+	})
+	// readyz: the member answers a read from its own state, which a
+	// learner does too, and says whether it is one.
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		h.read(w, r, cli, clientv3.WithSerializable())
+	})
+	// healthz: the cluster answers a linearizable read through this
+	// member: it has a leader and a quorum.
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if h.etcd.Server.IsLearner() {
+			h.read(w, r, cli, clientv3.WithSerializable())
+			return
+		}
+		h.read(w, r, cli)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = cli.Close()
+	}, nil
+}
+
+func (h *health) read(w http.ResponseWriter, r *http.Request, cli *clientv3.Client, opts ...clientv3.OpOption) {
+	learner := h.etcd.Server.IsLearner()
+	if !h.running.Load() {
+		reply(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "error": "etcd is stopping"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	_, err := cli.Get(ctx, "etcdkit-health", opts...)
+	if err != nil {
+		reply(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "learner": learner, "error": err.Error()})
+		return
+	}
+	reply(w, http.StatusOK, map[string]any{"ready": true, "learner": learner})
+}
+
+func reply(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}

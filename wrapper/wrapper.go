@@ -1,0 +1,311 @@
+package wrapper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// CleanShutdownMarker is the file a stopped wrapper leaves in the data
+// dir. Its presence lets the next start trust a sanity check; without it
+// (a crash) the data dir gets the full one.
+const CleanShutdownMarker = "etcdkit-clean-shutdown"
+
+// Init says who prepares the data dir before etcd starts.
+type Init string
+
+const (
+	// InitSelf: the wrapper validates and restores by itself.
+	InitSelf Init = "self"
+	// InitSidecar: the sidecar's API validates and restores; the wrapper
+	// waits for it, then decides membership.
+	InitSidecar Init = "sidecar"
+)
+
+// Options configures Run. Config is required; the zero value of the rest
+// prepares the data dir itself with no store, no sidecar and no peers.
+type Options struct {
+	// Config is etcd's configuration, from LoadConfig.
+	Config *embed.Config
+	// Init: default InitSelf.
+	Init Init
+	// Store holds the backups to restore from; nil: none.
+	Store store.Store
+	// Codec reads encrypted backups.
+	Codec snapshot.Codec
+	// Endpoints reach the other members' client URLs, to ask the cluster
+	// before joining it.
+	Endpoints []string
+	// Sidecar is the API InitSidecar asks; SidecarTimeout bounds how long
+	// it is retried (default 5 min).
+	Sidecar        *sidecar.Client
+	SidecarTimeout time.Duration
+	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
+	// its data dir aside and rejoin when there is no store: its peers hold
+	// the data. Without it, and without a store, Corrupt refuses to start.
+	WipeOnCorrupt bool
+	// JoinTimeout bounds the wait for the first member to restore a
+	// cluster this one then joins. Default 5 min.
+	JoinTimeout time.Duration
+	// Listen is the address of /livez, /readyz and /healthz; "": none.
+	Listen string
+	// OnReady, when set, is called once etcd serves.
+	OnReady func(*embed.Etcd)
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() error {
+	if o.Config == nil {
+		return errors.New("wrapper: no etcd configuration")
+	}
+	if o.Init == "" {
+		o.Init = InitSelf
+	}
+	if o.Init != InitSelf && o.Init != InitSidecar {
+		return fmt.Errorf("wrapper: init %q: self or sidecar", o.Init)
+	}
+	if o.Init == InitSidecar && o.Sidecar == nil {
+		return errors.New("wrapper: init sidecar needs the sidecar's URL")
+	}
+	if o.SidecarTimeout <= 0 {
+		o.SidecarTimeout = 5 * time.Minute
+	}
+	if o.JoinTimeout <= 0 {
+		o.JoinTimeout = 5 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Run prepares the data dir, starts etcd and serves until ctx ends, then
+// stops etcd, leaves the clean-shutdown marker and the guard, and returns
+// nil. It returns an error when the member must not start, or when etcd
+// stops by itself.
+func Run(ctx context.Context, o Options) error {
+	if err := o.defaults(); err != nil {
+		return err
+	}
+	cfg := o.Config
+	log := o.Logger.With("member", cfg.Name)
+	p, err := prepare(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	if p.InitialCluster != "" {
+		cfg.InitialCluster = p.InitialCluster
+	}
+	if p.ClusterState != "" {
+		cfg.ClusterState = p.ClusterState
+	}
+	marker := filepath.Join(cfg.Dir, CleanShutdownMarker)
+	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("wrapper: %w", err)
+	}
+	log.Info("wrapper: starting etcd", "action", p.Action, "initial_cluster", cfg.InitialCluster, "state", cfg.ClusterState)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("wrapper: start etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("wrapper: etcd: %w", err)
+	case <-ctx.Done():
+		e.Close()
+		return ctx.Err()
+	}
+	if err := validate.WriteGuard(cfg.Dir, cfg.Name, cfg.InitialClusterToken); err != nil {
+		e.Close()
+		return fmt.Errorf("wrapper: %w", err)
+	}
+	log.Info("wrapper: etcd serves", "learner", e.Server.IsLearner())
+	h := &health{etcd: e}
+	h.running.Store(true)
+	stopHealth, err := h.serve(o.Listen)
+	if err != nil {
+		e.Close()
+		return err
+	}
+	defer stopHealth()
+	if p.Learner || e.Server.IsLearner() {
+		go promote(ctx, o, e, log)
+	}
+	if o.OnReady != nil {
+		o.OnReady(e)
+	}
+	select {
+	case <-ctx.Done():
+		h.running.Store(false)
+		e.Close()
+		if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
+			return fmt.Errorf("wrapper: clean-shutdown marker: %w", err)
+		}
+		log.Info("wrapper: etcd stopped cleanly")
+		return nil
+	case err := <-e.Err():
+		h.running.Store(false)
+		e.Close()
+		return fmt.Errorf("wrapper: etcd failed: %w", err)
+	case <-e.Server.StopNotify():
+		h.running.Store(false)
+		e.Close()
+		return errors.New("wrapper: etcd stopped by itself (removed from the cluster?)")
+	}
+}
+
+// prepare validates the data dir and acts on the verdict until the
+// member may start, and returns the plan it starts with.
+func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, error) {
+	cfg := o.Config
+	mcfg := member.Config{
+		Name: cfg.Name, DataDir: cfg.Dir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
+		InitialCluster: cfg.InitialCluster, ClusterState: cfg.ClusterState, Endpoints: o.Endpoints,
+	}
+	peers, err := types.NewURLsMap(cfg.InitialCluster)
+	if err != nil {
+		return member.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
+	}
+	multi := len(peers) > 1
+	if o.Init == InitSidecar {
+		if err := sidecarInit(ctx, o, multi, log); err != nil {
+			return member.Plan{}, err
+		}
+	}
+	mode := validate.Full
+	if _, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker)); err == nil {
+		mode = validate.Sanity
+	}
+	rep, err := validate.DataDir(ctx, cfg.Dir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.InitialClusterToken,
+		Store: o.Store, MultiMember: multi, Logger: o.Logger})
+	if err != nil {
+		return member.Plan{}, fmt.Errorf("wrapper: validate %s: %w", cfg.Dir, err)
+	}
+	log.Info("wrapper: data dir validated", "mode", mode, "verdict", rep.Verdict, "reason", rep.Reason, "revision", rep.Revision)
+	if rep.Verdict == validate.Corrupt && o.Store == nil && !o.WipeOnCorrupt {
+		return member.Plan{}, fmt.Errorf("wrapper: refusing to start: %s; give --store to restore from backups, or --on-corrupt=wipe when the other members hold the data", rep.Reason)
+	}
+	if o.Store != nil {
+		cat, err := snapshot.List(ctx, o.Store)
+		if err != nil {
+			return member.Plan{}, fmt.Errorf("wrapper: %w", err)
+		}
+		mcfg.Backups = len(cat.Fulls()) > 0
+	}
+	deadline := time.Now().Add(o.JoinTimeout)
+	var p member.Plan
+	for {
+		if p, err = member.Decide(ctx, mcfg, rep.Verdict, member.DecideOptions{Logger: o.Logger}); err != nil {
+			return p, err
+		}
+		if !p.Retry {
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("wrapper: refusing to start after %s: %s", o.JoinTimeout, p.Reason)
+		}
+		log.Info("wrapper: waiting", "reason", p.Reason)
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	log.Info("wrapper: decided", "action", p.Action, "reason", p.Reason)
+	switch p.Action {
+	case member.Refuse:
+		return p, fmt.Errorf("wrapper: refusing to start: %s", p.Reason)
+	case member.Restore:
+		if o.Store == nil {
+			return p, fmt.Errorf("wrapper: refusing to start: %s, and there is no store to restore from (--store)", p.Reason)
+		}
+		res, err := restore.Restore(ctx, o.Store, restore.Options{
+			Source: restore.Source{Codec: o.Codec, Logger: o.Logger}, DataDir: cfg.Dir, Name: cfg.Name,
+			PeerURLs: mcfg.PeerURLs, InitialCluster: p.InitialCluster, InitialClusterToken: cfg.InitialClusterToken,
+		})
+		if err != nil {
+			return p, fmt.Errorf("wrapper: restore: %w", err)
+		}
+		log.Info("wrapper: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
+	case member.Rejoin, member.JoinAsLearner:
+		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// sidecarInit has the sidecar validate and, if needed, restore the data
+// dir, retrying a sidecar that does not answer yet.
+func sidecarInit(ctx context.Context, o Options, multi bool, log *slog.Logger) error {
+	cfg := o.Config
+	req := sidecar.RestoreRequest{DataDir: cfg.Dir, Name: cfg.Name, PeerURLs: urls(cfg.AdvertisePeerUrls),
+		InitialCluster: cfg.InitialCluster, InitialClusterToken: cfg.InitialClusterToken, IfNeeded: true, MultiMember: multi}
+	if !multi {
+		req.InitialCluster = ""
+	}
+	deadline := time.Now().Add(o.SidecarTimeout)
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		job, err := o.Sidecar.Restore(ctx, req, 0)
+		if err == nil && job.State == sidecar.JobSucceeded {
+			log.Info("wrapper: the sidecar prepared the data dir", "verdict", job.Verdict, "action", job.Action, "revision", job.Revision)
+			return nil
+		}
+		if err == nil {
+			return fmt.Errorf("wrapper: the sidecar could not prepare the data dir: %s %s", job.Error, job.Reason)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("wrapper: the sidecar did not prepare the data dir within %s: %w", o.SidecarTimeout, err)
+		}
+		log.Warn("wrapper: waiting for the sidecar", "attempt", attempt, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 15*time.Second)
+	}
+}
+
+// promote promotes this learner once it has caught up.
+func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
+	cli, err := member.Dial(ctx, append(urls(o.Config.AdvertiseClientUrls), o.Endpoints...))
+	if err != nil {
+		log.Error("wrapper: promote", "error", err)
+		return
+	}
+	defer func() { _ = cli.Close() }()
+	id := uint64(e.Server.MemberID())
+	if err := member.PromoteWhenReady(ctx, cli, id, member.RetryOptions{Deadline: 10 * time.Minute, Logger: o.Logger}); err != nil {
+		log.Error("wrapper: promote", "error", err)
+		return
+	}
+	log.Info("wrapper: promoted from learner to voting member")
+}
+
+func urls(us []url.URL) []string {
+	out := make([]string, 0, len(us))
+	for _, u := range us {
+		out = append(out, u.String())
+	}
+	return out
+}
