@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"net/url"
+	"os"
 	"path/filepath"
 	"time"
 
