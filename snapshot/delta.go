@@ -188,8 +188,12 @@ func (c *capture) add(wr clientv3.WatchResponse) error {
 }
 
 // currentRevision is the cluster's revision now, which must not be below
-// what the store holds.
+// what the store holds. A cluster that does not answer within seconds is
+// gone (a sidecar stopping beside its stopped member asks last), and the
+// caller writes what it holds rather than wait out its whole budget.
 func (c *capture) currentRevision(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	resp, err := c.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("current revision: %w", err)

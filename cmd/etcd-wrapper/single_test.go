@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/wrapper"
+)
+
+func client(t *testing.T, eps string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(eps, ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func corrupt(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.Truncate(filepath.Join(dir, "member", "snap", "db"), 10000); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The loader rejects a key etcd 3.7 ignores, naming its feature gate.
+func TestConfigRejected(t *testing.T) {
+	nd := newNodes(t, 1)[0]
+	b, _ := os.ReadFile(nd.config)
+	if err := os.WriteFile(nd.config, append(b, "experimental-initial-corrupt-check: true\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "wrapper", wrapperBin, nil, "--config", nd.config, "--listen", nd.health)
+	if code := p.wait(t, 30*time.Second); code != 2 || !strings.Contains(p.output(), "feature-gates: InitialCorruptCheck=true") {
+		t.Fatalf("exit %d:\n%s", code, p.output())
+	}
+}
+
+// With no store and no sidecar: a fresh member starts; SIGTERM leaves the
+// clean-shutdown marker and exits 0; a corrupt data dir is refused, and
+// wiping does not help a member without peers.
+func TestNoStoreNoSidecar(t *testing.T) {
+	nd := newNodes(t, 1)[0]
+	args := []string{"--config", nd.config, "--listen", nd.health}
+	p := start(t, "wrapper", wrapperBin, nil, args...)
+	nd.ready(t, 30*time.Second)
+	if _, err := client(t, nd.client).Put(context.Background(), "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.term(t); err != nil {
+		t.Fatalf("SIGTERM: %v\n%s", err, p.output())
+	}
+	for _, f := range []string{wrapper.CleanShutdownMarker, "etcdkit-guard.json"} {
+		if _, err := os.Stat(filepath.Join(nd.dir, f)); err != nil {
+			t.Fatalf("after SIGTERM: %v", err)
+		}
+	}
+	// Restarts on its data after a clean stop.
+	p = start(t, "wrapper", wrapperBin, nil, args...)
+	nd.ready(t, 30*time.Second)
+	if r, err := client(t, nd.client).Get(context.Background(), "/k"); err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("after restart: %v %v", r, err)
+	}
+	p.kill(t)
+	corrupt(t, nd.dir)
+	for _, extra := range [][]string{nil, {"--on-corrupt", "wipe"}} {
+		p = start(t, "wrapper", wrapperBin, nil, append(args, extra...)...)
+		if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.output(), "refusing to start") {
+			t.Fatalf("corrupt data dir %v: exit %d\n%s", extra, code, p.output())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(nd.dir, "member", "snap", "db")); err != nil {
+		t.Fatalf("the refused data dir was touched: %v", err)
+	}
+}
+
+// --init=sidecar: the sidecar prepares the data dir. A first start is
+// left to bootstrap; after the member is killed and its database
+// corrupted, the sidecar restores it from the backups it took.
+func TestInitSidecar(t *testing.T) {
+	nd := newNodes(t, 1)[0]
+	work := t.TempDir()
+	storeURL := "file://" + filepath.Join(work, "store")
+	token := filepath.Join(work, "token")
+	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := etcdtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := fmt.Sprintf("127.0.0.1:%d", port)
+	sc := start(t, "sidecar", backupBin, nil, "serve", "--store", storeURL, "--endpoints", nd.client, "--listen", api,
+		"--token-file", token, "--restore-root", filepath.Dir(nd.dir), "--delta-period", "200ms", "--full-schedule", "@every 1h",
+		"--follow-interval", "100ms", "--gc-period", "-1s", "--work-dir", work)
+	args := []string{"--config", nd.config, "--listen", nd.health, "--init", "sidecar", "--sidecar-url", "http://" + api, "--sidecar-token-file", token}
+	p := start(t, "wrapper", wrapperBin, nil, args...)
+	nd.ready(t, 60*time.Second)
+	if out := p.output(); !strings.Contains(out, "the sidecar prepared the data dir") || !strings.Contains(out, "action=none") {
+		t.Fatalf("the first start was not left to bootstrap by the sidecar:\n%s", out)
+	}
+	cli := client(t, nd.client)
+	var want *clientv3.GetResponse
+	for i := range 100 {
+		if _, err := cli.Put(context.Background(), "/init/"+strings.Repeat("k", i%30)+string(rune('a'+i%26)), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err = cli.Get(context.Background(), "/init/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sidecar's deltas reach the last write.
+	waitUntil(t, "the backups reach the last write", 30*time.Second, func() bool {
+		return lastBackedUp(t, storeURL) >= want.Header.Revision
+	})
+	p.kill(t)
+	corrupt(t, nd.dir)
+	p = start(t, "wrapper", wrapperBin, nil, args...)
+	nd.ready(t, 60*time.Second)
+	if !strings.Contains(p.output(), "the sidecar prepared the data dir") || !strings.Contains(p.output(), "action=restored") {
+		t.Fatalf("the wrapper's log does not say the sidecar restored:\n%s", p.output())
+	}
+	got, err := client(t, nd.client).Get(context.Background(), "/init/", clientv3.WithPrefix())
+	if err != nil || got.Count != want.Count {
+		t.Fatalf("after the sidecar's restore: %d keys (%v), want %d", got.Count, err, want.Count)
+	}
+	if err := p.term(t); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.term(t); err != nil {
+		t.Fatal(err)
+	}
+}
