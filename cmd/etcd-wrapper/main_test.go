@@ -90,7 +90,9 @@ func tail(s string, n int) string {
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+	if err := <-p.exited; err == nil {
+		t.Errorf("%s exited 0 after SIGKILL", p.name)
+	}
 }
 
 // term sends SIGTERM and returns the exit error.
