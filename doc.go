@@ -20,13 +20,16 @@
 //     promote, rejoin) and recovery of a cluster that lost quorum.
 //   - defrag: defragmentation of a live cluster, followers first, the
 //     leader last.
+//   - sidecar: the backup sidecar (uploader beside the leader, HTTP API,
+//     metrics) that etcd-backup serve runs.
+//   - wrapper: one member started safely (strict configuration, verdict,
+//     restore or rejoin, probes) that etcd-wrapper runs.
 //   - cmd/etcd-wrapper and cmd/etcd-backup: the reference binaries.
 //   - examples: runnable divisions of responsibility between them.
 //
 // internal/etcdtest starts real embedded etcd members for the tests,
 // internal/emulator starts the cloud store emulators the tests run
-// against, and internal/datadir moves replaced data dirs aside.
+// against, internal/datadir moves replaced data dirs aside, and
+// internal/cli holds what the two binaries share to read their flags.
 //
-// Packages that are not written yet are named here as the design has them;
-// the README says what runs today.
 package etcdkit

@@ -394,3 +394,7 @@ func (s *Sidecar) defragLoop(ctx context.Context) {
 		}
 	}
 }
+
+// SnapshotStatus is the Snapshotter's state: the newest revision on the
+// store, the last snapshots, the events not yet uploaded.
+func (s *Sidecar) SnapshotStatus() snapshot.Status { return s.snap.Status() }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -54,8 +55,27 @@ var urlKeys = []string{"listen-peer-urls", "listen-client-urls", "listen-client-
 // LoadConfig reads etcd's YAML configuration file strictly: a key etcd
 // does not read (unknown, or removed in 3.7) and a URL that does not parse
 // are errors naming the key, and the replacement when there is one.
+//
+// ${VAR} in the file is replaced by the environment variable VAR, so one
+// file serves every pod of a StatefulSet (${POD_NAME}); an unset variable
+// is an error.
 func LoadConfig(path string) (*embed.Config, error) {
 	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("etcd config: %w", err)
+	}
+	if b, err = expandEnv(b); err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", path, err)
+	}
+	expanded, err := os.CreateTemp("", "etcd-config-*.yaml")
+	if err != nil {
+		return nil, fmt.Errorf("etcd config: %w", err)
+	}
+	defer func() { _ = os.Remove(expanded.Name()) }()
+	_, err = expanded.Write(b)
+	if cerr := expanded.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcd config: %w", err)
 	}
@@ -93,7 +113,8 @@ func LoadConfig(path string) (*embed.Config, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("etcd config %s: %s", path, strings.Join(problems, "; "))
 	}
-	cfg, err := embed.ConfigFromFile(path)
+	// etcd reads a file: it gets the expanded one.
+	cfg, err := embed.ConfigFromFile(expanded.Name())
 	if err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
@@ -101,6 +122,25 @@ func LoadConfig(path string) (*embed.Config, error) {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} with the environment's VAR.
+func expandEnv(b []byte) ([]byte, error) {
+	var missing []string
+	out := envRef.ReplaceAllFunc(b, func(ref []byte) []byte {
+		name := string(envRef.FindSubmatch(ref)[1])
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return []byte(v)
+	})
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
+	}
+	return out, nil
 }
 
 // knownKeys are the keys etcd's configuration file takes: the JSON names

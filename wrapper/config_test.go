@@ -61,6 +61,15 @@ func TestLoadConfig(t *testing.T) {
 			}
 		})
 	}
+	// ${VAR} comes from the environment; an unset one is an error.
+	t.Setenv("POD_NAME", "etcd-2")
+	cfg, err = LoadConfig(writeConfig(t, strings.Replace(goodConfig, "name: m0", "name: ${POD_NAME}", 1)))
+	if err != nil || cfg.Name != "etcd-2" {
+		t.Fatalf("name from the environment: %v %v", cfg, err)
+	}
+	if _, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, "name: m0", "name: ${NO_SUCH_VAR}", 1))); err == nil || !strings.Contains(err.Error(), "NO_SUCH_VAR") {
+		t.Fatalf("unset variable: %v", err)
+	}
 	// etcd exits the process on a URL it cannot parse; here it is an error.
 	bad := strings.Replace(goodConfig, "listen-client-urls: http://127.0.0.1:2379", "listen-client-urls: http://127.0.0.1:notaport", 1)
 	if _, err := LoadConfig(writeConfig(t, bad)); err == nil || !strings.Contains(err.Error(), "listen-client-urls") {

@@ -1,0 +1,106 @@
+// Sidecar-owns-init shows the division etcd-druid's stack uses today: the
+// wrapper knows no store; before etcd starts it asks the sidecar's API to
+// validate the data dir and restore it if needed, and waits. Choose it
+// when the store's credentials must stay in one container.
+//
+// The two containers would run:
+//
+//	etcd-backup serve --store s3://bucket/etcd --restore-root /var/lib/etcd --token-file …
+//	etcd-wrapper --config etcd.yaml --init sidecar --sidecar-url http://localhost:8080 --sidecar-token-file …
+//
+// This program runs both parts in one process, configured exactly so,
+// talking over HTTP, and puts them through a damaged database.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdkit/etcdkit/examples/internal/demo"
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/wrapper"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sidecar-owns-init:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	dir, err := os.MkdirTemp("", "etcdkit-sidecar-owns-init-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	st, err := store.Open(ctx, "file://"+filepath.Join(dir, "backups"))
+	if err != nil {
+		return err
+	}
+	cfg, err := demo.Member(dir, "m0")
+	if err != nil {
+		return err
+	}
+	endpoint := cfg.AdvertiseClientUrls[0].String()
+	cli, err := demo.Client(endpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+
+	// The sidecar's container starts first and serves its API; it may
+	// restore data dirs under the volume both containers mount.
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("secret"), 0o600); err != nil {
+		return err
+	}
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, TokenFile: token, WorkDir: dir,
+		RestoreRoot: dir, Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
+		Snapshots: snapshot.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+	if err != nil {
+		return err
+	}
+	url, stopAPI, err := demo.Serve(sc.Handler())
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+	stopSidecar, err := demo.Sidecar(sc, false)
+	if err != nil {
+		return err
+	}
+	defer stopSidecar()
+
+	// The wrapper's container: no store, only the sidecar's URL.
+	w := wrapper.Options{Config: cfg, Init: wrapper.InitSidecar, Sidecar: &sidecar.Client{URL: url, Token: "secret"}, Logger: log}
+	m, err := demo.Start(w)
+	if err != nil {
+		return err
+	}
+	fmt.Println("the sidecar found an empty data dir and left it to bootstrap; the wrapper started the member")
+
+	m, err = demo.RoundTrip(ctx, cli, cfg.Dir, m, func() error {
+		for !sc.Uploader() {
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+		return err
+	}, func() (*demo.Running, error) {
+		fmt.Println("the wrapper asks the sidecar, which finds the data dir Corrupt and restores it from the store")
+		return demo.Start(w)
+	})
+	if m != nil {
+		_ = m.Stop()
+	}
+	return err
+}

@@ -1,0 +1,96 @@
+// Wrapper-owns-init shows the default division of the reference binaries:
+// the wrapper validates its data dir and restores it from the store by
+// itself; the sidecar only backs up and never takes part in start-up, so
+// a member starts even when its sidecar is down.
+//
+// The two containers would run:
+//
+//	etcd-wrapper --config etcd.yaml --store s3://bucket/etcd
+//	etcd-backup serve --store s3://bucket/etcd --endpoints … --token-file …
+//
+// This program runs both parts in one process, configured exactly so, and
+// puts them through a damaged database.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdkit/etcdkit/examples/internal/demo"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/wrapper"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "wrapper-owns-init:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	dir, err := os.MkdirTemp("", "etcdkit-wrapper-owns-init-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	st, err := store.Open(ctx, "file://"+filepath.Join(dir, "backups"))
+	if err != nil {
+		return err
+	}
+	cfg, err := demo.Member(dir, "m0")
+	if err != nil {
+		return err
+	}
+
+	// The wrapper's container: etcd's configuration and the store.
+	w := wrapper.Options{Config: cfg, Store: st, Logger: log}
+	m, err := demo.Start(w)
+	if err != nil {
+		return err
+	}
+	fmt.Println("the wrapper started the member; no sidecar was asked")
+
+	// The sidecar's container: the store and the member's endpoint; no
+	// restore root, so it restores nothing.
+	endpoint := cfg.AdvertiseClientUrls[0].String()
+	cli, err := demo.Client(endpoint)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("secret"), 0o600); err != nil {
+		return err
+	}
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, TokenFile: token, WorkDir: dir, Logger: log,
+		Snapshots: snapshot.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+	if err != nil {
+		return err
+	}
+	stopSidecar, err := demo.Sidecar(sc, true)
+	if err != nil {
+		return err
+	}
+	defer stopSidecar()
+
+	m, err = demo.RoundTrip(ctx, cli, cfg.Dir, m, func() error {
+		_, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+		return err
+	}, func() (*demo.Running, error) {
+		fmt.Println("the wrapper validates the data dir, finds it Corrupt, and restores it from the store")
+		return demo.Start(w)
+	})
+	if m != nil {
+		_ = m.Stop()
+	}
+	return err
+}
