@@ -31,5 +31,4 @@
 // internal/emulator starts the cloud store emulators the tests run
 // against, internal/datadir moves replaced data dirs aside, and
 // internal/cli holds what the two binaries share to read their flags.
-//
 package etcdkit

@@ -1,0 +1,8 @@
+// All-in-one runs an etcd member and its backup sidecar in one process:
+// the wrapper prepares the data dir (restoring from the store when it
+// must) and starts etcd, the sidecar backs it up, and at the end the
+// sidecar uploads its last delta before etcd stops, which two containers
+// cannot order.
+//
+//	go run ./examples/all-in-one -store file:///tmp/backups [-config etcd.yaml] [-for 30s]
+package main
