@@ -29,12 +29,21 @@ func NewLocation(scheme, bucket, prefix, kind string) (Location, error) {
 	if bucket == "" {
 		return l, fmt.Errorf("store %s: no %s: write %s://<%s>/<prefix>", l, kind, scheme, kind)
 	}
+	// No cloud names a bucket with these; here they are a mistyped URL (a
+	// port, credentials, a stray slash), and the store's name in messages
+	// must read back as the same URL.
+	if strings.ContainsAny(bucket, ":/?#@%[] \t\r\n") {
+		return l, fmt.Errorf("store %s: %q is not a %s name", l, bucket, kind)
+	}
 	return l, nil
 }
 
 // ParseLocation reads the location of a cloud store URL and returns the
 // options of its query.
 func ParseLocation(u *url.URL, kind string) (Location, *Query, error) {
+	if u.User != nil {
+		return Location{Scheme: u.Scheme}, NewQuery(u), fmt.Errorf("store %s://: credentials do not belong in the URL; use the backend's credential file or environment", u.Scheme)
+	}
 	l, err := NewLocation(u.Scheme, u.Host, u.Path, kind)
 	return l, NewQuery(u), err
 }

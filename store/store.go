@@ -183,6 +183,9 @@ func parseURL(rawURL string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", rawURL, err)
 	}
+	if u.Scheme == "" {
+		return nil, fmt.Errorf("store %s: no scheme (give file:///path, s3://bucket/prefix, gs://…, azblob://… or mem://)", rawURL)
+	}
 	return u, nil
 }
 
