@@ -22,6 +22,8 @@ type config struct {
 	runs      int
 	dir       string
 	only      []string
+	// checkBounds fails the run when a ratio falls below its bound.
+	checkBounds bool
 }
 
 type benchmark struct {
@@ -61,6 +63,7 @@ func main() {
 	}
 	cfg := config{}
 	only := ""
+	short := false
 	flag.IntVar(&cfg.sizeMiB, "size", 256, "object size in MiB (store)")
 	flag.IntVar(&cfg.dbMiB, "db", 512, "database size in MiB (full)")
 	flag.DurationVar(&cfg.load, "load", 30*time.Second, "how long writers write (delta)")
@@ -68,7 +71,19 @@ func main() {
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
+	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run each, and exit 1 when a ratio falls below its bound")
 	flag.Parse()
+	if short {
+		// Small sizes unless given; the bounds below hold at these sizes.
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]string{"size": "64", "db": "64", "load": "8s", "revisions": "20000", "runs": "3"} {
+			if !set[name] {
+				_ = flag.Set(name, v)
+			}
+		}
+		cfg.checkBounds = true
+	}
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
 	}
@@ -100,6 +115,53 @@ func run(ctx context.Context, cfg config) error {
 		rows = append(rows, r...)
 	}
 	printTable(cfg, rows)
+	if cfg.checkBounds {
+		return checkBounds(rows)
+	}
+	return nil
+}
+
+// bounds are the lowest ratios (the reference's time over ours) -short
+// accepts, by the start of a row's subject and its operation ("" any).
+// They sit at about half of what the full-size table shows on the 2-CPU
+// machine (bench/README.md), low enough that a slow CI machine passes and
+// high enough that a regression of the code does not.
+var bounds = []struct {
+	subject, op string
+	min         float64
+}{
+	{"file://", "", 0.2},
+	{"s3://", "", 0.3},
+	{"azblob://", "", 0.3},
+	{"gs://", "Put", 0.05},
+	{"gs://", "Get", 0.3},
+	{"full snapshot (none)", "", 0.5},
+	{"full snapshot", "", 0.25},
+	{"delta capture", "", 0.8},
+	{"restore, full + chain", "", 10},
+	{"restore, full only", "", 0.5},
+	{"compaction", "", 1},
+	{"validate (sanity", "", 1},
+	{"validate (full", "", 0.5},
+}
+
+func checkBounds(rows []row) error {
+	var failed []string
+	for _, r := range rows {
+		for _, b := range bounds {
+			if !strings.HasPrefix(r.Subject, b.subject) || (b.op != "" && b.op != r.Op) {
+				continue
+			}
+			if ratio := r.Ref.Seconds() / r.Ours.Seconds(); ratio < b.min {
+				failed = append(failed, fmt.Sprintf("%s %s: %.2f× is below its bound of %.2f×", r.Subject, r.Op, ratio, b.min))
+			}
+			break
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("ratios regressed past their bounds:\n  %s", strings.Join(failed, "\n  "))
+	}
+	fmt.Fprintln(os.Stderr, "bench: every ratio is within its bound")
 	return nil
 }
 
