@@ -355,18 +355,10 @@ func checkSpace(dir string, chain snap.Chain) error {
 	return nil
 }
 
-// swapIn renames the built data dir into place, moving an existing one
-// aside first.
+// swapIn puts the built data dir in place, moving an existing one aside.
 func swapIn(built, dataDir string, now time.Time) (movedAside string, err error) {
-	if movedAside, err = datadir.MoveAside(dataDir, now); err != nil {
-		return "", fmt.Errorf("restore: %w", err)
-	}
-	if err := os.Rename(built, dataDir); err != nil {
-		if movedAside != "" {
-			_ = os.Rename(movedAside, dataDir)
-		}
+	if movedAside, err = datadir.Replace(built, dataDir, now); err != nil {
 		return "", fmt.Errorf("restore: move the restored data dir into place: %w", err)
 	}
-	datadir.SyncParent(dataDir)
 	return movedAside, nil
 }

@@ -32,3 +32,38 @@ func SyncParent(dir string) {
 		_ = d.Close()
 	}
 }
+
+// Replace puts built in dir's place and moves the old dir, if any, aside;
+// it returns where the old one went. Where the kernel can exchange two
+// names in one step (Linux), dir is at every instant either the old data
+// dir or the new one, so a process killed halfway leaves a data dir etcd
+// can start on; elsewhere two renames leave a moment without one.
+func Replace(built, dir string, now time.Time) (string, error) {
+	if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.Rename(built, dir); err != nil {
+			return "", err
+		}
+		SyncParent(dir)
+		return "", nil
+	}
+	aside := fmt.Sprintf("%s.bak-%s", dir, now.UTC().Format("20060102T150405Z"))
+	if exchanged, err := exchange(built, dir); err != nil {
+		return "", err
+	} else if exchanged {
+		// built now holds the old data dir.
+		if err := os.Rename(built, aside); err != nil {
+			return "", fmt.Errorf("move the old data dir %s aside: %w", built, err)
+		}
+		SyncParent(dir)
+		return aside, nil
+	}
+	if _, err := MoveAside(dir, now); err != nil {
+		return "", err
+	}
+	if err := os.Rename(built, dir); err != nil {
+		_ = os.Rename(aside, dir)
+		return "", err
+	}
+	SyncParent(dir)
+	return aside, nil
+}
