@@ -183,6 +183,11 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
+	unlock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
 	if err := checkSpace(parent, chain); err != nil {
 		return Result{}, err
 	}
@@ -353,6 +358,30 @@ func checkSpace(dir string, chain snap.Chain) error {
 			dir, ErrNoSpace, free>>20, need>>20)
 	}
 	return nil
+}
+
+// lockDataDir keeps two restores from building the same data dir at once,
+// and, once held, removes what restores killed before were building
+// (DataDir.tmp-*): under the lock nobody else is building them. The lock
+// is a file beside the data dir, DataDir.restore-lock, while it runs.
+func lockDataDir(dataDir string) (unlock func(), err error) {
+	f, err := os.OpenFile(dataDir+".restore-lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("restore into %s: another restore of it is running (%w)", dataDir, err)
+	}
+	stale, _ := filepath.Glob(dataDir + ".tmp-*")
+	for _, dir := range stale {
+		_ = os.RemoveAll(dir)
+	}
+	// Removed while held, so a data dir keeps no company once restored.
+	return func() {
+		_ = os.Remove(f.Name())
+		_ = f.Close()
+	}, nil
 }
 
 // swapIn puts the built data dir in place, moving an existing one aside.

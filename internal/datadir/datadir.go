@@ -16,12 +16,25 @@ func MoveAside(dir string, now time.Time) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	aside := fmt.Sprintf("%s.bak-%s", dir, now.UTC().Format("20060102T150405Z"))
+	aside := asideName(dir, now)
 	if err := os.Rename(dir, aside); err != nil {
 		return "", fmt.Errorf("move data dir %s aside: %w", dir, err)
 	}
 	SyncParent(dir)
 	return aside, nil
+}
+
+// asideName is dir.bak-<now>, or with -2, -3… when an earlier move in the
+// same second took it: two restores a second apart must not collide.
+func asideName(dir string, now time.Time) string {
+	base := fmt.Sprintf("%s.bak-%s", dir, now.UTC().Format("20060102T150405Z"))
+	name := base
+	for i := 2; ; i++ {
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name
+		}
+		name = fmt.Sprintf("%s-%d", base, i)
+	}
 }
 
 // SyncParent makes a rename in dir's parent durable; a failure only costs
@@ -46,7 +59,7 @@ func Replace(built, dir string, now time.Time) (string, error) {
 		SyncParent(dir)
 		return "", nil
 	}
-	aside := fmt.Sprintf("%s.bak-%s", dir, now.UTC().Format("20060102T150405Z"))
+	aside := asideName(dir, now)
 	if exchanged, err := exchange(built, dir); err != nil {
 		return "", err
 	} else if exchanged {

@@ -41,4 +41,10 @@ func TestReplace(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "built2")); !os.IsNotExist(err) {
 		t.Fatalf("the built dir is still there: %v", err)
 	}
+	// A second replacement in the same second does not collide.
+	mkdir(t, filepath.Join(root, "built3"), "third")
+	aside, err = Replace(filepath.Join(root, "built3"), dir, now)
+	if err != nil || which(t, dir) != "third" || which(t, aside) != "second" || aside != dir+".bak-20261129T120000Z-2" {
+		t.Fatalf("again in the same second: %q %v", aside, err)
+	}
 }
