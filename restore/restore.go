@@ -225,7 +225,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		RevisionBump:        opts.RevisionBump,
 		MarkCompacted:       opts.RevisionBump > 0,
 	}); err != nil {
-		return res, fmt.Errorf("restore: build the data dir: %w", err)
+		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}
 	// The last moment a cancel leaves everything as it was.
 	if err := ctx.Err(); err != nil {

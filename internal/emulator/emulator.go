@@ -230,6 +230,10 @@ func (s *Server) halt() {
 	<-exited
 }
 
+// Halt kills the emulator and keeps its data: the store is gone until
+// Restart, as when a cloud endpoint is unreachable.
+func (s *Server) Halt() { s.halt() }
+
 // Restart stops the emulator and starts it again on the same port and data
 // directory; what a memory backend held is gone.
 func (s *Server) Restart(ctx context.Context) error {
