@@ -1,16 +1,13 @@
 package sidecar_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // Three sidecars under a write load: only the one beside the leader
@@ -20,7 +17,6 @@ import (
 func TestUploaderFollowsTheLeader(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
-	ctx := context.Background()
 	s := newSetup(t)
 	sidecars := map[string]*running{}
 	for _, m := range c.Members {
@@ -60,21 +56,7 @@ func TestUploaderFollowsTheLeader(t *testing.T) {
 	}
 
 	for range 2 {
-		old := c.Leader()
-		st, err := member.Inspect(ctx, cli, member.InspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var target member.Status
-		for _, m := range st {
-			if m.Name != old.Name {
-				target = m
-			}
-		}
-		if _, err := old.Client(t).MoveLeader(ctx, target.ID); err != nil {
-			t.Fatal(err)
-		}
-		uploaderIs(target.Name)
+		uploaderIs(c.MoveLeader(t).Name)
 		time.Sleep(time.Second)
 	}
 	load.Check(t)
@@ -82,31 +64,6 @@ func TestUploaderFollowsTheLeader(t *testing.T) {
 		r.stop()
 	}
 
-	cat, err := snapshot.List(ctx, s.st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checked, err := chain.Check()
-	if err != nil {
-		t.Fatalf("the chain the sidecars wrote: %v", err)
-	}
-	t.Logf("chain: full at %d, %d deltas to %d (%d before the check)", checked.Full.LastRevision, len(checked.Deltas), checked.LastRevision(), len(chain.Deltas))
-	rep, err := restore.Verify(ctx, s.st, restore.VerifyOptions{WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := restore.LiveDigest(ctx, cli, rep.Digest.Revision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if live != rep.Digest {
-		t.Fatalf("the backup at revision %d sums %+v, the live cluster %+v", rep.Digest.Revision, rep.Digest, live)
-	}
-	if last, err := cli.Get(ctx, "x"); err != nil || rep.Digest.Revision != last.Header.Revision {
-		t.Fatalf("the backup ends at %d, the cluster is at %d: the last delta is missing (%v)", rep.Digest.Revision, last.Header.Revision, err)
-	}
+	chain, rep := chaintest.Check(t, s.st, cli, chaintest.Options{Current: true})
+	t.Logf("chain: full at %d, %d deltas to %d", chain.Full.LastRevision, len(chain.Deltas), rep.Digest.Revision)
 }

@@ -19,9 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -110,32 +110,7 @@ func TestStoreOutage(t *testing.T) {
 	if err := <-exited; err != nil {
 		t.Fatalf("serve after SIGTERM: %v\n%s", err, logs.String())
 	}
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chain.Check(); err != nil {
-		t.Fatalf("after the outage: %v", err)
-	}
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := restore.LiveDigest(ctx, cli, rep.Digest.Revision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now, err := cli.Get(ctx, "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if live != rep.Digest || rep.Digest.Revision != now.Header.Revision {
-		t.Fatalf("the chain ends at %d (cluster at %d); backup %+v, live %+v", rep.Digest.Revision, now.Header.Revision, rep.Digest, live)
-	}
+	chain, rep := chaintest.Check(t, st, cli, chaintest.Options{Current: true})
 	t.Logf("%v delta uploads failed during the outage; the chain has %d deltas, no gap, and ends at the last write (revision %d)",
 		failures, len(chain.Deltas), rep.Digest.Revision)
 }

@@ -124,18 +124,7 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 	corrupt(t, victim.dir)
 	startWrapper(victim)
 	victim.ready(t, 60*time.Second)
-	waitUntil(t, victim.name+" is promoted", 60*time.Second, func() bool {
-		st, err := member.Inspect(ctx, cli, member.InspectOptions{})
-		if err != nil || len(st) != 3 {
-			return false
-		}
-		for _, s := range st {
-			if s.Learner || !s.Healthy() {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, victim.name+" is promoted", 60*time.Second, func() bool { return allVote(ctx, cli, 3) })
 	out := wrappers[victim.name].output()
 	for _, want := range []string{"verdict=Corrupt", "action=rejoin", "added as learner", "promoted"} {
 		if !strings.Contains(out, want) {
@@ -175,18 +164,7 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 		t.Fatalf("the first wrapper did not restore:\n%s", wrappers[nodes[0].name].output())
 	}
 	cli = client(t, endpoints(nodes))
-	waitUntil(t, "all three members vote", 90*time.Second, func() bool {
-		st, err := member.Inspect(ctx, cli, member.InspectOptions{})
-		if err != nil || len(st) != 3 {
-			return false
-		}
-		for _, s := range st {
-			if s.Learner || !s.Healthy() {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "all three members vote", 90*time.Second, func() bool { return allVote(ctx, cli, 3) })
 	resp, err := cli.Get(ctx, "/acked/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +192,20 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 			t.Errorf("%s after SIGTERM: %v", p.name, err)
 		}
 	}
+}
+
+// allVote says whether the cluster has n members, all voting and healthy.
+func allVote(ctx context.Context, cli *clientv3.Client, n int) bool {
+	st, err := member.Inspect(ctx, cli, member.InspectOptions{})
+	if err != nil || len(st) != n {
+		return false
+	}
+	for _, s := range st {
+		if s.Learner || !s.Healthy() {
+			return false
+		}
+	}
+	return true
 }
 
 func leaderName(t *testing.T, cli *clientv3.Client) string {

@@ -533,3 +533,25 @@ func (m *Member) StartWith(ctx context.Context, initialCluster, state string) er
 	defer cancel()
 	return m.waitStarted(ctx)
 }
+
+// MoveLeader hands leadership from the current leader to another running
+// member and returns the new leader.
+func (c *Cluster) MoveLeader(t testing.TB) *Member {
+	t.Helper()
+	old := c.Leader()
+	if old == nil {
+		t.Fatal("etcdtest: no leader to move")
+	}
+	for _, m := range c.Members {
+		if e := m.Etcd(); m != old && e != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
+			defer cancel()
+			if _, err := old.Client(t).MoveLeader(ctx, uint64(e.Server.MemberID())); err != nil {
+				t.Fatalf("etcdtest: move the leader from %s to %s: %v", old.Name, m.Name, err)
+			}
+			return m
+		}
+	}
+	t.Fatal("etcdtest: no other running member to lead")
+	return nil
+}

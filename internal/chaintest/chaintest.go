@@ -1,0 +1,60 @@
+package chaintest
+
+import (
+	"context"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// Options says what else to require.
+type Options struct {
+	// Current: the chain must reach the cluster's current revision (every
+	// event was uploaded before the writers stopped).
+	Current bool
+}
+
+// Check fails the test unless the latest chain on st has no gap and its
+// replay sums to what cli's cluster held at the chain's revision. It
+// returns the chain as the store holds it (before the gap check trims
+// overlaps) and the verification.
+func Check(t testing.TB, st store.Store, cli *clientv3.Client, o Options) (snapshot.Chain, restore.Report) {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chain.Check(); err != nil {
+		t.Fatalf("the latest chain: %v", err)
+	}
+	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := restore.LiveDigest(ctx, cli, rep.Digest.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live != rep.Digest {
+		t.Fatalf("at revision %d the backup sums %+v, the cluster %+v", rep.Digest.Revision, rep.Digest, live)
+	}
+	if o.Current {
+		now, err := cli.Get(ctx, "chaintest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Digest.Revision != now.Header.Revision {
+			t.Fatalf("the backup ends at revision %d, the cluster is at %d: the last events were not uploaded", rep.Digest.Revision, now.Header.Revision)
+		}
+	}
+	return chain, rep
+}

@@ -1,0 +1,4 @@
+// Package chaintest checks, for tests, what every backup test must end
+// with: the store's latest chain has no gap and restores to exactly what
+// the live cluster held at its revision.
+package chaintest
