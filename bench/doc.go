@@ -3,6 +3,7 @@
 //
 //	go run ./bench                      # every benchmark
 //	go run ./bench -only store -size 64 # one benchmark, smaller objects
+//	go run ./bench -short               # CI: small sizes, fails below the bounds
 //
 // Each benchmark runs its subject and its reference alternately, -runs
 // times, and reports medians; the table's ratio is etcdkit's throughput

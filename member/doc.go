@@ -1,6 +1,6 @@
 // Package member owns an etcd cluster's membership as one member sees it
 // at start-up and while it runs: which members there are and how they are
-// (Inspect), what this member must do before etcd starts given its data
+// (Inspect), whether this one leads (AskSelf, Follow), what this member must do before etcd starts given its data
 // dir's verdict and the live cluster (Decide, then Apply), the membership
 // calls with the retries etcd makes necessary (AddLearner,
 // PromoteWhenReady, Remove, UpdatePeerURLs), and the recovery of a

@@ -7,8 +7,10 @@
 // through etcd's own mvcc store: one write transaction per original
 // revision, each checked to land on that revision. etcdutl's snapshot
 // restore then makes the file a member data dir, built beside the target
-// and renamed into place; an existing data dir is moved aside, never
-// deleted. No etcd server runs at any point.
+// and exchanged with it in one step; an existing data dir is moved aside,
+// never deleted. A lock beside the target keeps two restores of it apart
+// and lets the next one clear what a killed one left. No etcd server runs
+// at any point.
 //
 // Verify does the same replay without a data dir and sums the keyspace;
 // LiveDigest sums a live cluster the same way, so equal digests prove a
