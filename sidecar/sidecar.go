@@ -248,7 +248,12 @@ func (s *Sidecar) stopUploading() {
 	if done != nil {
 		<-done
 	}
-	s.metrics.uploader.Set(0)
+	// Leadership may have come back while the last run wound down.
+	s.mu.Lock()
+	if !s.uploading {
+		s.metrics.uploader.Set(0)
+	}
+	s.mu.Unlock()
 }
 
 // Uploader says whether this sidecar uploads now.

@@ -159,6 +159,9 @@ func Run(ctx context.Context, o Options) error {
 		if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
 			return fmt.Errorf("wrapper: clean-shutdown marker: %w", err)
 		}
+		if err := validate.WriteGuard(cfg.Dir, cfg.Name, cfg.InitialClusterToken); err != nil {
+			return fmt.Errorf("wrapper: %w", err)
+		}
 		log.Info("wrapper: etcd stopped cleanly")
 		return nil
 	case err := <-e.Err():
