@@ -52,7 +52,7 @@ const (
 	// with an empty data dir and state "existing", promote it when ready.
 	JoinAsLearner Action = "join-as-learner"
 	// Rejoin: the cluster holds the data this member lost or never had in
-	// sound form. Remove it (when listed), move its data dir aside, then
+	// sound form. Move its data dir aside, remove it (when listed), then
 	// as JoinAsLearner.
 	Rejoin Action = "rejoin"
 	// Restore the data dir from the backups: the member is alone.
