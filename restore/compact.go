@@ -3,9 +3,9 @@ package restore
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -44,11 +44,11 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 	if err != nil {
 		return Compaction{}, err
 	}
-	work, err := os.MkdirTemp(opts.WorkDir, "etcdkit-compact-")
+	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-compact-")
 	if err != nil {
 		return Compaction{}, fmt.Errorf("compact: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(work) }()
+	defer release()
 	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
 	if err != nil {
 		return Compaction{}, err

@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"os"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -127,11 +127,11 @@ func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, er
 	if err != nil {
 		return Report{}, err
 	}
-	work, err := os.MkdirTemp(opts.WorkDir, "etcdkit-verify-")
+	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-verify-")
 	if err != nil {
 		return Report{}, fmt.Errorf("verify: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(work) }()
+	defer release()
 	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
 	if err != nil {
 		return Report{}, err

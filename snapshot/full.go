@@ -14,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -108,13 +109,13 @@ func newSpool(st store.Store, opts FullOptions) (sp *spool, err error) {
 			return nil, err
 		}
 	} else if !plain {
-		if sp.object, err = os.CreateTemp(opts.SpoolDir, "etcdkit-object-*"); err != nil {
+		if sp.object, err = scratch.File(opts.SpoolDir, "etcdkit-object-*"); err != nil {
 			return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the snapshot): %w", err)
 		}
 	}
 	if plain && sp.object != nil {
 		sp.raw = sp.object
-	} else if sp.raw, err = os.CreateTemp(opts.SpoolDir, "etcdkit-full-*.db"); err != nil {
+	} else if sp.raw, err = scratch.File(opts.SpoolDir, "etcdkit-full-*.db"); err != nil {
 		return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the database): %w", err)
 	}
 	if plain && sp.object == nil {

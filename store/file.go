@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store/internal/xfer"
 )
 
@@ -78,7 +79,8 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
-	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
+	// scratch: the temporary files of writers that died are removed here.
+	tmp, err := scratch.File(dir, tempPrefix+"*")
 	if err != nil {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
@@ -252,7 +254,7 @@ func (p prefixedStager) PutStaged(ctx context.Context, key string, f *os.File) e
 // Stage creates the file in the store's directory, so renaming it into
 // place never crosses a file system.
 func (f *File) Stage() (*os.File, error) {
-	tmp, err := os.CreateTemp(f.root, tempPrefix+"*")
+	tmp, err := scratch.File(f.root, tempPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("store %s: stage: %w", f.url, err)
 	}

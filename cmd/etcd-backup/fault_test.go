@@ -127,6 +127,7 @@ func TestKilledMidOperation(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 0))
 	base := []string{"--store", storeURL, "--endpoints", eps, "--compression", "gzip"}
+	compactWork := t.TempDir()
 	n := trials()
 
 	ops := []struct {
@@ -163,7 +164,7 @@ func TestKilledMidOperation(t *testing.T) {
 		{"compaction", func(i int) {
 			putMany(t, cli, 2000, fmt.Sprintf("compact%d", i))
 			timed(t, append([]string{"snapshot", "--delta"}, base...)...)
-		}, append([]string{"compact", "--work-dir", t.TempDir()}, base...)},
+		}, append([]string{"compact", "--work-dir", compactWork}, base...)},
 	}
 	timed(t, append([]string{"snapshot"}, base...)...)
 	for _, op := range ops {
@@ -189,6 +190,17 @@ func TestKilledMidOperation(t *testing.T) {
 	}
 	// The latest chain restores to what the cluster held at its revision.
 	chaintest.Check(t, st, cli, chaintest.Options{})
+
+	// What killed runs were writing is gone once the next run finds it
+	// old enough to be nobody's (5 s).
+	time.Sleep(6 * time.Second)
+	ok(t, nil, append([]string{"snapshot"}, base...)...)
+	ok(t, nil, append([]string{"compact", "--work-dir", compactWork}, base...)...)
+	for _, pattern := range []string{filepath.Join(dir, ".etcdkit-tmp-*"), filepath.Join(compactWork, "etcdkit-compact-*")} {
+		if left, _ := filepath.Glob(pattern); len(left) > 0 {
+			t.Errorf("killed runs left %d files behind: %v", len(left), left)
+		}
+	}
 }
 
 // SIGKILL at random points of a restore over an existing data dir: the
