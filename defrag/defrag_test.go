@@ -49,6 +49,22 @@ func sizes(t *testing.T, cli *clientv3.Client, c *etcdtest.Cluster) map[string]i
 	return out
 }
 
+// stableSizes waits until two readings of every member's size agree.
+func stableSizes(t *testing.T, cli *clientv3.Client, c *etcdtest.Cluster) map[string]int64 {
+	t.Helper()
+	last := sizes(t, cli, c)
+	for range 50 {
+		time.Sleep(200 * time.Millisecond)
+		now := sizes(t, cli, c)
+		if fmt.Sprint(now) == fmt.Sprint(last) {
+			return now
+		}
+		last = now
+	}
+	t.Fatalf("the sizes do not settle: %v", last)
+	return nil
+}
+
 // watchShrink polls every member's size and records when each first
 // drops below half of what it was: the order defragmentation really
 // happened in, seen from outside.
@@ -86,8 +102,9 @@ func TestDefragFollowersThenLeader(t *testing.T) {
 	ctx := context.Background()
 	fragment(t, cli, 24)
 
-	// A dry run changes nothing, and says every member would go.
-	before := sizes(t, cli, c)
+	// A dry run changes nothing, and says every member would go. The
+	// sizes are read once the backends have committed the deletes.
+	before := stableSizes(t, cli, c)
 	res, err := defrag.Run(ctx, cli, defrag.Options{Compact: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func TestUploaderFollowsTheLeader(t *testing.T) {
 		uploaderIs(c.MoveLeader(t).Name)
 		time.Sleep(time.Second)
 	}
-	load.Check(t)
+	load.Ran(t)
 	for _, r := range sidecars {
 		r.stop()
 	}
