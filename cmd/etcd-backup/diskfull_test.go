@@ -12,6 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // smallDisk mounts a tmpfs of mib MiB: a disk that fills for real. It
@@ -69,12 +70,33 @@ func TestDiskFullWhileSpooling(t *testing.T) {
 }
 
 // A restore onto a disk too small for it is refused before it writes
-// anything, with what it needs.
+// anything, with what it needs; one that the disk cannot hold although the
+// estimate said it could fails cleanly part-way and leaves the old data dir.
 func TestDiskFullWhileRestoring(t *testing.T) {
+	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
-	putMany(t, c.Client(t), 24<<10, "big")
+	cli := c.Client(t)
 	storeURL := "file://" + t.TempDir()
-	ok(t, nil, "snapshot", "--store", storeURL, "--endpoints", c.Endpoints()[0])
+	snap := func() {
+		ok(t, nil, "snapshot", "--compression", "zstd", "--store", storeURL, "--endpoints", c.Endpoints()[0])
+	}
+	resp, err := cli.Put(ctx, "/small", "before")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := resp.Header.Revision
+	snap()
+	// About 100 MiB of zeros: the stored full is a few hundred KiB, far
+	// more than the 4 times growth the space check assumes of compressed
+	// snapshots, so only the writes themselves find the disk full.
+	zeros := strings.Repeat("\x00", 512<<10)
+	for i := range 200 {
+		if _, err := cli.Put(ctx, "/big/"+strconv.Itoa(i), zeros); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap()
+
 	t.Run("too small from the start", func(t *testing.T) {
 		disk := smallDisk(t, 64)
 		r := etcdBackup(t, nil, "restore", "--store", storeURL, "--data-dir", filepath.Join(disk, "data"))
@@ -87,4 +109,30 @@ func TestDiskFullWhileRestoring(t *testing.T) {
 		}
 	})
 
+	t.Run("full part-way", func(t *testing.T) {
+		disk := smallDisk(t, 256)
+		dataDir := filepath.Join(disk, "data")
+		ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir, "--revision", strconv.FormatInt(small, 10))
+		r := etcdBackup(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "no space left on device") || !strings.Contains(r.stderr, dataDir) {
+			t.Fatalf("restore onto a disk that fills: exit %d\n%s", r.code, r.stderr)
+		}
+		t.Log(strings.TrimSpace(r.stderr))
+		rep, err := validate.DataDir(ctx, dataDir, validate.Options{Mode: validate.Full})
+		if err != nil || rep.Verdict != validate.Valid || rep.Revision != small {
+			t.Fatalf("old data dir after the failure: %+v %v, want valid at %d", rep, err, small)
+		}
+		if left := entries(t, disk); len(left) != 1 {
+			t.Fatalf("left on the disk besides the data dir: %v", left)
+		}
+		// With room made, the same restore goes through.
+		if out, err := exec.Command("mount", "-o", "remount,size=1g", disk).CombinedOutput(); err != nil {
+			t.Fatalf("grow the tmpfs: %v %s", err, out)
+		}
+		ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir)
+		rep, err = validate.DataDir(ctx, dataDir, validate.Options{Mode: validate.Full})
+		if err != nil || rep.Verdict != validate.Valid || rep.Revision <= small {
+			t.Fatalf("data dir after the retry: %+v %v", rep, err)
+		}
+	})
 }
