@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -20,18 +19,14 @@ func compactCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := g.openStore(ctx)
+			var src restore.Source
+			st, p, err := g.source(ctx, &src)
 			if err != nil {
 				return err
 			}
-			codec, err := g.snapshotCodec()
-			if err != nil {
-				return err
-			}
-			p := cli.NewProgress(os.Stderr)
 			c, err := restore.Compact(ctx, st, restore.CompactOptions{
-				Source:  restore.Source{Codec: codec, Progress: p.Update, Logger: g.log},
-				Full:    snapshot.FullOptions{Codec: codec, SpoolDir: workDir, Logger: g.log},
+				Source:  src,
+				Full:    snapshot.FullOptions{Codec: src.Codec, SpoolDir: workDir, Logger: g.log},
 				WorkDir: workDir,
 			})
 			p.Done()

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/internal/cli"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	_ "github.com/etcdkit/etcdkit/store/azure"
@@ -142,6 +143,22 @@ func (g *globals) snapshotCodec() (snapshot.Codec, error) {
 		return c, usageError{err}
 	}
 	return c, nil
+}
+
+// source opens --store for a command that reads chains, and fills in what
+// every such read needs: the codec, the logger and a progress line, which
+// the caller ends with Done once the read returns.
+func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store, *cli.Progress, error) {
+	st, err := g.openStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src.Codec, err = g.snapshotCodec(); err != nil {
+		return nil, nil, err
+	}
+	p := cli.NewProgress(os.Stderr)
+	src.Progress, src.Logger = p.Update, g.log
+	return st, p, nil
 }
 
 // client dials --endpoints.

@@ -3,13 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 )
 
@@ -54,18 +52,14 @@ func restoreCmd(g *globals) *cobra.Command {
 			if opts.DataDir == "" {
 				return usageError{errors.New("--data-dir is required")}
 			}
-			st, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			if opts.Codec, err = g.snapshotCodec(); err != nil {
-				return err
-			}
+			var err error
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
-			p := cli.NewProgress(os.Stderr)
-			opts.Progress, opts.Logger = p.Update, g.log
+			st, p, err := g.source(ctx, &opts.Source)
+			if err != nil {
+				return err
+			}
 			res, err := restore.Restore(ctx, st, opts)
 			p.Done()
 			if err != nil {

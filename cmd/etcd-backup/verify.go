@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 )
 
@@ -31,19 +29,17 @@ compacted past that revision only the chain is checked, and the output says so.`
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			st, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			var opts restore.VerifyOptions
-			if opts.Codec, err = g.snapshotCodec(); err != nil {
-				return err
-			}
+			var (
+				opts restore.VerifyOptions
+				err  error
+			)
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
-			p := cli.NewProgress(os.Stderr)
-			opts.Progress, opts.Logger = p.Update, g.log
+			st, p, err := g.source(ctx, &opts.Source)
+			if err != nil {
+				return err
+			}
 			rep, err := restore.Verify(ctx, st, opts)
 			p.Done()
 			if err != nil {
