@@ -86,9 +86,10 @@ func TestDiskFullWhileRestoring(t *testing.T) {
 	}
 	small := resp.Header.Revision
 	snap()
-	// About 100 MiB of zeros: the stored full is a few hundred KiB, far
-	// more than the 4 times growth the space check assumes of compressed
-	// snapshots, so only the writes themselves find the disk full.
+	// About 100 MiB of zeros, which zstd stores in a few hundred KiB: far
+	// more growth than the 4 times the space check assumes of compressed
+	// snapshots, so the check passes and only the writes find the disk
+	// full.
 	zeros := strings.Repeat("\x00", 512<<10)
 	for i := range 200 {
 		if _, err := cli.Put(ctx, "/big/"+strconv.Itoa(i), zeros); err != nil {
