@@ -48,11 +48,13 @@ func ParseLocation(u *url.URL, kind string) (Location, *Query, error) {
 	return l, NewQuery(u), err
 }
 
-// String returns the location as a store URL without options.
+// String returns the location as a store URL without options. The prefix
+// is escaped: object names may hold '#', '?' or '%', and the URL printed in
+// a message must parse back to the same store.
 func (l Location) String() string {
 	s := l.Scheme + "://" + l.Bucket
 	if l.Prefix != "" {
-		s += "/" + l.Prefix
+		s += "/" + (&url.URL{Path: l.Prefix}).EscapedPath()
 	}
 	return s
 }
