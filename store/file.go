@@ -48,7 +48,9 @@ func NewFile(dir string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store file://%s: %w", dir, err)
 	}
-	f := &File{root: abs, url: "file://" + filepath.ToSlash(abs)}
+	// Escaped, as Location's prefix is: the name in messages opens the
+	// same directory again.
+	f := &File{root: abs, url: "file://" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("store %s: create the directory: %w", f.url, err)
 	}

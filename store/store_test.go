@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,34 @@ func TestLocation(t *testing.T) {
 	}
 	if _, err := store.NewLocation("azblob", "", "p", "container"); err == nil || !strings.Contains(err.Error(), "no container") {
 		t.Fatalf("no container: %v", err)
+	}
+	odd, _ := store.NewLocation("s3", "b", "a#b/c?d/e%f g", "bucket")
+	if odd.String() != "s3://b/a%23b/c%3Fd/e%25f%20g" {
+		t.Fatalf("a prefix with URL syntax prints as %q", odd)
+	}
+}
+
+// The name a file store gives itself in messages opens the same
+// directory, whatever characters its path holds.
+func TestFileNameOpensItself(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.NewFile(filepath.Join(t.TempDir(), "a#b?c%d e"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "k", strings.NewReader("v")); err != nil {
+		t.Fatal(err)
+	}
+	again, err := store.Open(ctx, st.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := again.Get(ctx, "k")
+	if err != nil {
+		t.Fatalf("%s opened as %s: %v", st, again, err)
+	}
+	_ = r.Close()
+	if fmt.Sprint(again) != st.String() {
+		t.Fatalf("%s opens as %s", st, again)
 	}
 }
