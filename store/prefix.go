@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 )
 
@@ -26,7 +27,10 @@ type prefixed struct {
 	prefix string
 }
 
-func (p *prefixed) String() string { return fmt.Sprintf("%v/%s", p.s, p.prefix) }
+// String escapes the prefix as the stores escape their own paths.
+func (p *prefixed) String() string {
+	return fmt.Sprintf("%v/%s", p.s, (&url.URL{Path: p.prefix}).EscapedPath())
+}
 
 func (p *prefixed) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := CheckKey(key); err != nil {
