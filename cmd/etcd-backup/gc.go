@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -32,10 +33,10 @@ func (r *retention) retention() (snapshot.Retention, error) {
 	case "limit-based", "limitbased":
 		r.r.Policy = snapshot.LimitBased
 	default:
-		return r.r, usageError{fmt.Errorf("--retention-policy %q: exponential or limit-based", r.policy)}
+		return r.r, cli.Usage(fmt.Errorf("--retention-policy %q: exponential or limit-based", r.policy))
 	}
 	if err := r.r.Check(); err != nil {
-		return r.r, usageError{err}
+		return r.r, cli.Usage(err)
 	}
 	return r.r, nil
 }

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -42,8 +41,7 @@ type globals struct {
 	config    string
 	storeURL  string
 	endpoints []string
-	logFormat string
-	logLevel  string
+	logFlags  cli.Log
 	output    string
 	codec     cli.Codec
 	log       *slog.Logger
@@ -73,11 +71,11 @@ Exit codes:
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.Bind(cmd, "config"); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			var err error
-			if g.log, err = cli.Logger(os.Stderr, g.logFormat, g.logLevel); err != nil {
-				return usageError{err}
+			if g.log, err = g.logFlags.Logger(os.Stderr); err != nil {
+				return cli.Usage(err)
 			}
 			return nil
 		},
@@ -87,8 +85,7 @@ Exit codes:
 	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
 	pf.StringVar(&g.storeURL, "store", "", "where the backups are: file:///path, s3://bucket/prefix, gs://…, azblob://…")
 	pf.StringSliceVar(&g.endpoints, "endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs")
-	pf.StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
-	pf.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
 	root.AddCommand(serveCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g))
@@ -97,11 +94,10 @@ Exit codes:
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err := root.ExecuteContext(ctx)
-	var usage usageError
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &usage) || isFlagError(err):
+	case cli.IsUsage(err):
 		fmt.Fprintf(os.Stderr, "etcd-backup: %v (see --help)\n", err)
 		return exitUsage
 	case errors.Is(err, errMismatch):
@@ -112,26 +108,10 @@ Exit codes:
 	return exitFailed
 }
 
-// usageError is a command line that cannot run.
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
-// isFlagError recognizes cobra's errors about flags and arguments.
-func isFlagError(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown flag", "unknown shorthand", "flag needs an argument", "invalid argument", "unknown command", "accepts ", "requires at least", "required flag"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // openStore opens --store.
 func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if g.storeURL == "" {
-		return nil, usageError{errors.New("--store is required")}
+		return nil, cli.Usage(errors.New("--store is required"))
 	}
 	return store.Open(ctx, g.storeURL)
 }
@@ -140,7 +120,7 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 func (g *globals) snapshotCodec() (snapshot.Codec, error) {
 	c, err := g.codec.Codec()
 	if err != nil {
-		return c, usageError{err}
+		return c, cli.Usage(err)
 	}
 	return c, nil
 }
@@ -182,5 +162,5 @@ func (g *globals) print(v any, table func(w *tabwriter.Writer)) error {
 		table(w)
 		return w.Flush()
 	}
-	return usageError{fmt.Errorf("--output %q: table or json", g.output)}
+	return cli.Usage(fmt.Errorf("--output %q: table or json", g.output))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 )
 
@@ -25,13 +26,13 @@ func (t *target) flags(cmd *cobra.Command) {
 func (t *target) target() (restore.Target, error) {
 	var out restore.Target
 	if t.revision != 0 && t.at != "" {
-		return out, usageError{errors.New("--revision and --time exclude each other")}
+		return out, cli.Usage(errors.New("--revision and --time exclude each other"))
 	}
 	out.Revision = t.revision
 	if t.at != "" {
 		at, err := time.Parse(time.RFC3339, t.at)
 		if err != nil {
-			return out, usageError{fmt.Errorf("--time %q: %w", t.at, err)}
+			return out, cli.Usage(fmt.Errorf("--time %q: %w", t.at, err))
 		}
 		out.Time = at
 	}
@@ -50,7 +51,7 @@ func restoreCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if opts.DataDir == "" {
-				return usageError{errors.New("--data-dir is required")}
+				return cli.Usage(errors.New("--data-dir is required"))
 			}
 			var err error
 			if opts.Target, err = t.target(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 )
@@ -49,30 +50,30 @@ it uploads the pending delta and exits 0.`,
 			if o.Snapshots.Retention, err = ret.retention(); err != nil {
 				return err
 			}
-			cli, err := g.client()
+			etcd, err := g.client()
 			if err != nil {
 				return err
 			}
-			defer func() { _ = cli.Close() }()
+			defer func() { _ = etcd.Close() }()
 			if memberEndpoint == "" {
 				memberEndpoint = g.endpoints[0]
 			}
-			o.Client, o.Endpoint, o.Store, o.Logger = cli, memberEndpoint, st, g.log
+			o.Client, o.Endpoint, o.Store, o.Logger = etcd, memberEndpoint, st, g.log
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, deltaPeriod, memoryLimit
 			o.Snapshots.RetentionPeriod = gcPeriod
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second}
 			if tlsCert != "" || tlsKey != "" {
 				if srv.TLSConfig, err = serverTLS(tlsCert, tlsKey, tlsCA); err != nil {
-					return usageError{err}
+					return cli.Usage(err)
 				}
 				o.ClientCertAuth = tlsCA != ""
 			} else if tlsCA != "" {
-				return usageError{errors.New("--client-ca needs --tls-cert and --tls-key")}
+				return cli.Usage(errors.New("--client-ca needs --tls-cert and --tls-key"))
 			}
 			sc, err := sidecar.New(o)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			srv.Handler = sc.Handler()
 			ln, err := net.Listen("tcp", listen)

@@ -25,18 +25,13 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// usageError is a command line or configuration that cannot run.
-type usageError struct{ error }
-
-func (u usageError) Unwrap() error { return u.error }
-
 func run(args []string) int {
 	var (
 		o                                       wrapper.Options
 		codec                                   cli.Codec
 		etcdConfig, flagsFile, storeURL, init   string
 		sidecarURL, sidecarTokenFile, onCorrupt string
-		logFormat, logLevel                     string
+		logFlags                                cli.Log
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd-wrapper --config etcd.yaml",
@@ -61,25 +56,25 @@ Exit codes:
 		SilenceErrors: true,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.Bind(cmd, "flags-file"); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			log, err := cli.Logger(os.Stderr, logFormat, logLevel)
+			log, err := logFlags.Logger(os.Stderr)
 			if err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			o.Logger = log
 			if etcdConfig == "" {
-				return usageError{errors.New("--config (etcd's configuration file) is required")}
+				return cli.Usage(errors.New("--config (etcd's configuration file) is required"))
 			}
 			if o.Config, err = wrapper.LoadConfig(etcdConfig); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			if o.Codec, err = codec.Codec(); err != nil {
-				return usageError{err}
+				return cli.Usage(err)
 			}
 			if storeURL != "" {
 				if o.Store, err = store.Open(ctx, storeURL); err != nil {
@@ -92,14 +87,14 @@ Exit codes:
 			case "wipe":
 				o.WipeOnCorrupt = true
 			default:
-				return usageError{fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt)}
+				return cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt))
 			}
 			if sidecarURL != "" {
 				o.Sidecar = &sidecar.Client{URL: sidecarURL}
 				if sidecarTokenFile != "" {
 					b, err := os.ReadFile(sidecarTokenFile)
 					if err != nil {
-						return usageError{fmt.Errorf("--sidecar-token-file: %w", err)}
+						return cli.Usage(fmt.Errorf("--sidecar-token-file: %w", err))
 					}
 					o.Sidecar.Token = strings.TrimSpace(string(b))
 				}
@@ -120,19 +115,17 @@ Exit codes:
 	f.StringVar(&onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
 	f.DurationVar(&o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
-	f.StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	logFlags.Flags(f)
 	cmd.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	err := cmd.ExecuteContext(ctx)
-	var usage usageError
 	switch {
 	case err == nil, errors.Is(err, context.Canceled):
 		// Stopped by a signal, even before etcd started.
 		return 0
-	case errors.As(err, &usage), strings.Contains(err.Error(), "unknown flag"), strings.Contains(err.Error(), "invalid argument"):
+	case cli.IsUsage(err):
 		fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
 		return 2
 	}
