@@ -142,10 +142,13 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 }
 
 // client dials --endpoints.
-func (g *globals) client() (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: g.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+func (g *globals) client() (*clientv3.Client, error) { return dial(g.endpoints) }
+
+// dial opens a client of the cluster at endpoints.
+func dial(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return nil, fmt.Errorf("etcd %v: %w", g.endpoints, err)
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, nil
 }

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/restore"
 )
@@ -82,9 +79,9 @@ compacted past that revision only the chain is checked, and the output says so.`
 
 // liveDigest sums the live cluster at rev, or says why it cannot.
 func liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, string, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := dial(endpoints)
 	if err != nil {
-		return restore.Digest{}, "", fmt.Errorf("etcd %v: %w", endpoints, err)
+		return restore.Digest{}, "", err
 	}
 	defer func() { _ = cli.Close() }()
 	live, err := restore.LiveDigest(cmd.Context(), cli, rev)
