@@ -25,7 +25,7 @@ func TestAPI(t *testing.T) {
 	s := newSetup(t)
 	r := s.start(t, c, c.Members[0])
 	base := r.srv.URL
-	waitFor(t, "the sidecar uploads", 10*time.Second, r.sc.Uploader)
+	etcdtest.Eventually(t, "the sidecar uploads", 10*time.Second, r.sc.Uploader)
 
 	// Open endpoints, and credentials on the rest.
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
@@ -111,7 +111,7 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("restore: %d %+v", code, started)
 	}
 	var job sidecar.Job
-	waitFor(t, "the restore job ends", 60*time.Second, func() bool {
+	etcdtest.Eventually(t, "the restore job ends", 60*time.Second, func() bool {
 		call(t, "GET", base+"/v1/restore/"+started.ID, token, "", &job)
 		return job.State != sidecar.JobRunning
 	})
@@ -128,7 +128,7 @@ func TestAPI(t *testing.T) {
 	}
 	// If needed: the restored dir is fit, nothing is done.
 	call(t, "POST", base+"/v1/restore", token, `{"data_dir": "`+dir+`", "name": "m0", "if_needed": true}`, &started)
-	waitFor(t, "the second job ends", 30*time.Second, func() bool {
+	etcdtest.Eventually(t, "the second job ends", 30*time.Second, func() bool {
 		call(t, "GET", base+"/v1/restore/"+started.ID, token, "", &job)
 		return job.State != sidecar.JobRunning
 	})

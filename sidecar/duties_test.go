@@ -46,7 +46,7 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = sc.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	waitFor(t, "uploader", 10*time.Second, sc.Uploader)
+	etcdtest.Eventually(t, "uploader", 10*time.Second, sc.Uploader)
 
 	// Fragment the database: the scheduled run, compacting first, must
 	// give the space back.
@@ -63,14 +63,14 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the scheduled defragmentation shrinks the database", 20*time.Second, func() bool {
+	etcdtest.Eventually(t, "the scheduled defragmentation shrinks the database", 20*time.Second, func() bool {
 		st, err := cli.Status(ctx, c.Members[0].ClientURL.String())
 		return err == nil && st.DbSize < before.DbSize/2
 	})
 
 	// 300 puts and a delete are past 200 revisions of deltas: a second
 	// full snapshot appears, made from the chain.
-	waitFor(t, "the chain is compacted into a new full snapshot", 30*time.Second, func() bool {
+	etcdtest.Eventually(t, "the chain is compacted into a new full snapshot", 30*time.Second, func() bool {
 		cat, err := snapshot.List(ctx, s.st)
 		return err == nil && len(cat.Fulls()) >= 2
 	})
@@ -82,7 +82,7 @@ func TestPromotesItsLearner(t *testing.T) {
 	m := c.AddMember(t, etcdtest.AddMemberOptions{Learner: true})
 	s := newSetup(t)
 	s.start(t, c, m)
-	waitFor(t, "the learner is promoted", 60*time.Second, func() bool {
+	etcdtest.Eventually(t, "the learner is promoted", 60*time.Second, func() bool {
 		st, err := member.Inspect(context.Background(), c.Client(t), member.InspectOptions{})
 		if err != nil {
 			return false

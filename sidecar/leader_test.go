@@ -29,7 +29,7 @@ func TestUploaderFollowsTheLeader(t *testing.T) {
 	uploaderIs := func(leader string) {
 		t.Helper()
 		start := time.Now()
-		waitFor(t, "only "+leader+"'s sidecar uploads", 5*time.Second, func() bool {
+		etcdtest.Eventually(t, "only "+leader+"'s sidecar uploads", 5*time.Second, func() bool {
 			for name, r := range sidecars {
 				if r.sc.Uploader() != (name == leader) {
 					return false

@@ -111,17 +111,6 @@ func call(t *testing.T, method, url, tok, body string, out any) (int, http.Heade
 	return resp.StatusCode, resp.Header
 }
 
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func put(t *testing.T, cli *clientv3.Client, n int, prefix string) {
 	t.Helper()
 	for i := range n {

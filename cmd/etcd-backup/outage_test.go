@@ -32,7 +32,7 @@ import (
 // chain has no gap and reaches the last write.
 func TestStoreOutage(t *testing.T) {
 	o := startOutage(t)
-	o.waitForDeltas(t, "before the outage")
+	o.waitForChain(t, "a delta before the outage", func(c snapshot.Chain) bool { return len(c.Deltas) > 0 })
 	o.srv.Halt()
 	time.Sleep(4 * time.Second)
 	o.restart(t)
@@ -52,7 +52,7 @@ func TestStoreOutage(t *testing.T) {
 func TestStoreOutagePastHistory(t *testing.T) {
 	ctx := context.Background()
 	o := startOutage(t, "--delta-memory-limit", "16384")
-	o.waitForDeltas(t, "before the outage")
+	o.waitForChain(t, "a delta before the outage", func(c snapshot.Chain) bool { return len(c.Deltas) > 0 })
 	o.srv.Halt()
 	time.Sleep(4 * time.Second)
 	resp, err := o.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
@@ -65,19 +65,9 @@ func TestStoreOutagePastHistory(t *testing.T) {
 	}
 	o.restart(t)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cat, err := snapshot.List(ctx, o.st)
-		if err == nil {
-			if chain, err := cat.Latest(); err == nil && chain.Full.LastRevision >= compacted {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no full snapshot past the compaction at %d after 30s\n%s", compacted, o.logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	o.waitForChain(t, fmt.Sprintf("a full snapshot past the compaction at %d", compacted), func(c snapshot.Chain) bool {
+		return c.Full.LastRevision >= compacted
+	})
 	o.load.Check(t)
 	failures := o.failures(t)
 	o.stop(t)
@@ -149,6 +139,11 @@ func startOutage(t *testing.T, args ...string) *outage {
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve's log:\n%s", o.logs.String())
+		}
+	})
 	go func() { o.exited <- o.cmd.Wait() }()
 	t.Cleanup(func() { _ = o.cmd.Process.Kill() })
 	o.load = etcdtest.StartLoad(t, o.cli)
@@ -158,21 +153,17 @@ func startOutage(t *testing.T, args ...string) *outage {
 	return o
 }
 
-func (o *outage) waitForDeltas(t *testing.T, what string) {
+// waitForChain waits until the store's latest chain is as ok wants it.
+func (o *outage) waitForChain(t *testing.T, what string, ok func(snapshot.Chain) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	etcdtest.Eventually(t, what, 30*time.Second, func() bool {
 		cat, err := snapshot.List(context.Background(), o.st)
-		if err == nil {
-			if chain, err := cat.Latest(); err == nil && len(chain.Deltas) > 0 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no delta after 30s\n%s", what, o.logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		chain, err := cat.Latest()
+		return err == nil && ok(chain)
+	})
 }
 
 func (o *outage) restart(t *testing.T) {

@@ -124,7 +124,7 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 	corrupt(t, victim.dir)
 	startWrapper(victim)
 	victim.ready(t, 60*time.Second)
-	waitUntil(t, victim.name+" is promoted", 60*time.Second, func() bool { return allVote(ctx, cli, 3) })
+	etcdtest.Eventually(t, victim.name+" is promoted", 60*time.Second, func() bool { return allVote(ctx, cli, 3) })
 	out := wrappers[victim.name].output()
 	for _, want := range []string{"verdict=Corrupt", "action=rejoin", "added as learner", "promoted"} {
 		if !strings.Contains(out, want) {
@@ -164,7 +164,7 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 		t.Fatalf("the first wrapper did not restore:\n%s", wrappers[nodes[0].name].output())
 	}
 	cli = client(t, endpoints(nodes))
-	waitUntil(t, "all three members vote", 90*time.Second, func() bool { return allVote(ctx, cli, 3) })
+	etcdtest.Eventually(t, "all three members vote", 90*time.Second, func() bool { return allVote(ctx, cli, 3) })
 	resp, err := cli.Get(ctx, "/acked/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)

@@ -214,17 +214,6 @@ func (nd *node) ready(t *testing.T, d time.Duration) {
 	}
 }
 
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // lastBackedUp is the last revision of the store's latest chain, 0 when
 // there is none.
 func lastBackedUp(t *testing.T, storeURL string) int64 {

@@ -120,7 +120,7 @@ func TestInitSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The sidecar's deltas reach the last write.
-	waitUntil(t, "the backups reach the last write", 30*time.Second, func() bool {
+	etcdtest.Eventually(t, "the backups reach the last write", 30*time.Second, func() bool {
 		return lastBackedUp(t, storeURL) >= want.Header.Revision
 	})
 	p.kill(t)
