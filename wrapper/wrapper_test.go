@@ -103,20 +103,14 @@ func TestWipeOnCorruptThenRemoved(t *testing.T) {
 
 func waitOK(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	etcdtest.Eventually(t, url+" answers 200", 30*time.Second, func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not 200 within 30s (%v)", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 func freePort(t *testing.T) string {

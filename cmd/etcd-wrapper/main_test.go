@@ -198,20 +198,14 @@ func endpoints(nodes []*node) string {
 // ready waits until the node's /readyz answers 200.
 func (nd *node) ready(t *testing.T, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	etcdtest.Eventually(t, nd.name+" is ready", d, func() bool {
 		resp, err := http.Get("http://" + nd.health + "/readyz")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is not ready after %s (last: %v)", nd.name, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // lastBackedUp is the last revision of the store's latest chain, 0 when
