@@ -51,6 +51,18 @@ func TestAPI(t *testing.T) {
 	if code, _ := call(t, "POST", base+"/v1/snapshots/delta", token, "", &delta); code != http.StatusOK || delta.Kind != "Incr" || delta.LastRevision <= full.LastRevision {
 		t.Fatalf("delta: %d %+v", code, delta)
 	}
+	// The same through the Go client.
+	client := &sidecar.Client{URL: base, Token: token}
+	if f, err := client.Full(context.Background()); err != nil || f.Kind != "Full" || f.LastRevision < delta.LastRevision {
+		t.Fatalf("Client.Full: %+v %v", f, err)
+	}
+	put(t, cli, 5, "/api3/")
+	if d, err := client.Delta(context.Background()); err != nil || d.Kind != "Incr" || d.LastRevision <= delta.LastRevision {
+		t.Fatalf("Client.Delta: %+v %v", d, err)
+	}
+	if _, err := (&sidecar.Client{URL: base, Token: "wrong"}).Full(context.Background()); err == nil {
+		t.Fatal("Client.Full with a wrong token succeeded")
+	}
 	var list struct{ Chains []sidecar.ChainView }
 	if code, _ := call(t, "GET", base+"/v1/snapshots", token, "", &list); code != http.StatusOK || len(list.Chains) == 0 {
 		t.Fatalf("list: %d %+v", code, list)

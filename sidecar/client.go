@@ -12,7 +12,7 @@ import (
 )
 
 // Client calls a sidecar's API: what a wrapper that leaves start-up to the
-// sidecar needs.
+// sidecar needs, and snapshots on demand.
 type Client struct {
 	// URL is the sidecar's base URL; Token its bearer token.
 	URL, Token string
@@ -44,6 +44,20 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest, poll time.Dura
 		case <-time.After(poll):
 		}
 	}
+}
+
+// Full asks the sidecar to take a full snapshot now.
+func (c *Client) Full(ctx context.Context) (SnapshotView, error) {
+	var v SnapshotView
+	err := c.call(ctx, http.MethodPost, "/v1/snapshots/full", nil, &v)
+	return v, err
+}
+
+// Delta asks the sidecar to upload the events since the chain's end now.
+func (c *Client) Delta(ctx context.Context) (SnapshotView, error) {
+	var v SnapshotView
+	err := c.call(ctx, http.MethodPost, "/v1/snapshots/delta", nil, &v)
+	return v, err
 }
 
 // call sends body as JSON and decodes the answer into out; an answer

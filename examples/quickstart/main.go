@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -92,7 +89,7 @@ func run() error {
 		return err
 	}
 	defer stopSidecar()
-	api := apiClient{url: url, token: token}
+	api := &sidecar.Client{URL: url, Token: token}
 	r.step("start its sidecar (as serve)", "API %s, uploading: its member leads", url)
 
 	written := map[string]string{}
@@ -100,8 +97,8 @@ func run() error {
 		return err
 	}
 	r.step("write 1000 keys", "")
-	var full sidecar.SnapshotView
-	if err := api.post("/v1/snapshots/full", &full); err != nil {
+	full, err := api.Full(ctx)
+	if err != nil {
 		return err
 	}
 	r.step("POST /v1/snapshots/full", "%s (%d bytes)", full.Key, full.Size)
@@ -109,8 +106,8 @@ func run() error {
 		if err := demo.Write(ctx, cli, written, fmt.Sprintf("delta%d", i), n); err != nil {
 			return err
 		}
-		var delta sidecar.SnapshotView
-		if err := api.post("/v1/snapshots/delta", &delta); err != nil {
+		delta, err := api.Delta(ctx)
+		if err != nil {
 			return err
 		}
 		r.step(fmt.Sprintf("write %d keys, POST .../delta", n), "%s: revisions %d-%d", delta.Key, delta.StartRevision, delta.LastRevision)
@@ -145,25 +142,4 @@ func run() error {
 	r.step("read every key back", "all %d keys, at revision %d", len(written), rev)
 	fmt.Printf("\ndone in %.1fs\n", time.Since(r.start).Seconds())
 	return nil
-}
-
-// apiClient calls the sidecar's HTTP API with its token.
-type apiClient struct{ url, token string }
-
-func (a apiClient) post(path string, out any) error {
-	req, err := http.NewRequest(http.MethodPost, a.url+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("POST %s: %s %s", path, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }
