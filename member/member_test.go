@@ -6,10 +6,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
@@ -57,6 +59,20 @@ func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg member.C
 	t.Logf("decided %s: %s", p.Action, p.Reason)
 	if p, err = member.Apply(ctx, cfg, p, member.ApplyOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The new member believes the first peer that answers: Apply returns
+	// only once each of them lists it.
+	for _, o := range c.Members {
+		if o == m || !o.Running() {
+			continue
+		}
+		resp, err := o.Client(t).MemberList(ctx, clientv3.WithSerializable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(resp.Members, func(x *etcdserverpb.Member) bool { return x.ID == p.ID }) {
+			t.Fatalf("%s does not list the added member %x yet", o.Name, p.ID)
+		}
 	}
 	if err := m.StartWith(ctx, p.InitialCluster, p.ClusterState); err != nil {
 		t.Fatal(err)

@@ -187,7 +187,50 @@ func Apply(ctx context.Context, cfg Config, p Plan, o ApplyOptions) (Plan, error
 		p.ID = m.ID
 		p.InitialCluster = initialCluster(members, cfg)
 		o.Logger.Info("member: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
+		settle(ctx, cli, 10*time.Second, o.Logger)
 	}
 	p.ClusterState, p.Learner = "existing", true
 	return p, nil
+}
+
+// settle waits, for at most timeout, until every started member has
+// applied the raft log as far as the leader had when it was called. A
+// joining member asks its peers for the membership and believes the first
+// that answers; a follower that has not yet applied the add still lists
+// the old members, and etcd then refuses to start ("member count is
+// unequal"). Members that do not answer are skipped: the joining member
+// cannot ask them either.
+func settle(ctx context.Context, cli *clientv3.Client, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return
+	}
+	var endpoints []string
+	for _, m := range resp.Members {
+		if len(m.ClientURLs) > 0 {
+			endpoints = append(endpoints, m.ClientURLs[0])
+		}
+	}
+	var target uint64
+	for _, ep := range endpoints {
+		if st, err := cli.Status(ctx, ep); err == nil {
+			target = max(target, st.RaftIndex)
+		}
+	}
+	for _, ep := range endpoints {
+		for {
+			st, err := cli.Status(ctx, ep)
+			if err != nil || st.RaftAppliedIndex >= target {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				log.Warn("member: peers still behind the membership change", "member", ep, "applied", st.RaftAppliedIndex, "want", target)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
