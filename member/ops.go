@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -16,13 +17,18 @@ import (
 
 // RetryOptions bound the membership calls that etcd refuses for a while
 // and then accepts. The zero value retries for 2 minutes, backing off
-// from 100 ms to 5 s.
+// from 100 ms to 5 s, each call bounded by 10 s.
 type RetryOptions struct {
 	// Deadline is how long to keep retrying. Default 2 min.
 	Deadline time.Duration
 	// Backoff is the first wait; it doubles up to MaxBackoff. Defaults
 	// 100 ms and 5 s.
 	Backoff, MaxBackoff time.Duration
+	// AttemptTimeout bounds each call, which is then retried. etcd waits
+	// for a membership change with the caller's context alone, and raft
+	// drops a change proposed while another is pending: without a bound
+	// such a call never returns. Default 10 s.
+	AttemptTimeout time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -36,6 +42,9 @@ func (o RetryOptions) withDefaults() RetryOptions {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -51,8 +60,11 @@ func retry(ctx context.Context, o RetryOptions, what string, retryable func(erro
 	defer cancel()
 	wait := o.Backoff
 	for attempt := 1; ; attempt++ {
-		err := f(ctx)
-		if err == nil || !retryable(err) {
+		actx, acancel := context.WithTimeout(ctx, o.AttemptTimeout)
+		err := f(actx)
+		expired := errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+		acancel()
+		if err == nil || (!expired && !retryable(err)) {
 			return err
 		}
 		o.Logger.Info("member: retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
@@ -71,18 +83,42 @@ func retry(ctx context.Context, o RetryOptions, what string, retryable func(erro
 // seconds (strict reconfiguration check); both pass, and are retried
 // until the deadline.
 func AddLearner(ctx context.Context, cli *clientv3.Client, peerURLs []string, o RetryOptions) (*pb.Member, []*pb.Member, error) {
-	var resp *clientv3.MemberAddResponse
+	var (
+		resp  *clientv3.MemberAddResponse
+		again bool
+	)
 	err := retry(ctx, o, "add learner", func(err error) bool {
 		return errors.Is(err, rpctypes.ErrTooManyLearners) || errors.Is(err, rpctypes.ErrUnhealthy)
 	}, func(ctx context.Context) error {
 		var err error
 		resp, err = cli.MemberAddAsLearner(ctx, peerURLs)
+		if errors.Is(err, rpctypes.ErrPeerURLExist) && again {
+			// An earlier attempt that timed out went through after all.
+			resp, err = pendingLearner(ctx, cli, peerURLs)
+		}
+		again = true
 		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("member: add learner %v: %w", peerURLs, err)
 	}
 	return resp.Member, resp.Members, nil
+}
+
+// pendingLearner is the learner with peerURLs that no etcd has started as
+// yet, as the response of the add that created it.
+func pendingLearner(ctx context.Context, cli *clientv3.Client, peerURLs []string) (*clientv3.MemberAddResponse, error) {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	want := slices.Sorted(slices.Values(peerURLs))
+	for _, m := range list.Members {
+		if m.IsLearner && m.Name == "" && slices.Equal(slices.Sorted(slices.Values(m.PeerURLs)), want) {
+			return &clientv3.MemberAddResponse{Member: m, Members: list.Members}, nil
+		}
+	}
+	return nil, rpctypes.ErrPeerURLExist
 }
 
 // PromoteWhenReady promotes the learner once it has caught up with the
