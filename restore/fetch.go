@@ -144,6 +144,9 @@ func (r *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// errStopped ends decodeFile when its consumer wants no more events.
+var errStopped = errors.New("decoding stopped")
+
 // batch is a run of decoded events of one delta; end marks its last.
 type batch struct {
 	name   string
@@ -155,11 +158,17 @@ type batch struct {
 // decodeAhead decodes the deltas in order as they arrive, in batches of a
 // few thousand events, a few batches ahead of the consumer, and frees each
 // delta's file once decoded. The channel closes after the last delta, an
-// error, or ctx's end.
+// error, or ctx's end; it never skips a batch and then sends a later one,
+// so the consumer sees a prefix of the chain's events.
 func decodeAhead(ctx context.Context, f *fetcher, deltas []*download) <-chan batch {
 	const size, ahead = 4096, 4
 	out := make(chan batch, ahead)
 	send := func(b batch) bool {
+		// select picks at random when both cases are ready; checking first
+		// keeps a cancelled restore from sending after it has stopped.
+		if ctx.Err() != nil {
+			return false
+		}
 		select {
 		case out <- b:
 			return true
@@ -178,6 +187,9 @@ func decodeAhead(ctx context.Context, f *fetcher, deltas []*download) <-chan bat
 				return send(batch{name: d.snap.Key, events: events, end: end})
 			})
 			f.replayed(d)
+			if errors.Is(err, errStopped) {
+				return
+			}
 			if err != nil {
 				send(batch{name: d.snap.Key, err: err})
 				return
@@ -188,7 +200,7 @@ func decodeAhead(ctx context.Context, f *fetcher, deltas []*download) <-chan bat
 }
 
 // decodeFile hands a delta payload's events to emit in batches of size;
-// emit returns false to stop.
+// emit returns false to stop, and decodeFile then returns errStopped.
 func decodeFile(path, name string, size int, emit func([]snap.Event, bool) bool) error {
 	file, err := os.Open(path)
 	if err != nil {
@@ -200,7 +212,9 @@ func decodeFile(path, name string, size int, emit func([]snap.Event, bool) bool)
 	for {
 		ev, err := d.Next()
 		if errors.Is(err, io.EOF) {
-			emit(events, true)
+			if !emit(events, true) {
+				return errStopped
+			}
 			return nil
 		}
 		if err != nil {
@@ -209,7 +223,7 @@ func decodeFile(path, name string, size int, emit func([]snap.Event, bool) bool)
 		events = append(events, ev)
 		if len(events) == size {
 			if !emit(events, false) {
-				return nil
+				return errStopped
 			}
 			events = make([]snap.Event, 0, size)
 		}
