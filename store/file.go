@@ -48,9 +48,7 @@ func NewFile(dir string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store file://%s: %w", dir, err)
 	}
-	// Escaped, as Location's prefix is: the name in messages opens the
-	// same directory again.
-	f := &File{root: abs, url: "file://" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()}
+	f := &File{root: abs, url: "file://" + escapePath(filepath.ToSlash(abs))}
 	if err := os.MkdirAll(abs, 0o750); err != nil {
 		return nil, fmt.Errorf("store %s: create the directory: %w", f.url, err)
 	}

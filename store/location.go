@@ -48,16 +48,19 @@ func ParseLocation(u *url.URL, kind string) (Location, *Query, error) {
 	return l, NewQuery(u), err
 }
 
-// String returns the location as a store URL without options. The prefix
-// is escaped: object names may hold '#', '?' or '%', and the URL printed in
-// a message must parse back to the same store.
+// String returns the location as a store URL without options.
 func (l Location) String() string {
 	s := l.Scheme + "://" + l.Bucket
 	if l.Prefix != "" {
-		s += "/" + (&url.URL{Path: l.Prefix}).EscapedPath()
+		s += "/" + escapePath(l.Prefix)
 	}
 	return s
 }
+
+// escapePath is how every store prints a path in its URL. Paths may hold
+// '#', '?' or '%', and the URL printed in a message must parse back to the
+// same store.
+func escapePath(p string) string { return (&url.URL{Path: p}).EscapedPath() }
 
 // Object returns the full object name of key, or an error wrapping
 // ErrInvalidKey that names the store.

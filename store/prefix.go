@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 )
 
@@ -27,10 +26,7 @@ type prefixed struct {
 	prefix string
 }
 
-// String escapes the prefix as the stores escape their own paths.
-func (p *prefixed) String() string {
-	return fmt.Sprintf("%v/%s", p.s, (&url.URL{Path: p.prefix}).EscapedPath())
-}
+func (p *prefixed) String() string { return fmt.Sprintf("%v/%s", p.s, escapePath(p.prefix)) }
 
 func (p *prefixed) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := CheckKey(key); err != nil {
