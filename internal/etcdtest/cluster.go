@@ -15,6 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
 )
 
 // Options configure a cluster started by Start. The zero value starts one
@@ -38,12 +41,27 @@ type Options struct {
 	// StartTimeout bounds how long a member may take to become ready;
 	// 0 means 60s.
 	StartTimeout time.Duration
+	// TLS serves clients and peers over https with certificates of a CA
+	// made for the cluster (Cluster.Security), and requires client
+	// certificates on both.
+	TLS bool
+	// Auth turns etcd's authentication on once the cluster runs, with the
+	// users of Users. The clients this package makes log in as root.
+	Auth bool
 }
+
+// Users are the users Options.Auth creates, with their passwords in
+// files under the cluster's directory: root and backup hold the root
+// role, reader may only read keys.
+var Users = []string{"root", "backup", "reader"}
 
 // Cluster is a set of members started together.
 type Cluster struct {
 	Members []*Member
-	opts    Options
+	// Security holds the certificates (Options.TLS) and the users'
+	// passwords (Options.Auth); nil with neither.
+	Security *Security
+	opts     Options
 }
 
 // Member is one etcd member running in this process.
@@ -57,9 +75,10 @@ type Member struct {
 	InitialCluster string
 	ClusterState   string
 
-	opts Options
-	mu   sync.Mutex
-	etcd *embed.Etcd
+	opts     Options
+	security *Security
+	mu       sync.Mutex
+	etcd     *embed.Etcd
 }
 
 // Start starts opts.Members members as one new cluster, waits until every
@@ -68,16 +87,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts = opts.withDefaults(t)
 	n := opts.Members
+	sec := newSecurity(t, opts)
 
 	// Ports are picked free and then released, so another process may take
 	// one before etcd binds it; that is rare, and a retry with new ports
 	// fixes it.
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		c := &Cluster{opts: opts}
+		c := &Cluster{opts: opts, Security: sec}
 		var initial []string
 		for i := 0; i < n; i++ {
-			peer, client, err := FreeURLs()
+			peer, client, err := sec.freeURLs()
 			if err != nil {
 				t.Fatalf("etcdtest: %v", err)
 			}
@@ -88,6 +108,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 				PeerURL:   peer,
 				ClientURL: client,
 				opts:      opts,
+				security:  sec,
 			})
 			initial = append(initial, name+"="+peer.String())
 		}
@@ -100,6 +121,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Cleanup(c.Close)
 			if err := c.WaitLeader(context.Background()); err != nil {
 				t.Fatalf("etcdtest: %v", err)
+			}
+			if opts.Auth {
+				if err := sec.enableAuth(context.Background(), c.Endpoints()); err != nil {
+					t.Fatalf("etcdtest: %v", err)
+				}
 			}
 			return c
 		}
@@ -166,7 +192,13 @@ func (c *Cluster) Endpoints() []string {
 // Client returns a client to every member, closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	return newClient(t, c.Endpoints())
+	return newClient(t, c.Security, c.Endpoints())
+}
+
+// ClientConfig is how this package's clients reach the cluster: its TLS
+// files and, with Options.Auth, the root user.
+func (c *Cluster) ClientConfig() etcdclient.Config {
+	return c.Security.clientConfig(c.Endpoints())
 }
 
 // Leader returns the member that is leader now, or nil when none is known.
@@ -235,7 +267,7 @@ func (c *Cluster) AddMember(t testing.TB, opts AddMemberOptions) *Member {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join(c.opts.Dir, opts.Name+"-added")
 	}
-	peer, client, err := FreeURLs()
+	peer, client, err := c.Security.freeURLs()
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
@@ -276,6 +308,7 @@ func (c *Cluster) AddMember(t testing.TB, opts AddMemberOptions) *Member {
 		InitialCluster: strings.Join(initial, ","),
 		ClusterState:   embed.ClusterStateFlagExisting,
 		opts:           c.opts,
+		security:       c.Security,
 	}
 	if err := m.start(); err != nil {
 		t.Fatalf("etcdtest: start added member %s: %v", opts.Name, err)
@@ -301,7 +334,7 @@ func (m *Member) Running() bool { return m.Etcd() != nil }
 // Client returns a client to this member only, closed when the test ends.
 func (m *Member) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	return newClient(t, []string{m.ClientURL.String()})
+	return newClient(t, m.security, []string{m.ClientURL.String()})
 }
 
 // Stop stops the member gracefully (a leader hands leadership over first).
@@ -368,6 +401,10 @@ func (m *Member) Config() *embed.Config {
 	cfg.TickMs = 50
 	cfg.ElectionMs = 500
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(m.opts.Logger.Named(m.Name))
+	// Logins are part of most tests with authentication: the cheapest
+	// hash keeps them quick.
+	cfg.BcryptCost = uint(bcrypt.MinCost)
+	m.security.configure(cfg)
 	return cfg
 }
 
@@ -413,17 +450,24 @@ func (m *Member) waitServing(ctx context.Context) error {
 }
 
 func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
-	cli, err := dial([]string{m.ClientURL.String()})
-	if err != nil {
-		return fmt.Errorf("member %s: %w", m.Name, err)
-	}
-	defer func() { _ = cli.Close() }()
+	var cli *clientv3.Client
+	defer func() {
+		if cli != nil {
+			_ = cli.Close()
+		}
+	}()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err = cli.Get(rctx, "etcdtest-ready", opts...)
-		cancel()
-		if err == nil {
-			return nil
+		var err error
+		if cli == nil {
+			cli, err = etcdclient.New(ctx, m.security.clientConfig([]string{m.ClientURL.String()}))
+		}
+		if cli != nil {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err = cli.Get(rctx, "etcdtest-ready", opts...)
+			cancel()
+			if err == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -433,22 +477,14 @@ func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
 	}
 }
 
-func newClient(t testing.TB, endpoints []string) *clientv3.Client {
+func newClient(t testing.TB, sec *Security, endpoints []string) *clientv3.Client {
 	t.Helper()
-	cli, err := dial(endpoints)
+	cli, err := etcdclient.New(context.Background(), sec.clientConfig(endpoints))
 	if err != nil {
 		t.Fatalf("etcdtest: client for %v: %v", endpoints, err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
-}
-
-func dial(endpoints []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
 }
 
 // FreeURLs returns a peer and a client URL on loopback ports that were free
@@ -486,15 +522,16 @@ func isAddrInUse(err error) bool {
 func StartDataDir(t testing.TB, opts Options, name, dir string, peer url.URL) *Cluster {
 	t.Helper()
 	opts = opts.withDefaults(t)
-	_, client, err := FreeURLs()
+	sec := newSecurity(t, opts)
+	_, client, err := sec.freeURLs()
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	m := &Member{
-		Name: name, Dir: dir, PeerURL: peer, ClientURL: client, opts: opts,
+		Name: name, Dir: dir, PeerURL: peer, ClientURL: client, opts: opts, security: sec,
 		InitialCluster: name + "=" + peer.String(), ClusterState: embed.ClusterStateFlagNew,
 	}
-	c := &Cluster{opts: opts, Members: []*Member{m}}
+	c := &Cluster{opts: opts, Members: []*Member{m}, Security: sec}
 	if err := c.startAll(); err != nil {
 		c.Close()
 		t.Fatalf("etcdtest: start %s from %s: %v", name, dir, err)
@@ -511,11 +548,11 @@ func StartDataDir(t testing.TB, opts Options, name, dir string, peer url.URL) *C
 // listed in c.Members and stopped when the test ends.
 func (c *Cluster) NewMember(t testing.TB, name string) *Member {
 	t.Helper()
-	peer, client, err := FreeURLs()
+	peer, client, err := c.Security.freeURLs()
 	if err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
-	m := &Member{Name: name, Dir: filepath.Join(c.opts.Dir, name+"-new"), PeerURL: peer, ClientURL: client, opts: c.opts}
+	m := &Member{Name: name, Dir: filepath.Join(c.opts.Dir, name+"-new"), PeerURL: peer, ClientURL: client, opts: c.opts, security: c.Security}
 	c.Members = append(c.Members, m)
 	t.Cleanup(m.Stop)
 	return m

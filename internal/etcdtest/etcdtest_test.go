@@ -7,6 +7,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
 )
 
 func TestSingleMemberWorkloadSurvivesKill(t *testing.T) {
@@ -124,5 +126,43 @@ func TestThreeMembersLeaderLossAndLearner(t *testing.T) {
 			t.Fatalf("learner never caught up: %v %v", got, err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A cluster with TLS on clients and peers and authentication on starts,
+// serves its users as their roles allow, and a member restarts.
+func TestSecureCluster(t *testing.T) {
+	ctx := context.Background()
+	c := Start(t, Options{Members: 3, TLS: true, Auth: true, UnsafeNoFsync: true})
+	for _, m := range c.Members {
+		if m.ClientURL.Scheme != "https" || m.PeerURL.Scheme != "https" {
+			t.Fatalf("member %s: %s, %s", m.Name, m.ClientURL.String(), m.PeerURL.String())
+		}
+	}
+	cli := c.Client(t)
+	if _, err := cli.Put(ctx, "/secure", "v"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cli.AuthStatus(ctx)
+	if err != nil || !st.Enabled {
+		t.Fatalf("auth status: %v, %v", st, err)
+	}
+	reader := c.ClientConfig()
+	reader.User, reader.PasswordFile = "reader", c.Security.PasswordFile("reader")
+	rc, err := etcdclient.New(ctx, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	if _, err := rc.Get(ctx, "/secure"); err != nil {
+		t.Fatalf("the reader reads: %v", err)
+	}
+	if _, err := rc.Put(ctx, "/secure", "w"); err == nil {
+		t.Fatal("the reader wrote")
+	}
+	c.Members[1].Stop()
+	c.Members[1].Restart(t)
+	if _, err := c.Members[1].Client(t).Get(ctx, "/secure"); err != nil {
+		t.Fatal(err)
 	}
 }
