@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -26,6 +27,16 @@ var ErrUnreachable = errors.New("no etcd member answers")
 
 // rootRole is etcd's role of the calls it allows administrators only.
 const rootRole = "root"
+
+// ErrSettings marks New's errors that a setting fixes (a TLS file, the
+// scheme, the user, its password or role): waiting does not help.
+var ErrSettings = errors.New("etcd client settings")
+
+// settingError is an error of the settings.
+type settingError struct{ error }
+
+func (e settingError) Unwrap() error        { return e.error }
+func (e settingError) Is(target error) bool { return target == ErrSettings }
 
 // Config says how to reach etcd. The zero value of every field but
 // Endpoints is a plain connection with a 5 s dial timeout and a 30 s
@@ -55,6 +66,13 @@ type Config struct {
 	// authentication is on, New checks that the user has the role, so a
 	// missing grant fails now rather than at the first snapshot.
 	RequireRoot bool
+	// AllowUnreachable: when no endpoint answers, New returns a client
+	// that connects, and logs in, once one does, instead of
+	// ErrUnreachable: for a process that may start before etcd, such as
+	// a sidecar whose API prepares etcd's data dir. What New could not
+	// check then (TLS, the login, the root role) shows in the first calls'
+	// errors.
+	AllowUnreachable bool
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -85,24 +103,32 @@ func (c Config) withDefaults() Config {
 func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 	c = c.withDefaults()
 	name := fmt.Sprintf("etcd %s", strings.Join(c.Endpoints, ","))
+	wrong := func(err error) error { return settingError{fmt.Errorf("%s: %w", name, err)} }
 	secure, err := scheme(c.Endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, wrong(err)
 	}
 	var files *tlsfiles.Client
 	if secure {
 		if files, err = c.TLS.NewClient(c.Logger); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, wrong(err)
 		}
 	} else if !c.TLS.IsZero() {
 		c.Logger.Warn("etcd: TLS files are given but the endpoints are http://, so they are not used; give https:// URLs to use TLS", "endpoints", c.Endpoints)
 	}
 	password, err := c.password()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, wrong(err)
 	}
-	if err := probe(ctx, c, files); err != nil {
+	err = probe(ctx, c, files)
+	later := errors.Is(err, ErrUnreachable) && c.AllowUnreachable
+	switch {
+	case later:
+		c.Logger.Warn("etcd: no member answers yet; the client connects, and logs in, when one does", "endpoints", c.Endpoints, "error", err)
+	case errors.Is(err, ErrUnreachable):
 		return nil, fmt.Errorf("%s: %w", name, err)
+	case err != nil:
+		return nil, wrong(err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:            c.Endpoints,
@@ -112,25 +138,47 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 		Username:             c.User,
 		Password:             password,
 		Logger:               zap.NewNop(),
-		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(bound(c.RequestTimeout))},
+		DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(bound(c.RequestTimeout)),
+			// gRPC's own backoff grows to two minutes: a member back from
+			// an outage, or started after its sidecar, would wait that long
+			// for its clients.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+				MinConnectTimeout: c.DialTimeout,
+			}),
+		},
 	}
 	if files != nil {
 		// Appended after the client's own credentials, so these win.
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(&credentials{files: files}))
 	}
+	if c.User != "" {
+		// clientv3 logs in inside New, once: a member that is not up yet
+		// fails New, and a cluster whose authentication is turned on
+		// later is never logged into (the client goes on without a token,
+		// or as its certificate's common name). Made with a token etcd
+		// refuses instead, the client logs in whenever etcd refuses it,
+		// with the credentials put back below.
+		cfg.Username, cfg.Password, cfg.Token = "", "", "etcdkit-not-logged-in"
+	}
 	cli, err := clientv3.New(cfg)
-	switch {
-	case errors.Is(err, rpctypes.ErrAuthFailed):
-		return nil, fmt.Errorf("%s: etcd user %q did not log in: the password in %s is wrong, or there is no such user (%w)", name, c.User, c.PasswordFile, err)
-	case err != nil && c.User != "":
-		return nil, fmt.Errorf("%s: log in as %q: %w", name, c.User, err)
-	case err != nil:
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if c.RequireRoot {
+	if c.User != "" {
+		cli.Token, cli.Username, cli.Password = "", c.User, password
+		if later {
+			go logIn(cli, c)
+		} else if err := logInNow(ctx, cli, c); err != nil {
+			_ = cli.Close()
+			return nil, err
+		}
+	}
+	if c.RequireRoot && !later {
 		if err := requireRoot(ctx, cli, c, files); err != nil {
 			_ = cli.Close()
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, err
 		}
 	}
 	return cli, nil
@@ -179,14 +227,53 @@ func (c Config) password() (string, error) {
 	return p, nil
 }
 
+// logInNow logs the client in, or says why it cannot. The user's own
+// record is the one thing every user may read.
+func logInNow(ctx context.Context, cli *clientv3.Client, c Config) error {
+	ctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	_, err := cli.UserGet(ctx, c.User)
+	switch {
+	case err == nil, errors.Is(err, rpctypes.ErrUserNotFound):
+		// Not found: authentication is off, or the login would have
+		// failed first.
+		return nil
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return settingError{fmt.Errorf("etcd %s: etcd user %q did not log in: the password in %s is wrong, or there is no such user (%w)",
+			strings.Join(c.Endpoints, ","), c.User, c.PasswordFile, err)}
+	}
+	return fmt.Errorf("etcd %s: log in as %q: %w", strings.Join(c.Endpoints, ","), c.User, err)
+}
+
+// logIn logs the client in once a member answers: a stream opened before
+// any call logged in would be refused.
+func logIn(cli *clientv3.Client, c Config) {
+	for cli.Ctx().Err() == nil {
+		err := logInNow(cli.Ctx(), cli, c)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			c.Logger.Warn("etcd: log in", "user", c.User, "error", err)
+			return
+		}
+		select {
+		case <-cli.Ctx().Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // requireRoot fails unless authentication is off or the client's user
 // holds the root role.
 func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tlsfiles.Client) error {
 	actx, cancel := context.WithTimeout(ctx, c.RequestTimeout)
 	defer cancel()
+	name := fmt.Sprintf("etcd %s", strings.Join(c.Endpoints, ","))
+	wrong := func(err error) error { return settingError{fmt.Errorf("%s: %w", name, err)} }
 	st, err := cli.AuthStatus(actx)
 	if err != nil {
-		return fmt.Errorf("ask whether authentication is on: %w", err)
+		return fmt.Errorf("%s: ask whether authentication is on: %w", name, err)
 	}
 	if !st.Enabled {
 		return nil
@@ -196,15 +283,15 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 		user, how = files.Leaf().Subject.CommonName, "the client certificate's common name"
 	}
 	if user == "" {
-		return errors.New("etcd requires authentication and this client has no identity: give a user and its password file, or a client certificate whose common name is a user with the root role")
+		return wrong(errors.New("etcd requires authentication and this client has no identity: give a user and its password file, or a client certificate whose common name is a user with the root role"))
 	}
 	resp, err := cli.UserGet(actx, user)
 	if err != nil {
-		return fmt.Errorf("etcd user %q (%s): %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err)
+		return wrong(fmt.Errorf("etcd user %q (%s): %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err))
 	}
 	if !slices.Contains(resp.Roles, rootRole) {
-		return fmt.Errorf("etcd user %q (%s) has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
-			user, how, resp.Roles, rootRole, user)
+		return wrong(fmt.Errorf("etcd user %q (%s) has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
+			user, how, resp.Roles, rootRole, user))
 	}
 	return nil
 }

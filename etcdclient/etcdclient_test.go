@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +96,9 @@ func TestTLSAndAuthentication(t *testing.T) {
 			tc.edit(&cfg)
 			_, err := dial(t, cfg)
 			wantErr(t, err, tc.want...)
+			if !errors.Is(err, etcdclient.ErrSettings) {
+				t.Errorf("%v is not marked as a settings error", err)
+			}
 		})
 	}
 
@@ -204,5 +208,76 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 	// The connection made before the rotation still serves.
 	if _, err := cli.Get(ctx, "/"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With AllowUnreachable, a client made while its member is down logs in
+// once the member is back, and a stream opened first (a snapshot) works.
+func TestClientBeforeItsMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, Auth: true, UnsafeNoFsync: true})
+	if _, err := c.Client(t).Put(context.Background(), "/before", "v"); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	m.Stop()
+	cfg := c.ClientConfig()
+	cfg.User, cfg.PasswordFile = "backup", c.Security.PasswordFile("backup")
+	if _, err := dial(t, cfg); !errors.Is(err, etcdclient.ErrUnreachable) {
+		t.Fatalf("without AllowUnreachable: %v", err)
+	}
+	cfg.AllowUnreachable = true
+	cli, err := dial(t, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Restart(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	etcdtest.Eventually(t, "the client logs in", 20*time.Second, func() bool {
+		_, err := cli.UserGet(ctx, "backup")
+		return err == nil
+	})
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil || n == 0 {
+		t.Fatalf("snapshot: %d bytes, %v", n, err)
+	}
+}
+
+// A client made while authentication is off logs in once it is turned
+// on, rather than going on as its certificate's common name.
+func TestAuthenticationTurnedOnLater(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	late := c.ClientConfig()
+	late.User, late.PasswordFile = "root", pw
+	cli, err := dial(t, late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/before", "v"); err != nil {
+		t.Fatal(err)
+	}
+	admin := c.Client(t)
+	if _, err := admin.UserAdd(ctx, "root", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/after", "v"); err != nil {
+		t.Fatalf("after authentication was turned on: %v", err)
 	}
 }
