@@ -14,8 +14,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 )
@@ -99,7 +99,7 @@ func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error
 		e.Close()
 		return nil, fmt.Errorf("etcd in %s did not start", dir)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{client.String()}})
 	if err != nil {
 		e.Close()
 		return nil, err

@@ -20,8 +20,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -338,7 +338,7 @@ func waitForFull(ctx context.Context, dir string) error {
 }
 
 func childClientStore(endpoint, dir string) (*clientv3.Client, store.Store, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{endpoint}})
 	if err != nil {
 		return nil, nil, err
 	}

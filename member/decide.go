@@ -10,9 +10,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -82,8 +81,11 @@ type Plan struct {
 }
 
 // DecideOptions configures Decide. The zero value asks each endpoint
-// with a 5 s timeout.
+// over a plain connection with a 5 s timeout.
 type DecideOptions struct {
+	// Conn is how the endpoints are reached (TLS, authentication); its
+	// endpoints are ignored: Config.Endpoints are asked one at a time.
+	Conn etcdclient.Config
 	// Timeout bounds each call to an endpoint. Default 5 s.
 	Timeout time.Duration
 	// Logger: nil discards.
@@ -118,7 +120,10 @@ func Decide(ctx context.Context, cfg Config, verdict validate.Verdict, opts Deci
 		// Nothing the cluster says changes this.
 		return decide(cfg, verdict, cluster{}), nil
 	}
-	c := probe(ctx, cfg.Endpoints, opts.Timeout)
+	c, err := probe(ctx, cfg.Endpoints, opts)
+	if err != nil {
+		return Plan{}, err
+	}
 	opts.Logger.Info("member: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
 		"members", len(c.members), "list_error", c.listErr)
 	p := decide(cfg, verdict, c)
@@ -253,21 +258,33 @@ func parseCluster(s string) map[string][]string {
 }
 
 // probe asks each endpoint for its status, then the first that answered
-// for the member list.
-func probe(ctx context.Context, endpoints []string, timeout time.Duration) cluster {
+// for the member list. An endpoint that refuses this member's TLS or
+// credentials is an error, not a member that is down: deciding without
+// its answer could start a second cluster beside the running one.
+func probe(ctx context.Context, endpoints []string, opts DecideOptions) (cluster, error) {
 	var c cluster
 	for _, ep := range endpoints {
-		cli, err := dial(ctx, []string{ep}, timeout)
-		if err != nil {
+		conn := opts.Conn.With(ep)
+		conn.DialTimeout = opts.Timeout
+		cli, err := etcdclient.New(ctx, conn)
+		switch {
+		case errors.Is(err, etcdclient.ErrUnreachable):
+			continue
+		case errors.Is(err, etcdclient.ErrSettings):
+			return c, fmt.Errorf("member: %w", err)
+		case err != nil:
+			// It answers but cannot log this member in: no quorum.
+			c.answered = append(c.answered, ep)
+			c.listErr = err
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, timeout)
+		sctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		_, err = cli.Status(sctx, ep)
 		cancel()
 		if err == nil {
 			c.answered = append(c.answered, ep)
 			if c.members == nil {
-				lctx, cancel := context.WithTimeout(ctx, timeout)
+				lctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 				resp, err := cli.MemberList(lctx)
 				cancel()
 				if err == nil {
@@ -279,20 +296,5 @@ func probe(ctx context.Context, endpoints []string, timeout time.Duration) clust
 		}
 		_ = cli.Close()
 	}
-	return c
-}
-
-// dial returns a client of the endpoints that logs nothing.
-func dial(ctx context.Context, endpoints []string, timeout time.Duration) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: timeout,
-		Context:     ctx,
-		Logger:      zap.NewNop(),
-	})
-}
-
-// Dial returns a quiet client of the endpoints, for the membership calls.
-func Dial(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
-	return dial(ctx, endpoints, 5*time.Second)
+	return c, nil
 }

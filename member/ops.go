@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 )
 
@@ -172,6 +173,10 @@ func UpdatePeerURLs(ctx context.Context, cli *clientv3.Client, id uint64, peerUR
 // ApplyOptions configures Apply.
 type ApplyOptions struct {
 	RetryOptions
+	// Conn is how the endpoints are reached (TLS, authentication); its
+	// endpoints are ignored: Config.Endpoints are. With authentication
+	// on, its user needs the root role for membership changes.
+	Conn etcdclient.Config
 	// Timeout bounds the dial of the endpoints. Default 5 s.
 	Timeout time.Duration
 	// Now names a moved-aside data dir. Default time.Now.
@@ -197,9 +202,11 @@ func Apply(ctx context.Context, cfg Config, p Plan, o ApplyOptions) (Plan, error
 		o.Now = time.Now
 	}
 	o.RetryOptions = o.withDefaults()
-	cli, err := dial(ctx, cfg.Endpoints, o.Timeout)
+	conn := o.Conn.With(cfg.Endpoints...)
+	conn.DialTimeout, conn.RequireRoot = o.Timeout, true
+	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {
-		return p, fmt.Errorf("member: %v: %w", cfg.Endpoints, err)
+		return p, fmt.Errorf("member %s: %w", cfg.Name, err)
 	}
 	defer func() { _ = cli.Close() }()
 	if p.Action == Rejoin {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/store"
@@ -26,6 +27,10 @@ type RecoverOptions struct {
 	// RevisionBump is passed to the restore: clients that saw revisions
 	// past the backup never see one go back.
 	RevisionBump uint64
+	// Conn is how the members are reached (TLS, authentication); its
+	// endpoints are ignored: the first member's client URLs are. With
+	// authentication on, its user needs the root role.
+	Conn etcdclient.Config
 	// Start starts a member's etcd with the plan's initial cluster and
 	// state and returns once it serves (a learner: once it started). It
 	// is the caller's way of running etcd: in process, or a process.
@@ -69,7 +74,9 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
 		return res, fmt.Errorf("member: recover quorum: start %s: %w", first.Name, err)
 	}
-	cli, err := dial(ctx, first.ClientURLs, 5*time.Second)
+	conn := o.Conn.With(first.ClientURLs...)
+	conn.RequireRoot = true
+	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {
 		return res, fmt.Errorf("member: recover quorum: %s: %w", first.Name, err)
 	}

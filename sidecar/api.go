@@ -337,7 +337,10 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	req.Header.Set("Authorization", r.Header.Get("Authorization"))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, s.opts.Endpoint)
-	resp, err := s.httpClient().Do(req)
+	resp, err := s.peerHTTP.Do(req)
+	if explained := s.peers.Explain(err); explained != nil {
+		err = explained
+	}
 	if err != nil {
 		return fail(fmt.Errorf("forward to the uploader's sidecar %s: %w", base, err))
 	}
@@ -347,15 +350,6 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 	return nil
-}
-
-// httpClient is the client of forwarded calls; tests and TLS setups set
-// Options.HTTPClient.
-func (s *Sidecar) httpClient() *http.Client {
-	if s.opts.HTTPClient != nil {
-		return s.opts.HTTPClient
-	}
-	return http.DefaultClient
 }
 
 func (s *Sidecar) startRestore(_ http.ResponseWriter, r *http.Request) (any, int, error) {

@@ -4,44 +4,30 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/etcdkit/etcdkit/internal/reload"
 )
 
-// tokenFile is a bearer token kept in a file, read again when the file
+// tokenFile reads the bearer token from a file, again when the file
 // changes, so a rotated secret takes effect without a restart.
-type tokenFile struct {
-	path string
-
-	mu      sync.Mutex
-	modTime time.Time
-	size    int64
-	value   string
-}
-
-func (t *tokenFile) token() (string, error) {
-	info, err := os.Stat(t.path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.value != "" && info.ModTime().Equal(t.modTime) && info.Size() == t.size {
-		return t.value, nil
-	}
-	b, err := os.ReadFile(t.path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "" {
-		return "", fmt.Errorf("token file %s is empty", t.path)
-	}
-	t.value, t.modTime, t.size = v, info.ModTime(), info.Size()
-	return v, nil
+func tokenFile(path string, log *slog.Logger) (*reload.File[string], error) {
+	f := reload.New(func() (string, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("token file: %w", err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", fmt.Errorf("token file %s is empty", path)
+		}
+		return v, nil
+	}, log, path)
+	_, err := f.Get()
+	return f, err
 }
 
 var errUnauthenticated = errors.New("unauthenticated: send Authorization: Bearer <token> or a client certificate")
@@ -55,7 +41,7 @@ func (s *Sidecar) authenticate(r *http.Request) error {
 	if s.auth == nil {
 		return errUnauthenticated
 	}
-	want, err := s.auth.token()
+	want, err := s.auth.Get()
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 // Client calls a sidecar's API: what a wrapper that leaves start-up to the
@@ -16,8 +19,44 @@ import (
 type Client struct {
 	// URL is the sidecar's base URL; Token its bearer token.
 	URL, Token string
-	// HTTP: default http.DefaultClient.
-	HTTP *http.Client
+	// TLS, for an https URL: the CA bundle that signed the sidecar's
+	// certificate (default: the system's roots) and, where the sidecar
+	// takes client certificates instead of the token, this client's
+	// certificate and key. They are read again when they change.
+	TLS tlsfiles.Files
+	// Timeout bounds each call. Default 30 s.
+	Timeout time.Duration
+
+	mu   sync.Mutex
+	http *http.Client
+	tls  *tlsfiles.Client
+}
+
+// client returns the HTTP client, made at the first call; a TLS file that
+// does not load is an error then.
+func (c *Client) client() (*http.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.http != nil {
+		return c.http, nil
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	files, err := c.TLS.NewClient(nil)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", c.URL, err)
+	}
+	c.tls, c.http = files, &http.Client{Transport: files.Transport(timeout), Timeout: timeout}
+	return c.http, nil
+}
+
+// Check loads the TLS files, so a bad one is an error at start rather
+// than at the first call.
+func (c *Client) Check() error {
+	_, err := c.client()
+	return err
 }
 
 // Restore asks the sidecar to prepare a data dir and waits until the job
@@ -80,11 +119,14 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
+	hc, err := c.client()
+	if err != nil {
+		return err
 	}
 	resp, err := hc.Do(req)
+	if explained := c.tls.Explain(err); explained != nil {
+		return fmt.Errorf("sidecar %s: %w", url, explained)
+	}
 	if err != nil {
 		return fmt.Errorf("sidecar %s: %w", url, err)
 	}
@@ -96,6 +138,9 @@ func (c *Client) call(ctx context.Context, method, path string, body, out any) e
 	if resp.StatusCode/100 != 2 {
 		var e struct{ Error string }
 		_ = json.Unmarshal(b, &e)
+		if e.Error == "" && strings.Contains(string(b), "HTTP request to an HTTPS server") {
+			return fmt.Errorf("sidecar %s: the sidecar serves HTTPS: use an https:// URL", url)
+		}
 		return fmt.Errorf("sidecar %s: %s: %s", url, resp.Status, e.Error)
 	}
 	if err := json.Unmarshal(b, out); err != nil {

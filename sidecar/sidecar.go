@@ -15,10 +15,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/defrag"
+	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 // ErrNotUploader fences an upload: this sidecar's member no longer leads.
@@ -63,9 +65,11 @@ type Options struct {
 	// Promote bounds the promotion of this sidecar's member when it is a
 	// learner.
 	Promote member.RetryOptions
-	// HTTPClient forwards calls to other sidecars. Default
-	// http.DefaultClient; set it for TLS between sidecars.
-	HTTPClient *http.Client
+	// PeerTLS is how this sidecar calls the others' APIs over https (the
+	// CA bundle of their certificates, and this sidecar's client
+	// certificate where they take client certificates). Read again when
+	// the files change.
+	PeerTLS tlsfiles.Files
 	// Registry receives the metrics. Default a new registry.
 	Registry *prometheus.Registry
 	// Logger: nil discards.
@@ -80,7 +84,9 @@ type Sidecar struct {
 	defrag   cron.Schedule
 	metrics  *metrics
 	registry *prometheus.Registry
-	auth     *tokenFile
+	auth     *reload.File[string]
+	peers    *tlsfiles.Client
+	peerHTTP *http.Client
 	jobs     *jobs
 
 	mu        sync.Mutex
@@ -116,11 +122,16 @@ func New(o Options) (*Sidecar, error) {
 	}
 	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
 	if o.TokenFile != "" {
-		s.auth = &tokenFile{path: o.TokenFile}
-		if _, err := s.auth.token(); err != nil {
+		var err error
+		if s.auth, err = tokenFile(o.TokenFile, o.Logger); err != nil {
 			return nil, fmt.Errorf("sidecar: %w", err)
 		}
 	}
+	var err error
+	if s.peers, err = o.PeerTLS.NewClient(o.Logger); err != nil {
+		return nil, fmt.Errorf("sidecar: the other sidecars' TLS: %w", err)
+	}
+	s.peerHTTP = &http.Client{Transport: s.peers.Transport(10 * time.Second)}
 	if o.DefragSchedule != "" {
 		sched, err := cron.ParseStandard(o.DefragSchedule)
 		if err != nil {
@@ -149,7 +160,6 @@ func New(o Options) (*Sidecar, error) {
 			after(r)
 		}
 	}
-	var err error
 	if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
 		return nil, fmt.Errorf("sidecar: %w", err)
 	}

@@ -13,11 +13,13 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -51,6 +53,10 @@ type Options struct {
 	// Endpoints reach the other members' client URLs, to ask the cluster
 	// before joining it.
 	Endpoints []string
+	// Conn is how the wrapper reaches its own member and the others (TLS,
+	// authentication, timeouts); its endpoints are ignored. nil:
+	// ClientConn(Config), what etcd's own configuration says.
+	Conn *etcdclient.Config
 	// Sidecar is the API InitSidecar asks; SidecarTimeout bounds how long
 	// it is retried (default 5 min).
 	Sidecar        *sidecar.Client
@@ -92,6 +98,12 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	conn := ClientConn(o.Config)
+	if o.Conn != nil {
+		conn = *o.Conn
+	}
+	conn.Logger = o.Logger
+	o.Conn = &conn
 	return nil
 }
 
@@ -216,7 +228,7 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, err
 	deadline := time.Now().Add(o.JoinTimeout)
 	var p member.Plan
 	for {
-		if p, err = member.Decide(ctx, mcfg, rep.Verdict, member.DecideOptions{Logger: o.Logger}); err != nil {
+		if p, err = member.Decide(ctx, mcfg, rep.Verdict, member.DecideOptions{Conn: *o.Conn, Logger: o.Logger}); err != nil {
 			return p, err
 		}
 		if !p.Retry {
@@ -249,7 +261,7 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, err
 		}
 		log.Info("wrapper: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
 	case member.Rejoin, member.JoinAsLearner:
-		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
+		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{Conn: *o.Conn, RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
 			return p, err
 		}
 	}
@@ -276,6 +288,10 @@ func sidecarInit(ctx context.Context, o Options, multi bool, log *slog.Logger) e
 		if err == nil {
 			return fmt.Errorf("wrapper: the sidecar could not prepare the data dir: %s %s", job.Error, job.Reason)
 		}
+		if tlsErr := (*tlsfiles.Error)(nil); errors.As(err, &tlsErr) {
+			// Waiting does not mend a certificate.
+			return fmt.Errorf("wrapper: %w", err)
+		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("wrapper: the sidecar did not prepare the data dir within %s: %w", o.SidecarTimeout, err)
 		}
@@ -291,7 +307,9 @@ func sidecarInit(ctx context.Context, o Options, multi bool, log *slog.Logger) e
 
 // promote promotes this learner once it has caught up.
 func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
-	cli, err := member.Dial(ctx, append(urls(o.Config.AdvertiseClientUrls), o.Endpoints...))
+	conn := o.Conn.With(append(urls(o.Config.AdvertiseClientUrls), o.Endpoints...)...)
+	conn.RequireRoot = true
+	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {
 		log.Error("wrapper: promote", "error", err)
 		return
@@ -303,6 +321,22 @@ func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
 		return
 	}
 	log.Info("wrapper: promoted from learner to voting member")
+}
+
+// ClientConn is how a member configured by cfg is reached as a client,
+// from etcd's own configuration: its client-transport-security's CA
+// bundle, and the certificate etcd presents as a client (client-cert-file,
+// else cert-file). auto-tls certificates are self-signed: they are not
+// verified, and a warning says so.
+func ClientConn(cfg *embed.Config) etcdclient.Config {
+	info := cfg.ClientTLSInfo
+	f := tlsfiles.Files{CA: info.TrustedCAFile, Cert: info.CertFile, Key: info.KeyFile, InsecureSkipVerify: cfg.ClientAutoTLS,
+		Names: tlsfiles.Names{CA: "client-transport-security: trusted-ca-file", Cert: "client-transport-security: cert-file", Key: "client-transport-security: key-file"}}
+	if info.ClientCertFile != "" {
+		f.Cert, f.Key = info.ClientCertFile, info.ClientKeyFile
+		f.Names.Cert, f.Names.Key = "client-transport-security: client-cert-file", "client-transport-security: client-key-file"
+	}
+	return etcdclient.Config{TLS: f}
 }
 
 func urls(us []url.URL) []string {

@@ -29,7 +29,7 @@ func defragCmd(g *globals) *cobra.Command {
 		Short: "Defragment every member, followers first, the leader last",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cli, err := g.client()
+			cli, err := g.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -10,12 +10,11 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -41,6 +40,7 @@ type globals struct {
 	config    string
 	storeURL  string
 	endpoints []string
+	etcd      cli.Etcd
 	logFlags  cli.Log
 	output    string
 	codec     cli.Codec
@@ -73,6 +73,9 @@ Exit codes:
 			if err := cli.Bind(cmd, "config"); err != nil {
 				return cli.Usage(err)
 			}
+			if err := g.etcd.Check(); err != nil {
+				return cli.Usage(err)
+			}
 			var err error
 			if g.log, err = g.logFlags.Logger(os.Stderr); err != nil {
 				return cli.Usage(err)
@@ -85,6 +88,7 @@ Exit codes:
 	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
 	pf.StringVar(&g.storeURL, "store", "", "where the backups are: file:///path, s3://bucket/prefix, gs://…, azblob://…")
 	pf.StringSliceVar(&g.endpoints, "endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs")
+	g.etcd.Flags(pf)
 	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
@@ -141,16 +145,18 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 	return st, p, nil
 }
 
-// client dials --endpoints.
-func (g *globals) client() (*clientv3.Client, error) { return dial(g.endpoints) }
+// client connects to --endpoints.
+func (g *globals) client(ctx context.Context) (*clientv3.Client, error) {
+	return etcdclient.New(ctx, g.conn(g.endpoints))
+}
 
-// dial opens a client of the cluster at endpoints.
-func dial(endpoints []string) (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
-	}
-	return cli, nil
+// conn is the connection to endpoints the flags describe. Every command
+// that reaches etcd snapshots, hashes, defragments or promotes: with
+// authentication on, those need the root role, checked at start.
+func (g *globals) conn(endpoints []string) etcdclient.Config {
+	c := g.etcd.Config().With(endpoints...)
+	c.RequireRoot, c.Logger = true, g.log
+	return c
 }
 
 // print writes v as JSON with --output json, or calls table otherwise.

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -13,9 +11,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 func serveCmd(g *globals) *cobra.Command {
@@ -24,6 +24,7 @@ func serveCmd(g *globals) *cobra.Command {
 		ret                      retention
 		memberEndpoint, listen   string
 		tlsCert, tlsKey, tlsCA   string
+		peerTLS                  tlsfiles.Files
 		memoryLimit              int64
 		fullSchedule             string
 		deltaPeriod, gcPeriod    time.Duration
@@ -50,7 +51,11 @@ it uploads the pending delta and exits 0.`,
 			if o.Snapshots.Retention, err = ret.retention(); err != nil {
 				return err
 			}
-			etcd, err := g.client()
+			// The API serves before etcd runs: a wrapper in --init=sidecar
+			// waits for it to prepare etcd's data dir.
+			conn := g.conn(g.endpoints)
+			conn.AllowUnreachable = true
+			etcd, err := etcdclient.New(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -62,9 +67,12 @@ it uploads the pending delta and exits 0.`,
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, deltaPeriod, memoryLimit
 			o.Snapshots.RetentionPeriod = gcPeriod
 			o.Follow = member.FollowOptions{Interval: followInterval}
+			o.PeerTLS = peerTLS
+			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
 			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second}
 			if tlsCert != "" || tlsKey != "" {
-				if srv.TLSConfig, err = serverTLS(tlsCert, tlsKey, tlsCA); err != nil {
+				files := tlsfiles.Files{CA: tlsCA, Cert: tlsCert, Key: tlsKey, Names: tlsfiles.Names{CA: "--client-ca", Cert: "--tls-cert", Key: "--tls-key"}}
+				if srv.TLSConfig, err = files.NewServer(g.log); err != nil {
 					return cli.Usage(err)
 				}
 				o.ClientCertAuth = tlsCA != ""
@@ -103,9 +111,12 @@ it uploads the pending delta and exits 0.`,
 	f := cmd.Flags()
 	f.StringVar(&memberEndpoint, "member-endpoint", "", "client URL of this sidecar's own member (default: the first of --endpoints)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
-	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate")
+	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (read again when it changes)")
 	f.StringVar(&tlsKey, "tls-key", "", "and this key")
 	f.StringVar(&tlsCA, "client-ca", "", "accept API clients with a certificate from this CA (mTLS) instead of the token")
+	f.StringVar(&peerTLS.CA, "sidecar-cacert", "", "CA bundle that signed the other sidecars' certificates, for calls forwarded to them (--peers)")
+	f.StringVar(&peerTLS.Cert, "sidecar-cert", "", "client certificate presented to the other sidecars, where they take client certificates")
+	f.StringVar(&peerTLS.Key, "sidecar-key", "", "the client certificate's key")
 	f.StringVar(&o.TokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
 	f.StringVar(&fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
 	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta")
@@ -121,27 +132,4 @@ it uploads the pending delta and exits 0.`,
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	return cmd
-}
-
-// serverTLS loads the server's certificate and, with a CA, asks clients
-// for theirs: the API then takes a verified certificate instead of the
-// token, while probes without one still reach health and metrics.
-func serverTLS(cert, key, ca string) (*tls.Config, error) {
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("--client-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--client-ca %s: no PEM certificate in it", ca)
-		}
-		cfg.ClientCAs, cfg.ClientAuth = pool, tls.VerifyClientCertIfGiven
-	}
-	return cfg, nil
 }

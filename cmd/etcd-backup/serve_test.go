@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,12 +25,15 @@ type sidecarProc struct {
 	args      []string
 	cmd       *exec.Cmd
 	exited    chan error
+	// logs is everything the process wrote, to read once it has exited.
+	logs strings.Builder
 }
 
 func (p *sidecarProc) start(t *testing.T) {
 	t.Helper()
 	p.cmd = exec.Command(binary, p.args...)
-	p.cmd.Stderr = testWriter{t, p.name}
+	p.logs.Reset()
+	p.cmd.Stderr = io.MultiWriter(testWriter{t, p.name}, &p.logs)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cli, err := g.client()
+			cli, err := g.client(ctx)
 			if err != nil {
 				return err
 			}

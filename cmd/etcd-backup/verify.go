@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/restore"
 )
 
@@ -46,7 +47,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 				"keys": rep.Digest.Keys, "sha256": rep.Digest.SHA256, "took_seconds": rep.Took.Seconds()}
 			var mismatch error
 			if len(against) > 0 {
-				live, note, err := liveDigest(cmd, against, rep.Digest.Revision)
+				live, note, err := g.liveDigest(cmd, against, rep.Digest.Revision)
 				if err != nil {
 					return err
 				}
@@ -78,8 +79,8 @@ compacted past that revision only the chain is checked, and the output says so.`
 }
 
 // liveDigest sums the live cluster at rev, or says why it cannot.
-func liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, string, error) {
-	cli, err := dial(endpoints)
+func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, string, error) {
+	cli, err := etcdclient.New(cmd.Context(), g.conn(endpoints))
 	if err != nil {
 		return restore.Digest{}, "", err
 	}

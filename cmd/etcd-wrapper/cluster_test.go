@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/sidecar"
 )
 
 // acked logs every write the cluster acknowledged, with its revision.
@@ -60,17 +61,32 @@ func (a *acked) end() { a.stop(); <-a.done }
 // Then every member is killed and every data dir deleted: the first
 // wrapper restores from the store, the others join it, and every write
 // acknowledged up to the last uploaded delta is there.
+//
+// With TLS and auth, the members serve clients and peers over TLS with
+// client certificates required, authentication is on, the sidecars serve
+// their API over HTTPS and forward to each other with client
+// certificates, and the leader moves once; the wrappers have no flag for
+// any of it, and the restored cluster keeps its users.
 func TestClusterRejoinsAndRecovers(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { clusterRejoinsAndRecovers(t, nil) })
+	t.Run("TLS and auth", func(t *testing.T) { clusterRejoinsAndRecovers(t, newSecure(t)) })
+}
+
+func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	srv := emulator.Require(t, emulator.S3)
 	s3 := awss3.New(awss3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
 	})
-	if _, err := s3.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("etcd")}); err != nil {
+	bucket := "etcd-plain"
+	if sec != nil {
+		bucket = "etcd-tls"
+	}
+	if _, err := s3.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}
 	work := t.TempDir()
-	storeURL := "s3://etcd/e2e?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
+	storeURL := "s3://" + bucket + "/e2e?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
 	// The processes inherit the credentials; the test reads the store too.
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
@@ -81,32 +97,74 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nodes := newNodes(t, 3)
+	nodes := newNodes(t, 3, sec)
 	wrappers := map[string]*proc{}
 	sidecars := map[string]*proc{}
+	apis := map[string]string{}
+	var peers []string
+	for _, nd := range nodes {
+		port, err := etcdtest.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		apis[nd.name] = fmt.Sprintf("%s://127.0.0.1:%d", sec.scheme(), port)
+		peers = append(peers, nd.name+"="+apis[nd.name])
+	}
 	startWrapper := func(nd *node) {
 		wrappers[nd.name] = start(t, "wrapper "+nd.name, wrapperBin, env, "--config", nd.config, "--listen", nd.health,
 			"--store", storeURL, "--peer-endpoints", others(nodes, nd), "--log-format", "text")
 	}
 	startSidecar := func(nd *node) {
-		port, err := etcdtest.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sidecars[nd.name] = start(t, "sidecar "+nd.name, backupBin, env, "serve", "--store", storeURL, "--endpoints", endpoints(nodes),
-			"--member-endpoint", nd.client, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--token-file", token,
+		sidecars[nd.name] = start(t, "sidecar "+nd.name, backupBin, env, append([]string{"serve", "--store", storeURL, "--endpoints", endpoints(nodes),
+			"--member-endpoint", nd.client, "--listen", strings.TrimPrefix(strings.TrimPrefix(apis[nd.name], "http://"), "https://"),
+			"--token-file", token, "--peers", strings.Join(peers, ","),
 			"--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "-1s", "--follow-interval", "100ms",
-			"--work-dir", t.TempDir())
+			"--work-dir", t.TempDir()}, sec.backupFlags()...)...)
 	}
 	for _, nd := range nodes {
 		startWrapper(nd)
-		startSidecar(nd)
 	}
 	for _, nd := range nodes {
 		nd.ready(t, 60*time.Second)
 	}
-	cli := client(t, endpoints(nodes))
+	cli := client(t, endpoints(nodes), sec)
 	ctx := context.Background()
+	if sec != nil {
+		sec.enableAuth(t, cli)
+	}
+	for _, nd := range nodes {
+		startSidecar(nd)
+	}
+	if sec != nil {
+		// A full snapshot asked of a follower's sidecar over HTTPS, with a
+		// client certificate: the follower forwards it to the leader's
+		// sidecar, with its own.
+		leader := leaderName(t, cli)
+		for _, nd := range nodes {
+			if nd.name == leader {
+				continue
+			}
+			var full sidecar.SnapshotView
+			etcdtest.Eventually(t, "a follower's sidecar forwards a full snapshot", 30*time.Second, func() bool {
+				var err error
+				full, err = sec.sidecar(apis[nd.name]).Full(ctx)
+				return err == nil
+			})
+			t.Logf("full snapshot %s through %s's sidecar", full.Key, nd.name)
+			break
+		}
+		// The leader moves: the new leader's sidecar continues the chain.
+		load := writeLoad(cli)
+		to := moveLeader(t, cli, sec, leader)
+		resp, err := cli.Put(ctx, "/after-move", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		etcdtest.Eventually(t, "the backups reach a write after the leader moved to "+to, 30*time.Second, func() bool {
+			return lastBackedUp(t, storeURL) >= resp.Header.Revision
+		})
+		load.end()
+	}
 
 	// A follower is killed and its database corrupted. The writes go
 	// through the two others: a request in flight on the killed member's
@@ -118,7 +176,7 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 			victim = nd
 		}
 	}
-	load := writeLoad(client(t, others(nodes, victim)))
+	load := writeLoad(client(t, others(nodes, victim), sec))
 	time.Sleep(2 * time.Second)
 	wrappers[victim.name].kill(t)
 	corrupt(t, victim.dir)
@@ -168,7 +226,9 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 	if !strings.Contains(wrappers[nodes[0].name].output(), "wrapper: restored") {
 		t.Fatalf("the first wrapper did not restore:\n%s", wrappers[nodes[0].name].output())
 	}
-	cli = client(t, endpoints(nodes))
+	// With authentication, the restored cluster logs root in: its users
+	// came back with the data.
+	cli = client(t, endpoints(nodes), sec)
 	etcdtest.Eventually(t, "all three members vote", 90*time.Second, func() bool { return allVote(ctx, cli, 3) })
 	resp, err := cli.Get(ctx, "/acked/", clientv3.WithPrefix())
 	if err != nil {
@@ -192,11 +252,48 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 		t.Fatalf("only %d acknowledged writes were backed up before the kill: the test shows nothing", checked)
 	}
 	t.Logf("the store reached revision %d; %d of %d acknowledged writes were before it, all present", backedUp, checked, len(load.writes))
+	if sec != nil {
+		if st, err := cli.AuthStatus(ctx); err != nil || !st.Enabled {
+			t.Fatalf("the restored cluster's authentication: %v, %v", st, err)
+		}
+	}
 	for _, p := range wrappers {
 		if err := p.term(t); err != nil {
 			t.Errorf("%s after SIGTERM: %v", p.name, err)
 		}
 	}
+}
+
+// moveLeader hands leadership from the member called from to another and
+// returns the new leader's name.
+func moveLeader(t *testing.T, cli *clientv3.Client, sec *secure, from string) string {
+	t.Helper()
+	ctx := context.Background()
+	st, err := member.Inspect(ctx, cli, member.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Name == from {
+			// Only the leader hands leadership over.
+			if _, err := client(t, strings.Join(s.ClientURLs, ","), sec).MoveLeader(ctx, next(st, from).ID); err != nil {
+				t.Fatal(err)
+			}
+			return next(st, from).Name
+		}
+	}
+	t.Fatalf("no member %s", from)
+	return ""
+}
+
+// next is a member other than the one called name.
+func next(st []member.Status, name string) member.Status {
+	for _, s := range st {
+		if s.Name != name {
+			return s
+		}
+	}
+	return member.Status{}
 }
 
 // allVote says whether the cluster has n members, all voting and healthy.

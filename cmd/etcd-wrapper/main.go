@@ -18,6 +18,7 @@ import (
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
 
@@ -32,6 +33,8 @@ func run(args []string) int {
 		etcdConfig, flagsFile, storeURL, init   string
 		sidecarURL, sidecarTokenFile, onCorrupt string
 		logFlags                                cli.Log
+		etcd                                    cli.Etcd
+		sidecarTLS                              tlsfiles.Files
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd-wrapper --config etcd.yaml",
@@ -45,6 +48,11 @@ sidecar's API to do the validation and restore. It serves /livez, /readyz and /h
 on --listen. On SIGTERM it stops etcd, leaves a clean-shutdown marker and exits 0; if
 etcd stops by itself it exits 1.
 
+It reaches its own member and the others with what etcd's configuration says
+(client-transport-security: the CA bundle, and client-cert-file or cert-file as its
+client certificate); --cacert, --cert, --key, --user and --password-file replace or
+add to that.
+
 Every flag can also come from ETCDKIT_<FLAG> or a YAML file given with --flags-file.
 
 Exit codes:
@@ -56,6 +64,9 @@ Exit codes:
 		SilenceErrors: true,
 		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.Bind(cmd, "flags-file"); err != nil {
+				return cli.Usage(err)
+			}
+			if err := etcd.Check(); err != nil {
 				return cli.Usage(err)
 			}
 			return nil
@@ -76,6 +87,8 @@ Exit codes:
 			if o.Codec, err = codec.Codec(); err != nil {
 				return cli.Usage(err)
 			}
+			conn := etcd.Apply(wrapper.ClientConn(o.Config))
+			o.Conn = &conn
 			if storeURL != "" {
 				if o.Store, err = store.Open(ctx, storeURL); err != nil {
 					return err
@@ -90,7 +103,11 @@ Exit codes:
 				return cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt))
 			}
 			if sidecarURL != "" {
-				o.Sidecar = &sidecar.Client{URL: sidecarURL}
+				sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+				o.Sidecar = &sidecar.Client{URL: sidecarURL, TLS: sidecarTLS}
+				if err := o.Sidecar.Check(); err != nil {
+					return cli.Usage(err)
+				}
 				if sidecarTokenFile != "" {
 					b, err := os.ReadFile(sidecarTokenFile)
 					if err != nil {
@@ -111,6 +128,10 @@ Exit codes:
 	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
 	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's API, for --init=sidecar")
 	f.StringVar(&sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
+	f.StringVar(&sidecarTLS.CA, "sidecar-cacert", "", "CA bundle that signed the sidecar's certificate, for an https --sidecar-url")
+	f.StringVar(&sidecarTLS.Cert, "sidecar-cert", "", "client certificate for the sidecar's API, where it takes client certificates")
+	f.StringVar(&sidecarTLS.Key, "sidecar-key", "", "the client certificate's key")
+	etcd.Flags(f)
 	f.DurationVar(&o.SidecarTimeout, "sidecar-timeout", 5*time.Minute, "how long the sidecar is waited for")
 	f.StringVar(&onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
 	f.DurationVar(&o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")

@@ -134,7 +134,9 @@ type node struct {
 	health            string
 }
 
-func newNodes(t *testing.T, n int) []*node {
+// newNodes lays out n members; with sec, etcd's configuration serves
+// clients and peers over TLS.
+func newNodes(t *testing.T, n int, sec *secure) []*node {
 	t.Helper()
 	root := t.TempDir()
 	var nodes []*node
@@ -143,6 +145,7 @@ func newNodes(t *testing.T, n int) []*node {
 		if err != nil {
 			t.Fatal(err)
 		}
+		peer.Scheme, client.Scheme = sec.scheme(), sec.scheme()
 		hp, err := etcdtest.FreePort()
 		if err != nil {
 			t.Fatal(err)
@@ -168,7 +171,7 @@ initial-cluster-state: new
 heartbeat-interval: 50
 election-timeout: 500
 log-level: warn
-`, nd.name, nd.dir, nd.peer, nd.peer, nd.client, nd.client, strings.Join(initial, ","))
+%s`, nd.name, nd.dir, nd.peer, nd.peer, nd.client, nd.client, strings.Join(initial, ","), sec.yaml())
 		if err := os.WriteFile(nd.config, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -11,13 +11,15 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
 
-func client(t *testing.T, eps string) *clientv3.Client {
+// client reaches the members at eps; with sec, over TLS as root.
+func client(t *testing.T, eps string, sec *secure) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(eps, ","), DialTimeout: 5 * time.Second})
+	cli, err := etcdclient.New(context.Background(), sec.conn(eps))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func corrupt(t *testing.T, dir string) {
 
 // The loader rejects a key etcd 3.7 ignores, naming its feature gate.
 func TestConfigRejected(t *testing.T) {
-	nd := newNodes(t, 1)[0]
+	nd := newNodes(t, 1, nil)[0]
 	b, _ := os.ReadFile(nd.config)
 	if err := os.WriteFile(nd.config, append(b, "experimental-initial-corrupt-check: true\n"...), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,11 +51,11 @@ func TestConfigRejected(t *testing.T) {
 // clean-shutdown marker and exits 0; a corrupt data dir is refused, and
 // wiping does not help a member without peers.
 func TestNoStoreNoSidecar(t *testing.T) {
-	nd := newNodes(t, 1)[0]
+	nd := newNodes(t, 1, nil)[0]
 	args := []string{"--config", nd.config, "--listen", nd.health}
 	p := start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 30*time.Second)
-	if _, err := client(t, nd.client).Put(context.Background(), "/k", "v"); err != nil {
+	if _, err := client(t, nd.client, nil).Put(context.Background(), "/k", "v"); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.term(t); err != nil {
@@ -67,7 +69,7 @@ func TestNoStoreNoSidecar(t *testing.T) {
 	// Restarts on its data after a clean stop.
 	p = start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 30*time.Second)
-	if r, err := client(t, nd.client).Get(context.Background(), "/k"); err != nil || len(r.Kvs) != 1 {
+	if r, err := client(t, nd.client, nil).Get(context.Background(), "/k"); err != nil || len(r.Kvs) != 1 {
 		t.Fatalf("after restart: %v %v", r, err)
 	}
 	p.kill(t)
@@ -86,8 +88,18 @@ func TestNoStoreNoSidecar(t *testing.T) {
 // --init=sidecar: the sidecar prepares the data dir. A first start is
 // left to bootstrap; after the member is killed and its database
 // corrupted, the sidecar restores it from the backups it took.
+//
+// With TLS and auth, the wrapper calls the sidecar's API over HTTPS with
+// a client certificate instead of the token; the sidecar, started before
+// etcd, logs in once authentication is on; the restored member keeps its
+// users.
 func TestInitSidecar(t *testing.T) {
-	nd := newNodes(t, 1)[0]
+	t.Run("plain", func(t *testing.T) { initSidecar(t, nil) })
+	t.Run("TLS and auth", func(t *testing.T) { initSidecar(t, newSecure(t)) })
+}
+
+func initSidecar(t *testing.T, sec *secure) {
+	nd := newNodes(t, 1, sec)[0]
 	work := t.TempDir()
 	storeURL := "file://" + filepath.Join(work, "store")
 	token := filepath.Join(work, "token")
@@ -99,16 +111,30 @@ func TestInitSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := fmt.Sprintf("127.0.0.1:%d", port)
-	sc := start(t, "sidecar", backupBin, nil, "serve", "--store", storeURL, "--endpoints", nd.client, "--listen", api,
+	sc := start(t, "sidecar", backupBin, nil, append([]string{"serve", "--store", storeURL, "--endpoints", nd.client, "--listen", api,
 		"--token-file", token, "--restore-root", filepath.Dir(nd.dir), "--delta-period", "200ms", "--full-schedule", "@every 1h",
-		"--follow-interval", "100ms", "--gc-period", "-1s", "--work-dir", work)
-	args := []string{"--config", nd.config, "--listen", nd.health, "--init", "sidecar", "--sidecar-url", "http://" + api, "--sidecar-token-file", token}
+		"--follow-interval", "100ms", "--gc-period", "-1s", "--work-dir", work}, sec.backupFlags()...)...)
+	args := []string{"--config", nd.config, "--listen", nd.health, "--init", "sidecar", "--sidecar-url", sec.scheme() + "://" + api}
+	if sec == nil {
+		args = append(args, "--sidecar-token-file", token)
+	} else {
+		args = append(args, "--sidecar-cacert", sec.ca.File, "--sidecar-cert", sec.wrapper.CertFile, "--sidecar-key", sec.wrapper.KeyFile)
+	}
 	p := start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 60*time.Second)
 	if out := p.output(); !strings.Contains(out, "the sidecar prepared the data dir") || !strings.Contains(out, "action=none") {
 		t.Fatalf("the first start was not left to bootstrap by the sidecar:\n%s", out)
 	}
-	cli := client(t, nd.client)
+	cli := client(t, nd.client, sec)
+	if sec != nil {
+		sec.enableAuth(t, cli)
+		// The full the sidecar took at its start predates the users; a
+		// new one holds them.
+		etcdtest.Eventually(t, "a full snapshot through the sidecar's API", 30*time.Second, func() bool {
+			_, err := sec.sidecar("https://" + api).Full(context.Background())
+			return err == nil
+		})
+	}
 	var want *clientv3.GetResponse
 	for i := range 100 {
 		if _, err := cli.Put(context.Background(), "/init/"+strings.Repeat("k", i%30)+string(rune('a'+i%26)), "v"); err != nil {
@@ -130,7 +156,7 @@ func TestInitSidecar(t *testing.T) {
 	if !strings.Contains(p.output(), "the sidecar prepared the data dir") || !strings.Contains(p.output(), "action=restored") {
 		t.Fatalf("the wrapper's log does not say the sidecar restored:\n%s", p.output())
 	}
-	got, err := client(t, nd.client).Get(context.Background(), "/init/", clientv3.WithPrefix())
+	got, err := client(t, nd.client, sec).Get(context.Background(), "/init/", clientv3.WithPrefix())
 	if err != nil || got.Count != want.Count {
 		t.Fatalf("after the sidecar's restore: %d keys (%v), want %d", got.Count, err, want.Count)
 	}

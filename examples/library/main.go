@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -33,7 +31,7 @@ func run(endpoints, storeURL, dataDir string) error {
 	if err != nil {
 		return err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second})
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: strings.Split(endpoints, ",")})
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	// Auth turns etcd's authentication on once the cluster runs, with the
 	// users of Users. The clients this package makes log in as root.
 	Auth bool
+	// Security reuses another cluster's certificates and passwords
+	// instead of making new ones: a data dir restored from that cluster
+	// keeps its users, and one set of flags reaches both.
+	Security *Security
 }
 
 // Users are the users Options.Auth creates, with their passwords in

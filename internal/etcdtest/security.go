@@ -29,18 +29,25 @@ type Security struct {
 	Member testpki.Leaf
 	// Client is a client certificate, common name "etcdtest".
 	Client testpki.Leaf
+	// ClientCA is the bundle members trust for client certificates; ""
+	// is CA.File. A test that rotates what members accept changes it and
+	// restarts them.
+	ClientCA string
 	// Dir holds the files.
 	Dir string
-	// auth: Options.Auth.
-	auth bool
+	// Auth: Options.Auth, the users exist.
+	Auth bool
 }
 
 func newSecurity(t testing.TB, opts Options) *Security {
 	t.Helper()
+	if opts.Security != nil {
+		return opts.Security
+	}
 	if !opts.TLS && !opts.Auth {
 		return nil
 	}
-	s := &Security{Dir: filepath.Join(opts.Dir, "security"), auth: opts.Auth}
+	s := &Security{Dir: filepath.Join(opts.Dir, "security"), Auth: opts.Auth}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
@@ -102,7 +109,7 @@ func (s *Security) freeURLs() (peer, client url.URL, err error) {
 // clientConfig is how this package's clients connect.
 func (s *Security) clientConfig(endpoints []string) etcdclient.Config {
 	c := etcdclient.Config{Endpoints: endpoints, TLS: s.TLSFiles()}
-	if s != nil && s.auth {
+	if s != nil && s.Auth {
 		c.User, c.PasswordFile = "root", s.PasswordFile("root")
 	}
 	return c
@@ -114,8 +121,12 @@ func (s *Security) configure(cfg *embed.Config) {
 	if s == nil || s.CA == nil {
 		return
 	}
-	info := transport.TLSInfo{CertFile: s.Member.CertFile, KeyFile: s.Member.KeyFile, TrustedCAFile: s.CA.File, ClientCertAuth: true}
-	cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
+	peer := transport.TLSInfo{CertFile: s.Member.CertFile, KeyFile: s.Member.KeyFile, TrustedCAFile: s.CA.File, ClientCertAuth: true}
+	client := peer
+	if s.ClientCA != "" {
+		client.TrustedCAFile = s.ClientCA
+	}
+	cfg.ClientTLSInfo, cfg.PeerTLSInfo = client, peer
 }
 
 // enableAuth adds the users and turns authentication on.

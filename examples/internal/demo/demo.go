@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
@@ -93,9 +94,10 @@ func (r *Running) Stop() error {
 	return <-r.done
 }
 
-// Client is a quiet client of one endpoint.
+// Client is a client of one endpoint, made before its member may run, as
+// a sidecar's is.
 func Client(endpoint string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{endpoint}, AllowUnreachable: true})
 }
 
 // Write puts n keys under /demo/<batch>/ in transactions of 50 and adds
