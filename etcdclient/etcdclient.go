@@ -238,6 +238,11 @@ func logInNow(ctx context.Context, cli *clientv3.Client, c Config) error {
 		// Not found: authentication is off, or the login would have
 		// failed first.
 		return nil
+	case rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCNotSupportedForLearner):
+		// A learner cannot log anyone in: the first call that reaches a
+		// voting member does.
+		c.Logger.Info("etcd: a learner answered; logging in at the first call a voting member answers", "user", c.User)
+		return nil
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return settingError{fmt.Errorf("etcd %s: etcd user %q did not log in: the password in %s is wrong, or there is no such user (%w)",
 			strings.Join(c.Endpoints, ","), c.User, c.PasswordFile, err)}

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/testpki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -376,4 +377,45 @@ func TestUpdatePeerURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameData(t, c, m)
+}
+
+// With TLS and authentication on, a member whose connection is wrong gets
+// an error from Decide, not a bootstrap: peers that refuse it are not
+// peers that are down. With the right connection it rejoins as a
+// learner, which membership changes with the root role allow.
+func TestSecureClusterRefusesAWrongConnection(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true, UnsafeNoFsync: true})
+	ctx := context.Background()
+	m := c.Members[2]
+	initial := m.InitialCluster
+	m.Stop()
+	if err := os.RemoveAll(m.Dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(c, m, initial)
+	stranger := testpki.NewCA(t, t.TempDir(), "stranger")
+	wrong := c.ClientConfig()
+	wrong.TLS.CA = stranger.File
+	if p, err := member.Decide(ctx, cfg, validate.Empty, member.DecideOptions{Conn: wrong}); err == nil || !strings.Contains(err.Error(), "not signed by a CA of") {
+		t.Fatalf("Decide with the wrong CA: %+v, %v; want an error", p, err)
+	}
+	conn := c.ClientConfig()
+	p, err := member.Decide(ctx, cfg, validate.Empty, member.DecideOptions{Conn: conn})
+	if err != nil || p.Action != member.Rejoin {
+		t.Fatalf("Decide: %+v, %v; want a rejoin", p, err)
+	}
+	reader := conn
+	reader.User, reader.PasswordFile = "reader", c.Security.PasswordFile("reader")
+	if _, err := member.Apply(ctx, cfg, p, member.ApplyOptions{Conn: reader}); err == nil || !strings.Contains(err.Error(), `not "root"`) {
+		t.Fatalf("Apply as a user without the root role: %v", err)
+	}
+	if p, err = member.Apply(ctx, cfg, p, member.ApplyOptions{Conn: conn}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.StartWith(ctx, p.InitialCluster, p.ClusterState); err != nil {
+		t.Fatal(err)
+	}
+	if err := member.PromoteWhenReady(ctx, c.Client(t), p.ID, member.RetryOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,15 +2,8 @@ package sidecar_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
-	"net/http"
+	"io"
+	"log"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -20,9 +13,11 @@ import (
 
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/testpki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 // The uploader's duties besides snapshots: defragmentation on its
@@ -97,15 +92,15 @@ func TestPromotesItsLearner(t *testing.T) {
 }
 
 // Over HTTPS with client certificates, a verified certificate is the
-// credential; without one the token still is.
+// credential; without one the token still is. A client without the CA
+// bundle, or with an http:// URL, is told which to fix.
 func TestClientCertificates(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	s := newSetup(t)
-	ca, caKey := newCA(t)
-	serverCert := leaf(t, ca, caKey, "127.0.0.1", x509.ExtKeyUsageServerAuth)
-	clientCert := leaf(t, ca, caKey, "operator", x509.ExtKeyUsageClientAuth)
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, dir, "ca")
+	server := ca.Issue(t, "server", testpki.LeafOptions{ServerOnly: true})
+	client := ca.Issue(t, "operator", testpki.LeafOptions{CommonName: "operator", ClientOnly: true})
 
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,
@@ -116,69 +111,34 @@ func TestClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(sc.Handler())
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}
+	if srv.TLS, err = (tlsfiles.Files{CA: ca.File, Cert: server.CertFile, Key: server.KeyFile}).NewServer(nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	srv.StartTLS()
 	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = sc.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	etcdtest.Eventually(t, "the sidecar uploads", 10*time.Second, sc.Uploader)
 
-	get := func(certs []tls.Certificate, token string) int {
-		cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: certs, MinVersion: tls.VersionTLS12}}}
-		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/snapshots", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := cl.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode
+	withCert := &sidecar.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}}
+	if _, err := withCert.Full(context.Background()); err != nil {
+		t.Errorf("with a client certificate: %v", err)
 	}
-	if code := get([]tls.Certificate{clientCert}, ""); code != http.StatusOK {
-		t.Errorf("with a client certificate: %d", code)
+	if _, err := (&sidecar.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("with neither certificate nor token: %v", err)
 	}
-	if code := get(nil, ""); code != http.StatusUnauthorized {
-		t.Errorf("with neither certificate nor token: %d", code)
+	if _, err := (&sidecar.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err != nil {
+		t.Errorf("with the token: %v", err)
 	}
-	if code := get(nil, token); code != http.StatusOK {
-		t.Errorf("with the token: %d", code)
+	noCA := &sidecar.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{Names: tlsfiles.Names{CA: "--sidecar-cacert"}}}
+	if _, err := noCA.Full(context.Background()); err == nil || !strings.Contains(err.Error(), "give the CA bundle that signed it with --sidecar-cacert") {
+		t.Errorf("without the CA bundle: %v", err)
 	}
-}
-
-func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	plain := &sidecar.Client{URL: strings.Replace(srv.URL, "https://", "http://", 1), Token: token}
+	if _, err := plain.Full(context.Background()); err == nil || !strings.Contains(err.Error(), "use an https:// URL") {
+		t.Errorf("http:// to the HTTPS API: %v", err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcdkit test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca, key
-}
-
-func leaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, usage x509.ExtKeyUsage) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-	if ip := net.ParseIP(name); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

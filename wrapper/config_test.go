@@ -80,3 +80,38 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatalf("bad initial cluster: %v", err)
 	}
 }
+
+// The wrapper reaches etcd as etcd's own configuration says: the CA
+// bundle, and the certificate etcd presents as a client.
+func TestClientConn(t *testing.T) {
+	const secure = `name: m0
+data-dir: /var/lib/etcd
+listen-client-urls: https://127.0.0.1:2379
+advertise-client-urls: https://127.0.0.1:2379
+client-transport-security:
+  cert-file: /tls/server.pem
+  key-file: /tls/server-key.pem
+  trusted-ca-file: /tls/ca.pem
+  client-cert-auth: true
+`
+	for _, tc := range []struct {
+		name, extra         string
+		cert, key, certName string
+		insecure            bool
+	}{
+		{"the server certificate", "", "/tls/server.pem", "/tls/server-key.pem", "client-transport-security: cert-file", false},
+		{"a client certificate of its own", "  client-cert-file: /tls/client.pem\n  client-key-file: /tls/client-key.pem\n", "/tls/client.pem", "/tls/client-key.pem", "client-transport-security: client-cert-file", false},
+		{"auto-tls", "  auto-tls: true\n", "/tls/server.pem", "/tls/server-key.pem", "client-transport-security: cert-file", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := LoadConfig(writeConfig(t, secure+tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := ClientConn(cfg).TLS
+			if f.CA != "/tls/ca.pem" || f.Cert != tc.cert || f.Key != tc.key || f.Names.Cert != tc.certName || f.InsecureSkipVerify != tc.insecure {
+				t.Fatalf("%+v", f)
+			}
+		})
+	}
+}

@@ -307,7 +307,13 @@ func sidecarInit(ctx context.Context, o Options, multi bool, log *slog.Logger) e
 
 // promote promotes this learner once it has caught up.
 func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
-	conn := o.Conn.With(append(urls(o.Config.AdvertiseClientUrls), o.Endpoints...)...)
+	// A learner answers neither a promotion nor a login: ask the others,
+	// this member only when there are none to ask.
+	eps := o.Endpoints
+	if len(eps) == 0 {
+		eps = urls(o.Config.AdvertiseClientUrls)
+	}
+	conn := o.Conn.With(eps...)
 	conn.RequireRoot = true
 	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {

@@ -444,16 +444,37 @@ func (m *Member) waitStarted(ctx context.Context) error {
 		return fmt.Errorf("member %s is not running", m.Name)
 	}
 	if e.Server.IsLearner() {
-		return m.poll(ctx, clientv3.WithSerializable())
+		return m.pollLearner(ctx)
 	}
 	return m.waitServing(ctx)
 }
 
-func (m *Member) waitServing(ctx context.Context) error {
-	return m.poll(ctx)
+// pollLearner waits until the learner answers Status: a learner logs no
+// one in, so with authentication on it serves no read to a client.
+func (m *Member) pollLearner(ctx context.Context) error {
+	conn := m.security.clientConfig([]string{m.ClientURL.String()})
+	conn.User, conn.PasswordFile = "", ""
+	for {
+		cli, err := etcdclient.New(ctx, conn)
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err = cli.Status(sctx, m.ClientURL.String())
+			cancel()
+			_ = cli.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member %s not serving: %w (last error: %w)", m.Name, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
-func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
+// waitServing waits until the member answers a linearizable read.
+func (m *Member) waitServing(ctx context.Context) error {
 	var cli *clientv3.Client
 	defer func() {
 		if cli != nil {
@@ -467,7 +488,7 @@ func (m *Member) poll(ctx context.Context, opts ...clientv3.OpOption) error {
 		}
 		if cli != nil {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err = cli.Get(rctx, "etcdtest-ready", opts...)
+			_, err = cli.Get(rctx, "etcdtest-ready")
 			cancel()
 			if err == nil {
 				return nil
