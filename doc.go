@@ -20,6 +20,10 @@
 //     promote, rejoin) and recovery of a cluster that lost quorum.
 //   - defrag: defragmentation of a live cluster, followers first, the
 //     leader last.
+//   - etcdclient: the one way to connect to etcd (endpoints, TLS, etcd's
+//     authentication, timeouts), which every package and binary uses;
+//     tlsfiles: TLS configurations from PEM files, read again when they
+//     change.
 //   - sidecar: the backup sidecar (uploader beside the leader, HTTP API,
 //     metrics) that etcd-backup serve runs.
 //   - wrapper: one member started safely (strict configuration, verdict,
@@ -27,8 +31,10 @@
 //   - cmd/etcd-wrapper and cmd/etcd-backup: the reference binaries.
 //   - examples: runnable divisions of responsibility between them.
 //
-// internal/etcdtest starts real embedded etcd members for the tests,
-// internal/emulator starts the cloud store emulators the tests run
-// against, internal/datadir moves replaced data dirs aside, and
-// internal/cli holds what the two binaries share to read their flags.
+// internal/etcdtest starts real embedded etcd members for the tests (with
+// TLS and authentication when asked), internal/pki issues certificates for
+// the tests and examples, internal/emulator starts the cloud store
+// emulators the tests run against, internal/datadir moves replaced data
+// dirs aside, internal/reload reads rotated files again, and internal/cli
+// holds what the two binaries share to read their flags.
 package etcdkit

@@ -16,7 +16,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -64,9 +64,9 @@ func TestTLSAndAuthentication(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	stranger := testpki.NewCA(t, dir, "stranger")
-	foreign := stranger.Issue(t, "foreign", testpki.LeafOptions{CommonName: "foreign"})
-	expired := sec.CA.Issue(t, "expired", testpki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	stranger := pki.NewCA(t, dir, "stranger")
+	foreign := stranger.Issue(t, "foreign", pki.LeafOptions{CommonName: "foreign"})
+	expired := sec.CA.Issue(t, "expired", pki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	wrongPassword := filepath.Join(dir, "wrong")
 	if err := os.WriteFile(wrongPassword, []byte("nope\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 	}
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	install := func(l testpki.Leaf) {
+	install := func(l pki.Leaf) {
 		for src, dst := range map[string]string{l.CertFile: certFile, l.KeyFile: keyFile} {
 			b, err := os.ReadFile(src)
 			if err != nil {
@@ -191,7 +191,7 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 			}
 		}
 	}
-	install(c.Security.CA.Issue(t, "old", testpki.LeafOptions{CommonName: "old-identity", ClientOnly: true}))
+	install(c.Security.CA.Issue(t, "old", pki.LeafOptions{CommonName: "old-identity", ClientOnly: true}))
 	cli, err := dial(t, etcdclient.Config{Endpoints: c.Endpoints(), TLS: tlsfiles.Files{CA: c.Security.CA.File, Cert: certFile, Key: keyFile}})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 	if _, err := cli.HashKV(ctx, ep, 0); !errors.Is(err, rpctypes.ErrPermissionDenied) {
 		t.Fatalf("as a reader: %v, want permission denied", err)
 	}
-	install(c.Security.CA.Issue(t, "new", testpki.LeafOptions{CommonName: "new-identity", ClientOnly: true}))
+	install(c.Security.CA.Issue(t, "new", pki.LeafOptions{CommonName: "new-identity", ClientOnly: true}))
 	if _, err := cli.HashKV(ctx, ep, 0); err != nil {
 		t.Fatalf("after the rotation, as new-identity: %v", err)
 	}

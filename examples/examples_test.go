@@ -54,6 +54,16 @@ func TestDivisions(t *testing.T) {
 	}
 }
 
+func TestTLS(t *testing.T) {
+	out := example(t, "tls")
+	for _, want := range []string{"from etcd's configuration alone", "logged in as backup", "a full snapshot to revision",
+		"give the CA bundle that signed it with --sidecar-cacert", "the backup equals the cluster"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the tls example does not say %q", want)
+		}
+	}
+}
+
 func TestAllInOne(t *testing.T) {
 	dir := t.TempDir()
 	example(t, "all-in-one", "-store", "file://"+dir, "-for", "3s")

@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -393,7 +393,7 @@ func TestSecureClusterRefusesAWrongConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config(c, m, initial)
-	stranger := testpki.NewCA(t, t.TempDir(), "stranger")
+	stranger := pki.NewCA(t, t.TempDir(), "stranger")
 	wrong := c.ClientConfig()
 	wrong.TLS.CA = stranger.File
 	if p, err := member.Decide(ctx, cfg, validate.Empty, member.DecideOptions{Conn: wrong}); err == nil || !strings.Contains(err.Error(), "not signed by a CA of") {

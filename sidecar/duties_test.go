@@ -13,7 +13,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -98,9 +98,9 @@ func TestClientCertificates(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	s := newSetup(t)
 	dir := t.TempDir()
-	ca := testpki.NewCA(t, dir, "ca")
-	server := ca.Issue(t, "server", testpki.LeafOptions{ServerOnly: true})
-	client := ca.Issue(t, "operator", testpki.LeafOptions{CommonName: "operator", ClientOnly: true})
+	ca := pki.NewCA(t, dir, "ca")
+	server := ca.Issue(t, "server", pki.LeafOptions{ServerOnly: true})
+	client := ca.Issue(t, "operator", pki.LeafOptions{CommonName: "operator", ClientOnly: true})
 
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -41,7 +41,7 @@ func replace(t *testing.T, dst, src string) {
 
 // copyLeaf copies a leaf's files to the paths a client is configured
 // with, as an operator's deployment holds them.
-func copyLeaf(t *testing.T, dir string, l testpki.Leaf) (cert, key string) {
+func copyLeaf(t *testing.T, dir string, l pki.Leaf) (cert, key string) {
 	t.Helper()
 	cert, key = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
 	replace(t, cert, l.CertFile)
@@ -58,7 +58,7 @@ type server struct {
 	cert  tls.Certificate
 }
 
-func newServer(t *testing.T, cert testpki.Leaf, clientCAs ...*testpki.CA) *server {
+func newServer(t *testing.T, cert pki.Leaf, clientCAs ...*pki.CA) *server {
 	t.Helper()
 	s := &server{}
 	s.setCert(t, cert)
@@ -90,7 +90,7 @@ func newServer(t *testing.T, cert testpki.Leaf, clientCAs ...*testpki.CA) *serve
 	return s
 }
 
-func (s *server) setCert(t *testing.T, l testpki.Leaf) {
+func (s *server) setCert(t *testing.T, l pki.Leaf) {
 	t.Helper()
 	pair, err := tls.LoadX509KeyPair(l.CertFile, l.KeyFile)
 	if err != nil {
@@ -126,12 +126,12 @@ func get(c *tlsfiles.Client, url string) error {
 // next connection, without a new client.
 func TestClientReadsRotatedFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca1 := testpki.NewCA(t, dir, "ca1")
-	ca2 := testpki.NewCA(t, dir, "ca2")
-	srv := newServer(t, ca1.Issue(t, "server1", testpki.LeafOptions{ServerOnly: true}), ca1, ca2)
+	ca1 := pki.NewCA(t, dir, "ca1")
+	ca2 := pki.NewCA(t, dir, "ca2")
+	srv := newServer(t, ca1.Issue(t, "server1", pki.LeafOptions{ServerOnly: true}), ca1, ca2)
 	caFile := filepath.Join(dir, "ca.pem")
 	replace(t, caFile, ca1.File)
-	cert, key := copyLeaf(t, dir, ca1.Issue(t, "a", testpki.LeafOptions{CommonName: "client-a", ClientOnly: true}))
+	cert, key := copyLeaf(t, dir, ca1.Issue(t, "a", pki.LeafOptions{CommonName: "client-a", ClientOnly: true}))
 	c, err := tlsfiles.Files{CA: caFile, Cert: cert, Key: key, Names: flags}.NewClient(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,14 +139,14 @@ func TestClientReadsRotatedFiles(t *testing.T) {
 	if err := get(c, srv.URL); err != nil || srv.lastName() != "client-a" {
 		t.Fatalf("first request: %v, certificate %q", err, srv.lastName())
 	}
-	copyLeaf(t, dir, ca2.Issue(t, "b", testpki.LeafOptions{CommonName: "client-b", ClientOnly: true}))
+	copyLeaf(t, dir, ca2.Issue(t, "b", pki.LeafOptions{CommonName: "client-b", ClientOnly: true}))
 	if err := get(c, srv.URL); err != nil || srv.lastName() != "client-b" {
 		t.Fatalf("after the client certificate's rotation: %v, certificate %q", err, srv.lastName())
 	}
 
 	// The server moves to a certificate of the second CA: refused until
 	// the client's bundle has it, then accepted.
-	srv.setCert(t, ca2.Issue(t, "server2", testpki.LeafOptions{ServerOnly: true}))
+	srv.setCert(t, ca2.Issue(t, "server2", pki.LeafOptions{ServerOnly: true}))
 	err = get(c, srv.URL)
 	var tlsErr *tlsfiles.Error
 	if !errors.As(c.Explain(err), &tlsErr) || !strings.Contains(tlsErr.Hint, "not signed by a CA of --cacert "+caFile) {
@@ -162,10 +162,10 @@ func TestClientReadsRotatedFiles(t *testing.T) {
 // next handshake.
 func TestServerReadsRotatedFiles(t *testing.T) {
 	dir := t.TempDir()
-	ca1 := testpki.NewCA(t, dir, "ca1")
-	ca2 := testpki.NewCA(t, dir, "ca2")
+	ca1 := pki.NewCA(t, dir, "ca1")
+	ca2 := pki.NewCA(t, dir, "ca2")
 	certFile, keyFile, clientCA := filepath.Join(dir, "srv.pem"), filepath.Join(dir, "srv-key.pem"), filepath.Join(dir, "clients.pem")
-	s1 := ca1.Issue(t, "s1", testpki.LeafOptions{CommonName: "server-1"})
+	s1 := ca1.Issue(t, "s1", pki.LeafOptions{CommonName: "server-1"})
 	replace(t, certFile, s1.CertFile)
 	replace(t, keyFile, s1.KeyFile)
 	replace(t, clientCA, ca1.File)
@@ -189,7 +189,7 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 	if err := os.WriteFile(caBoth, append(b1, b2...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clientLeaf := ca2.Issue(t, "c", testpki.LeafOptions{CommonName: "client"})
+	clientLeaf := ca2.Issue(t, "c", pki.LeafOptions{CommonName: "client"})
 	c, err := tlsfiles.Files{CA: caBoth, Cert: clientLeaf.CertFile, Key: clientLeaf.KeyFile}.NewClient(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 	if err := conn(); err == nil || seen != "server-1" {
 		t.Fatalf("a client certificate of a CA the server does not trust yet was accepted (%v), server %q", err, seen)
 	}
-	s2 := ca1.Issue(t, "s2", testpki.LeafOptions{CommonName: "server-2"})
+	s2 := ca1.Issue(t, "s2", pki.LeafOptions{CommonName: "server-2"})
 	replace(t, certFile, s2.CertFile)
 	replace(t, keyFile, s2.KeyFile)
 	replace(t, clientCA, caBoth)
@@ -233,11 +233,11 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 // message naming the setting and the file.
 func TestBadFilesFailAtStart(t *testing.T) {
 	dir := t.TempDir()
-	ca := testpki.NewCA(t, dir, "ca")
-	good := ca.Issue(t, "good", testpki.LeafOptions{CommonName: "good"})
-	other := ca.Issue(t, "other", testpki.LeafOptions{CommonName: "other"})
-	expired := ca.Issue(t, "expired", testpki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
-	future := ca.Issue(t, "future", testpki.LeafOptions{CommonName: "new", NotBefore: time.Now().Add(time.Hour)})
+	ca := pki.NewCA(t, dir, "ca")
+	good := ca.Issue(t, "good", pki.LeafOptions{CommonName: "good"})
+	other := ca.Issue(t, "other", pki.LeafOptions{CommonName: "other"})
+	expired := ca.Issue(t, "expired", pki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	future := ca.Issue(t, "future", pki.LeafOptions{CommonName: "new", NotBefore: time.Now().Add(time.Hour)})
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
@@ -277,15 +277,15 @@ func TestBadFilesFailAtStart(t *testing.T) {
 // A failed handshake is explained with the setting that fixes it.
 func TestExplain(t *testing.T) {
 	dir := t.TempDir()
-	ca := testpki.NewCA(t, dir, "ca")
-	stranger := testpki.NewCA(t, dir, "stranger")
-	srv := newServer(t, ca.Issue(t, "server", testpki.LeafOptions{ServerOnly: true}), ca)
-	elsewhere := newServer(t, ca.Issue(t, "elsewhere", testpki.LeafOptions{ServerOnly: true, Hosts: []string{"etcd.example"}}), ca)
+	ca := pki.NewCA(t, dir, "ca")
+	stranger := pki.NewCA(t, dir, "stranger")
+	srv := newServer(t, ca.Issue(t, "server", pki.LeafOptions{ServerOnly: true}), ca)
+	elsewhere := newServer(t, ca.Issue(t, "elsewhere", pki.LeafOptions{ServerOnly: true, Hosts: []string{"etcd.example"}}), ca)
 	plain := httptest.NewServer(http.NotFoundHandler())
 	defer plain.Close()
-	client := ca.Issue(t, "client", testpki.LeafOptions{CommonName: "client", ClientOnly: true})
-	serverOnly := ca.Issue(t, "server-only", testpki.LeafOptions{CommonName: "server-only", ServerOnly: true})
-	foreign := stranger.Issue(t, "foreign", testpki.LeafOptions{CommonName: "foreign"})
+	client := ca.Issue(t, "client", pki.LeafOptions{CommonName: "client", ClientOnly: true})
+	serverOnly := ca.Issue(t, "server-only", pki.LeafOptions{CommonName: "server-only", ServerOnly: true})
+	foreign := stranger.Issue(t, "foreign", pki.LeafOptions{CommonName: "foreign"})
 	for _, tc := range []struct {
 		name  string
 		files tlsfiles.Files

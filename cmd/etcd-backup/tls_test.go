@@ -13,7 +13,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -42,8 +42,8 @@ func TestConnectionSettingsFailAtStart(t *testing.T) {
 	sec := c.Security
 	ep := c.Endpoints()[0]
 	dir := t.TempDir()
-	stranger := testpki.NewCA(t, dir, "stranger")
-	expired := sec.CA.Issue(t, "expired", testpki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
+	stranger := pki.NewCA(t, dir, "stranger")
+	expired := sec.CA.Issue(t, "expired", pki.LeafOptions{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	wrong := filepath.Join(dir, "wrong-password")
 	if err := os.WriteFile(wrong, []byte("not it\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestConnectionSettingsFailAtStart(t *testing.T) {
 
 // install puts a certificate and its key at the paths a process was
 // given, each file replaced whole, as a Secret volume does.
-func install(t *testing.T, l testpki.Leaf, cert, key string) {
+func install(t *testing.T, l pki.Leaf, cert, key string) {
 	t.Helper()
 	for src, dst := range map[string]string{l.CertFile: cert, l.KeyFile: key} {
 		b, err := os.ReadFile(src)
@@ -126,7 +126,7 @@ func install(t *testing.T, l testpki.Leaf, cert, key string) {
 }
 
 // bundle writes the CAs' certificates into one file.
-func bundle(t *testing.T, path string, cas ...*testpki.CA) {
+func bundle(t *testing.T, path string, cas ...*pki.CA) {
 	t.Helper()
 	var b []byte
 	for _, ca := range cas {
@@ -156,13 +156,13 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	// The sidecar's certificate is first of one CA, then of another;
 	// etcd trusts the first and its own clients' CA, then the second and
 	// its own clients'.
-	before, after := testpki.NewCA(t, dir, "before"), testpki.NewCA(t, dir, "after")
+	before, after := pki.NewCA(t, dir, "before"), pki.NewCA(t, dir, "after")
 	sec.ClientCA = filepath.Join(dir, "client-cas.pem")
 	bundle(t, sec.ClientCA, sec.CA, before)
 	m.Stop()
 	m.Restart(t)
 	cert, key := filepath.Join(dir, "backup.pem"), filepath.Join(dir, "backup-key.pem")
-	old := before.Issue(t, "backup-old", testpki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true})
+	old := before.Issue(t, "backup-old", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true})
 	install(t, old, cert, key)
 	cli := c.Client(t)
 
@@ -203,7 +203,7 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	}
 	etcdtest.Eventually(t, "deltas with the old certificate", 30*time.Second, backedUp(resp.Header.Revision))
 
-	install(t, after.Issue(t, "backup-new", testpki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true}), cert, key)
+	install(t, after.Issue(t, "backup-new", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true}), cert, key)
 	bundle(t, sec.ClientCA, sec.CA, after)
 	m.Stop()
 	m.Restart(t)

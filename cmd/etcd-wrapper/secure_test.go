@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -21,25 +21,25 @@ import (
 // certificates; authentication is on once the cluster runs.
 type secure struct {
 	dir string
-	ca  *testpki.CA
+	ca  *pki.CA
 	// member serves etcd's clients and peers; wrapper is the client
 	// certificate etcd's configuration gives (client-cert-file), whose
 	// common name is a user with the root role, so the wrapper needs no
 	// flag of its own; backup is the sidecar's client certificate for
 	// etcd (it logs in as the user backup); api serves the sidecars'
 	// APIs; operator is the tests' own.
-	member, wrapper, backup, api, operator testpki.Leaf
+	member, wrapper, backup, api, operator pki.Leaf
 }
 
 func newSecure(t *testing.T) *secure {
 	t.Helper()
 	s := &secure{dir: t.TempDir()}
-	s.ca = testpki.NewCA(t, s.dir, "ca")
-	s.member = s.ca.Issue(t, "member", testpki.LeafOptions{CommonName: "etcd-member"})
-	s.wrapper = s.ca.Issue(t, "wrapper", testpki.LeafOptions{CommonName: "etcd-wrapper", ClientOnly: true})
-	s.backup = s.ca.Issue(t, "backup", testpki.LeafOptions{CommonName: "etcd-backup"})
-	s.api = s.ca.Issue(t, "api", testpki.LeafOptions{CommonName: "sidecar-api"})
-	s.operator = s.ca.Issue(t, "operator", testpki.LeafOptions{CommonName: "operator", ClientOnly: true})
+	s.ca = pki.NewCA(t, s.dir, "ca")
+	s.member = s.ca.Issue(t, "member", pki.LeafOptions{CommonName: "etcd-member"})
+	s.wrapper = s.ca.Issue(t, "wrapper", pki.LeafOptions{CommonName: "etcd-wrapper", ClientOnly: true})
+	s.backup = s.ca.Issue(t, "backup", pki.LeafOptions{CommonName: "etcd-backup"})
+	s.api = s.ca.Issue(t, "api", pki.LeafOptions{CommonName: "sidecar-api"})
+	s.operator = s.ca.Issue(t, "operator", pki.LeafOptions{CommonName: "operator", ClientOnly: true})
 	for _, u := range []string{"root", "backup"} {
 		if err := os.WriteFile(s.passwordFile(u), []byte("pw-of-"+u+"\n"), 0o600); err != nil {
 			t.Fatal(err)

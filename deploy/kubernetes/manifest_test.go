@@ -66,7 +66,8 @@ func load(t *testing.T) map[string]object {
 // the ports the binaries listen on, and every mount and secret key exists.
 func TestManifests(t *testing.T) {
 	objs := load(t)
-	for _, k := range []string{"ConfigMap/etcd-config", "Secret/etcd-backup", "Service/etcd", "Service/etcd-client", "StatefulSet/etcd"} {
+	var etcdFiles []string
+	for _, k := range []string{"ConfigMap/etcd-config", "Secret/etcd-backup", "Secret/etcd-tls", "Service/etcd", "Service/etcd-client", "StatefulSet/etcd"} {
 		if objs[k] == nil {
 			t.Fatalf("no %s in etcd.yaml", k)
 		}
@@ -85,8 +86,14 @@ func TestManifests(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pod %s: %v", pod, err)
 		}
-		if cfg.Name != pod || !strings.Contains(cfg.InitialCluster, pod+"=http://"+pod+".etcd:2380") {
+		if cfg.Name != pod || !strings.Contains(cfg.InitialCluster, pod+"=https://"+pod+".etcd:2380") {
 			t.Fatalf("pod %s: name %q, initial cluster %q", pod, cfg.Name, cfg.InitialCluster)
+		}
+		conn := wrapper.ClientConn(cfg)
+		etcdFiles = []string{cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile, cfg.ClientTLSInfo.TrustedCAFile,
+			cfg.PeerTLSInfo.CertFile, cfg.PeerTLSInfo.KeyFile, cfg.PeerTLSInfo.TrustedCAFile, conn.TLS.CA, conn.TLS.Cert, conn.TLS.Key}
+		if !cfg.ClientTLSInfo.ClientCertAuth || !cfg.PeerTLSInfo.ClientCertAuth || conn.TLS.CA == "" || conn.TLS.Cert == "" {
+			t.Fatalf("pod %s: etcd does not require client certificates, or the wrapper has none: %+v", pod, conn.TLS)
 		}
 	}
 
@@ -96,8 +103,11 @@ func TestManifests(t *testing.T) {
 	for _, v := range list(spec.get("volumes")) {
 		volumes[v.str("name")] = v
 	}
-	secret := objs["Secret/etcd-backup"]
 	for _, v := range volumes {
+		secret := objs["Secret/"+v.str("secret", "secretName")]
+		if v.get("secret") != nil && secret == nil {
+			t.Errorf("volume %s mounts a secret the manifest lacks", v.str("name"))
+		}
 		for _, item := range list(v.get("secret", "items")) {
 			if secret.get("stringData", item.str("key")) == nil {
 				t.Errorf("volume %s uses key %s the secret lacks", v.str("name"), item.str("key"))
@@ -149,7 +159,38 @@ func TestManifests(t *testing.T) {
 				t.Errorf("container %s mounts %s, which is not declared", c.str("name"), m.str("name"))
 			}
 		}
+		// Every certificate file a flag or etcd's configuration names is in
+		// a secret the container mounts.
+		files := etcdFiles
+		if c.str("name") == "backup" {
+			files = nil
+			for _, a := range args {
+				if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(v, "/etc/") && !strings.Contains(a, "token") && !strings.Contains(a, "credentials") {
+					files = append(files, v)
+				}
+			}
+		}
+		for _, f := range files {
+			if !mounted(f, c, volumes, objs) {
+				t.Errorf("container %s: %s is in no secret it mounts", c.str("name"), f)
+			}
+		}
 	}
+}
+
+// mounted says whether path is a key of a secret that the container mounts
+// at path's directory.
+func mounted(path string, c object, volumes map[string]object, objs map[string]object) bool {
+	for _, m := range list(c.get("volumeMounts")) {
+		v := volumes[m.str("name")]
+		if v == nil || filepath.Dir(path) != m.str("mountPath") {
+			continue
+		}
+		if secret := objs["Secret/"+v.str("secret", "secretName")]; secret != nil && secret.get("stringData", filepath.Base(path)) != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func buildBinaries(t *testing.T) map[string]string {

@@ -58,7 +58,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	url, stopAPI, err := demo.Serve(sc.Handler())
+	url, stopAPI, err := demo.Serve(sc.Handler(), nil)
 	if err != nil {
 		return err
 	}

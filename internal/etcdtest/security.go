@@ -15,7 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/testpki"
+	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -23,12 +23,12 @@ import (
 // from its clients: the CA, certificates and the users' password files.
 type Security struct {
 	// CA signed every certificate below; nil without TLS.
-	CA *testpki.CA
+	CA *pki.CA
 	// Member is each member's certificate, for clients and peers, server
 	// and client use, common name "etcd-member".
-	Member testpki.Leaf
+	Member pki.Leaf
 	// Client is a client certificate, common name "etcdtest".
-	Client testpki.Leaf
+	Client pki.Leaf
 	// ClientCA is the bundle members trust for client certificates; ""
 	// is CA.File. A test that rotates what members accept changes it and
 	// restarts them.
@@ -52,9 +52,9 @@ func newSecurity(t testing.TB, opts Options) *Security {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	if opts.TLS {
-		s.CA = testpki.NewCA(t, s.Dir, "ca")
-		s.Member = s.CA.Issue(t, "member", testpki.LeafOptions{CommonName: "etcd-member"})
-		s.Client = s.CA.Issue(t, "client", testpki.LeafOptions{CommonName: "etcdtest", ClientOnly: true})
+		s.CA = pki.NewCA(t, s.Dir, "ca")
+		s.Member = s.CA.Issue(t, "member", pki.LeafOptions{CommonName: "etcd-member"})
+		s.Client = s.CA.Issue(t, "client", pki.LeafOptions{CommonName: "etcdtest", ClientOnly: true})
 	}
 	if opts.Auth {
 		for _, u := range Users {

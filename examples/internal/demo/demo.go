@@ -2,8 +2,11 @@ package demo
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -141,15 +144,23 @@ func Damage(dataDir string) error {
 	return os.Truncate(filepath.Join(dataDir, "member", "snap", "db"), 32<<10)
 }
 
-// Serve serves h on a free loopback port and returns its URL and stop.
-func Serve(h http.Handler) (string, func(), error) {
+// Serve serves h on a free loopback port, over HTTPS with a TLS
+// configuration, and returns its URL and stop.
+func Serve(h http.Handler, tlsConfig *tls.Config) (string, func(), error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+	// The examples show refused handshakes on purpose.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConfig, ErrorLog: log.New(io.Discard, "", 0)}
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+		go func() { _ = srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { _ = srv.Serve(ln) }()
+	}
+	return scheme + "://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
 // Sidecar runs s until stop, and waits until it uploads when wait is set.

@@ -1,4 +1,4 @@
-package testpki
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -49,12 +49,32 @@ type LeafOptions struct {
 
 var serial atomic.Int64
 
-// NewCA makes a CA whose files go into dir.
+// NewCA makes a CA whose files go into dir, or fails the test.
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := MakeCA(dir, name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ca
+}
+
+// Issue makes a certificate and key signed by the CA, written to
+// <dir>/<name>.pem and <dir>/<name>-key.pem, or fails the test.
+func (ca *CA) Issue(t testing.TB, name string, o LeafOptions) Leaf {
+	t.Helper()
+	l, err := ca.Make(name, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// MakeCA makes a CA whose files go into dir.
+func MakeCA(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
@@ -63,24 +83,22 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ca := &CA{File: filepath.Join(dir, name+".pem"), cert: cert, key: key, dir: dir}
-	writePEM(t, ca.File, "CERTIFICATE", der)
-	return ca
+	return ca, writePEM(ca.File, "CERTIFICATE", der)
 }
 
-// Issue makes a certificate and key signed by the CA, written to
+// Make makes a certificate and key signed by the CA, written to
 // <dir>/<name>.pem and <dir>/<name>-key.pem.
-func (ca *CA) Issue(t testing.TB, name string, o LeafOptions) Leaf {
-	t.Helper()
+func (ca *CA) Make(name string, o LeafOptions) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	if o.NotBefore.IsZero() {
 		o.NotBefore = time.Now().Add(-time.Hour)
@@ -112,25 +130,23 @@ func (ca *CA) Issue(t testing.TB, name string, o LeafOptions) Leaf {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	l := Leaf{CertFile: filepath.Join(ca.dir, name+".pem"), KeyFile: filepath.Join(ca.dir, name+"-key.pem"), Cert: cert}
-	writePEM(t, l.CertFile, "CERTIFICATE", der)
-	writePEM(t, l.KeyFile, "PRIVATE KEY", keyDER)
-	return l
+	if err := writePEM(l.CertFile, "CERTIFICATE", der); err != nil {
+		return l, err
+	}
+	return l, writePEM(l.KeyFile, "PRIVATE KEY", keyDER)
 }
 
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
