@@ -283,19 +283,19 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 	if !st.Enabled {
 		return nil
 	}
-	user, how := c.User, "the user"
+	user, how := c.User, ""
 	if user == "" && files != nil && files.Leaf() != nil {
-		user, how = files.Leaf().Subject.CommonName, "the client certificate's common name"
+		user, how = files.Leaf().Subject.CommonName, " (the client certificate's common name)"
 	}
 	if user == "" {
 		return wrong(errors.New("etcd requires authentication and this client has no identity: give a user and its password file, or a client certificate whose common name is a user with the root role"))
 	}
 	resp, err := cli.UserGet(actx, user)
 	if err != nil {
-		return wrong(fmt.Errorf("etcd user %q (%s): %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err))
+		return wrong(fmt.Errorf("etcd user %q%s: %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err))
 	}
 	if !slices.Contains(resp.Roles, rootRole) {
-		return wrong(fmt.Errorf("etcd user %q (%s) has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
+		return wrong(fmt.Errorf("etcd user %q%s has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
 			user, how, resp.Roles, rootRole, user))
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,7 +85,7 @@ func TestTLSAndAuthentication(t *testing.T) {
 		{"an expired certificate", func(c *etcdclient.Config) { c.TLS.Cert, c.TLS.Key = expired.CertFile, expired.KeyFile }, []string{"--cert " + expired.CertFile, "expired on"}},
 		{"a key that is not the certificate's", func(c *etcdclient.Config) { c.TLS.Key = sec.Member.KeyFile }, []string{"--key " + sec.Member.KeyFile + " is not the key of --cert"}},
 		{"the wrong password", func(c *etcdclient.Config) { c.PasswordFile = wrongPassword }, []string{`etcd user "backup" did not log in`, "the password in " + wrongPassword + " is wrong"}},
-		{"a user without the root role", func(c *etcdclient.Config) { c.User, c.PasswordFile = "reader", sec.PasswordFile("reader") }, []string{`etcd user "reader" (the user) has the roles [reader] but not "root"`, "etcdctl user grant-role reader root"}},
+		{"a user without the root role", func(c *etcdclient.Config) { c.User, c.PasswordFile = "reader", sec.PasswordFile("reader") }, []string{`etcd user "reader" has the roles [reader] but not "root"`, "etcdctl user grant-role reader root"}},
 		{"a password with the user", func(c *etcdclient.Config) { c.User = "backup:secret" }, []string{`"backup:…"`, "put the password in a file"}},
 		{"a user without a password file", func(c *etcdclient.Config) { c.PasswordFile = "" }, []string{`etcd user "backup" has no password file`}},
 		{"http:// to a member that serves TLS", func(c *etcdclient.Config) { c.Endpoints = []string{plain} }, []string{"serves TLS at this address: use an https:// URL"}},
@@ -100,6 +101,18 @@ func TestTLSAndAuthentication(t *testing.T) {
 				t.Errorf("%v is not marked as a settings error", err)
 			}
 		})
+	}
+
+	// insecure-skip-tls-verify takes any server certificate, and says so.
+	var logged strings.Builder
+	insecure := good
+	insecure.TLS.CA, insecure.TLS.InsecureSkipVerify = stranger.File, true
+	insecure.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	if _, err := dial(t, insecure); err != nil {
+		t.Fatalf("insecure-skip-tls-verify: %v", err)
+	}
+	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "not verified") {
+		t.Errorf("insecure-skip-tls-verify logged no warning: %q", logged.String())
 	}
 
 	// Without a user, the client certificate's common name is the user.

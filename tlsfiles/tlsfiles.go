@@ -123,9 +123,6 @@ func (c *Client) Config(serverName string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-// Files returns the files the client reads.
-func (c *Client) Files() Files { return c.files }
-
 // Leaf is the client certificate as it is now, nil when there is none.
 func (c *Client) Leaf() *x509.Certificate {
 	if c.pair == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -69,7 +70,8 @@ it uploads the pending delta and exits 0.`,
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS
 			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
-			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second}
+			// Refused handshakes go to the log, not to stderr in another format.
+			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
 			if tlsCert != "" || tlsKey != "" {
 				files := tlsfiles.Files{CA: tlsCA, Cert: tlsCert, Key: tlsKey, Names: tlsfiles.Names{CA: "--client-ca", Cert: "--tls-cert", Key: "--tls-key"}}
 				if srv.TLSConfig, err = files.NewServer(g.log); err != nil {
