@@ -191,17 +191,8 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
 	install := func(l pki.Leaf) {
-		for src, dst := range map[string]string{l.CertFile: certFile, l.KeyFile: keyFile} {
-			b, err := os.ReadFile(src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Rename(dst+".new", dst); err != nil {
-				t.Fatal(err)
-			}
+		if err := l.Install(certFile, keyFile); err != nil {
+			t.Fatal(err)
 		}
 	}
 	install(c.Security.CA.Issue(t, "old", pki.LeafOptions{CommonName: "old-identity", ClientOnly: true}))

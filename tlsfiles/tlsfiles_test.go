@@ -21,32 +21,11 @@ import (
 
 var flags = tlsfiles.Names{CA: "--cacert", Cert: "--cert", Key: "--key", ServerName: "--server-name"}
 
-// replace puts src's content at dst the way a Secret volume does: a new
-// file renamed over the old one, so a connection reading dst never sees
-// half of it.
-func replace(t *testing.T, dst, src string) {
+func must(t *testing.T, err error) {
 	t.Helper()
-	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := dst + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// copyLeaf copies a leaf's files to the paths a client is configured
-// with, as an operator's deployment holds them.
-func copyLeaf(t *testing.T, dir string, l pki.Leaf) (cert, key string) {
-	t.Helper()
-	cert, key = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
-	replace(t, cert, l.CertFile)
-	replace(t, key, l.KeyFile)
-	return cert, key
 }
 
 // server is an HTTPS server that requires client certificates from its
@@ -130,8 +109,9 @@ func TestClientReadsRotatedFiles(t *testing.T) {
 	ca2 := pki.NewCA(t, dir, "ca2")
 	srv := newServer(t, ca1.Issue(t, "server1", pki.LeafOptions{ServerOnly: true}), ca1, ca2)
 	caFile := filepath.Join(dir, "ca.pem")
-	replace(t, caFile, ca1.File)
-	cert, key := copyLeaf(t, dir, ca1.Issue(t, "a", pki.LeafOptions{CommonName: "client-a", ClientOnly: true}))
+	must(t, pki.Bundle(caFile, ca1))
+	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	must(t, ca1.Issue(t, "a", pki.LeafOptions{CommonName: "client-a", ClientOnly: true}).Install(cert, key))
 	c, err := tlsfiles.Files{CA: caFile, Cert: cert, Key: key, Names: flags}.NewClient(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +119,7 @@ func TestClientReadsRotatedFiles(t *testing.T) {
 	if err := get(c, srv.URL); err != nil || srv.lastName() != "client-a" {
 		t.Fatalf("first request: %v, certificate %q", err, srv.lastName())
 	}
-	copyLeaf(t, dir, ca2.Issue(t, "b", pki.LeafOptions{CommonName: "client-b", ClientOnly: true}))
+	must(t, ca2.Issue(t, "b", pki.LeafOptions{CommonName: "client-b", ClientOnly: true}).Install(cert, key))
 	if err := get(c, srv.URL); err != nil || srv.lastName() != "client-b" {
 		t.Fatalf("after the client certificate's rotation: %v, certificate %q", err, srv.lastName())
 	}
@@ -152,7 +132,7 @@ func TestClientReadsRotatedFiles(t *testing.T) {
 	if !errors.As(c.Explain(err), &tlsErr) || !strings.Contains(tlsErr.Hint, "not signed by a CA of --cacert "+caFile) {
 		t.Fatalf("a server certificate of another CA: %v, explained %v", err, c.Explain(err))
 	}
-	replace(t, caFile, ca2.File)
+	must(t, pki.Bundle(caFile, ca2))
 	if err := get(c, srv.URL); err != nil {
 		t.Fatalf("after the CA bundle's rotation: %v", err)
 	}
@@ -166,9 +146,8 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 	ca2 := pki.NewCA(t, dir, "ca2")
 	certFile, keyFile, clientCA := filepath.Join(dir, "srv.pem"), filepath.Join(dir, "srv-key.pem"), filepath.Join(dir, "clients.pem")
 	s1 := ca1.Issue(t, "s1", pki.LeafOptions{CommonName: "server-1"})
-	replace(t, certFile, s1.CertFile)
-	replace(t, keyFile, s1.KeyFile)
-	replace(t, clientCA, ca1.File)
+	must(t, s1.Install(certFile, keyFile))
+	must(t, pki.Bundle(clientCA, ca1))
 	cfg, err := tlsfiles.Files{CA: clientCA, Cert: certFile, Key: keyFile}.NewServer(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -184,11 +163,7 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 	defer srv.Close()
 
 	caBoth := filepath.Join(dir, "both.pem")
-	b1, _ := os.ReadFile(ca1.File)
-	b2, _ := os.ReadFile(ca2.File)
-	if err := os.WriteFile(caBoth, append(b1, b2...), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	must(t, pki.Bundle(caBoth, ca1, ca2))
 	clientLeaf := ca2.Issue(t, "c", pki.LeafOptions{CommonName: "client"})
 	c, err := tlsfiles.Files{CA: caBoth, Cert: clientLeaf.CertFile, Key: clientLeaf.KeyFile}.NewClient(nil)
 	if err != nil {
@@ -221,9 +196,8 @@ func TestServerReadsRotatedFiles(t *testing.T) {
 		t.Fatalf("a client certificate of a CA the server does not trust yet was accepted (%v), server %q", err, seen)
 	}
 	s2 := ca1.Issue(t, "s2", pki.LeafOptions{CommonName: "server-2"})
-	replace(t, certFile, s2.CertFile)
-	replace(t, keyFile, s2.KeyFile)
-	replace(t, clientCA, caBoth)
+	must(t, s2.Install(certFile, keyFile))
+	must(t, pki.Bundle(clientCA, ca1, ca2))
 	if err := conn(); err != nil || seen != "server-2" {
 		t.Fatalf("after rotation: %v, server %q", err, seen)
 	}

@@ -107,39 +107,9 @@ func TestConnectionSettingsFailAtStart(t *testing.T) {
 	}
 }
 
-// install puts a certificate and its key at the paths a process was
-// given, each file replaced whole, as a Secret volume does.
-func install(t *testing.T, l pki.Leaf, cert, key string) {
+func must(t *testing.T, err error) {
 	t.Helper()
-	for src, dst := range map[string]string{l.CertFile: cert, l.KeyFile: key} {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst+".new", b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(dst+".new", dst); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// bundle writes the CAs' certificates into one file.
-func bundle(t *testing.T, path string, cas ...*pki.CA) {
-	t.Helper()
-	var b []byte
-	for _, ca := range cas {
-		pem, err := os.ReadFile(ca.File)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, pem...)
-	}
-	if err := os.WriteFile(path+".new", b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(path+".new", path); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -158,12 +128,12 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	// its own clients'.
 	before, after := pki.NewCA(t, dir, "before"), pki.NewCA(t, dir, "after")
 	sec.ClientCA = filepath.Join(dir, "client-cas.pem")
-	bundle(t, sec.ClientCA, sec.CA, before)
+	must(t, pki.Bundle(sec.ClientCA, sec.CA, before))
 	m.Stop()
 	m.Restart(t)
 	cert, key := filepath.Join(dir, "backup.pem"), filepath.Join(dir, "backup-key.pem")
 	old := before.Issue(t, "backup-old", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true})
-	install(t, old, cert, key)
+	must(t, old.Install(cert, key))
 	cli := c.Client(t)
 
 	storeURL := "file://" + filepath.Join(dir, "store")
@@ -203,8 +173,8 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	}
 	etcdtest.Eventually(t, "deltas with the old certificate", 30*time.Second, backedUp(resp.Header.Revision))
 
-	install(t, after.Issue(t, "backup-new", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true}), cert, key)
-	bundle(t, sec.ClientCA, sec.CA, after)
+	must(t, after.Issue(t, "backup-new", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true}).Install(cert, key))
+	must(t, pki.Bundle(sec.ClientCA, sec.CA, after))
 	m.Stop()
 	m.Restart(t)
 	// The old certificate is refused now: only the new one can upload.

@@ -454,27 +454,23 @@ func (m *Member) waitStarted(ctx context.Context) error {
 func (m *Member) pollLearner(ctx context.Context) error {
 	conn := m.security.clientConfig([]string{m.ClientURL.String()})
 	conn.User, conn.PasswordFile = "", ""
-	for {
-		cli, err := etcdclient.New(ctx, conn)
-		if err == nil {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err = cli.Status(sctx, m.ClientURL.String())
-			cancel()
-			_ = cli.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("member %s not serving: %w (last error: %w)", m.Name, ctx.Err(), err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return m.poll(ctx, conn, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Status(ctx, m.ClientURL.String())
+		return err
+	})
 }
 
 // waitServing waits until the member answers a linearizable read.
 func (m *Member) waitServing(ctx context.Context) error {
+	return m.poll(ctx, m.security.clientConfig([]string{m.ClientURL.String()}), func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Get(ctx, "etcdtest-ready")
+		return err
+	})
+}
+
+// poll asks the member through a client made with conn until ask
+// succeeds or ctx ends.
+func (m *Member) poll(ctx context.Context, conn etcdclient.Config, ask func(context.Context, *clientv3.Client) error) error {
 	var cli *clientv3.Client
 	defer func() {
 		if cli != nil {
@@ -484,11 +480,11 @@ func (m *Member) waitServing(ctx context.Context) error {
 	for {
 		var err error
 		if cli == nil {
-			cli, err = etcdclient.New(ctx, m.security.clientConfig([]string{m.ClientURL.String()}))
+			cli, err = etcdclient.New(ctx, conn)
 		}
 		if cli != nil {
-			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, err = cli.Get(rctx, "etcdtest-ready")
+			actx, cancel := context.WithTimeout(ctx, time.Second)
+			err = ask(actx, cli)
 			cancel()
 			if err == nil {
 				return nil

@@ -150,3 +150,44 @@ func (ca *CA) Make(name string, o LeafOptions) (Leaf, error) {
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
+
+// Install copies the certificate and key to the paths a process reads,
+// each replaced whole (written beside, then renamed over), as a Secret
+// volume's update does: a reader never sees half a file.
+func (l Leaf) Install(cert, key string) error {
+	for src, dst := range map[string]string{l.CertFile: cert, l.KeyFile: key} {
+		if err := replace(dst, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bundle writes the CAs' certificates into one file, replaced whole.
+func Bundle(path string, cas ...*CA) error {
+	var b []byte
+	for _, ca := range cas {
+		pem, err := os.ReadFile(ca.File)
+		if err != nil {
+			return err
+		}
+		b = append(b, pem...)
+	}
+	return replaceWith(path, b)
+}
+
+// replace puts src's content at dst, replaced whole.
+func replace(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return replaceWith(dst, b)
+}
+
+func replaceWith(path string, b []byte) error {
+	if err := os.WriteFile(path+".new", b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".new", path)
+}
