@@ -20,17 +20,19 @@ import (
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
-// ErrUnreachable is New's error when no endpoint accepts a connection: a
-// caller that may start before etcd (a sidecar, a member asking its
-// peers) waits and tries again; an operator's command reports it.
-var ErrUnreachable = errors.New("no etcd member answers")
+var (
+	// ErrUnreachable is New's error when no endpoint accepts a
+	// connection: a caller that may start before etcd (a sidecar, a
+	// member asking its peers) waits and tries again; an operator's
+	// command reports it.
+	ErrUnreachable = errors.New("no etcd member answers")
+	// ErrSettings marks New's errors that a setting fixes (a TLS file,
+	// the scheme, the user, its password or role): waiting does not help.
+	ErrSettings = errors.New("etcd client settings")
+)
 
 // rootRole is etcd's role of the calls it allows administrators only.
 const rootRole = "root"
-
-// ErrSettings marks New's errors that a setting fixes (a TLS file, the
-// scheme, the user, its password or role): waiting does not help.
-var ErrSettings = errors.New("etcd client settings")
 
 // settingError is an error of the settings.
 type settingError struct{ error }
@@ -77,6 +79,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// name is how errors name the cluster.
+func (c Config) name() string { return "etcd " + strings.Join(c.Endpoints, ",") }
+
+// wrong marks an error as one of the settings.
+func (c Config) wrong(err error) error { return settingError{fmt.Errorf("%s: %w", c.name(), err)} }
+
 // With returns the configuration with other endpoints.
 func (c Config) With(endpoints ...string) Config {
 	c.Endpoints = slices.Clone(endpoints)
@@ -102,23 +110,21 @@ func (c Config) withDefaults() Config {
 // authentication is wrong.
 func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 	c = c.withDefaults()
-	name := fmt.Sprintf("etcd %s", strings.Join(c.Endpoints, ","))
-	wrong := func(err error) error { return settingError{fmt.Errorf("%s: %w", name, err)} }
 	secure, err := scheme(c.Endpoints)
 	if err != nil {
-		return nil, wrong(err)
+		return nil, c.wrong(err)
 	}
 	var files *tlsfiles.Client
 	if secure {
 		if files, err = c.TLS.NewClient(c.Logger); err != nil {
-			return nil, wrong(err)
+			return nil, c.wrong(err)
 		}
 	} else if !c.TLS.IsZero() {
 		c.Logger.Warn("etcd: TLS files are given but the endpoints are http://, so they are not used; give https:// URLs to use TLS", "endpoints", c.Endpoints)
 	}
 	password, err := c.password()
 	if err != nil {
-		return nil, wrong(err)
+		return nil, c.wrong(err)
 	}
 	err = probe(ctx, c, files)
 	later := errors.Is(err, ErrUnreachable) && c.AllowUnreachable
@@ -126,17 +132,15 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 	case later:
 		c.Logger.Warn("etcd: no member answers yet; the client connects, and logs in, when one does", "endpoints", c.Endpoints, "error", err)
 	case errors.Is(err, ErrUnreachable):
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", c.name(), err)
 	case err != nil:
-		return nil, wrong(err)
+		return nil, c.wrong(err)
 	}
 	cfg := clientv3.Config{
 		Endpoints:            c.Endpoints,
 		DialTimeout:          c.DialTimeout,
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
-		Username:             c.User,
-		Password:             password,
 		Logger:               zap.NewNop(),
 		DialOptions: []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(bound(c.RequestTimeout)),
@@ -159,12 +163,12 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 		// later is never logged into (the client goes on without a token,
 		// or as its certificate's common name). Made with a token etcd
 		// refuses instead, the client logs in whenever etcd refuses it,
-		// with the credentials put back below.
-		cfg.Username, cfg.Password, cfg.Token = "", "", "etcdkit-not-logged-in"
+		// with the credentials set below.
+		cfg.Token = "etcdkit-not-logged-in"
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", c.name(), err)
 	}
 	if c.User != "" {
 		cli.Token, cli.Username, cli.Password = "", c.User, password
@@ -244,10 +248,9 @@ func logInNow(ctx context.Context, cli *clientv3.Client, c Config) error {
 		c.Logger.Info("etcd: a learner answered; logging in at the first call a voting member answers", "user", c.User)
 		return nil
 	case errors.Is(err, rpctypes.ErrAuthFailed):
-		return settingError{fmt.Errorf("etcd %s: etcd user %q did not log in: the password in %s is wrong, or there is no such user (%w)",
-			strings.Join(c.Endpoints, ","), c.User, c.PasswordFile, err)}
+		return c.wrong(fmt.Errorf("etcd user %q did not log in: the password in %s is wrong, or there is no such user (%w)", c.User, c.PasswordFile, err))
 	}
-	return fmt.Errorf("etcd %s: log in as %q: %w", strings.Join(c.Endpoints, ","), c.User, err)
+	return fmt.Errorf("%s: log in as %q: %w", c.name(), c.User, err)
 }
 
 // logIn logs the client in once a member answers: a stream opened before
@@ -274,11 +277,9 @@ func logIn(cli *clientv3.Client, c Config) {
 func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tlsfiles.Client) error {
 	actx, cancel := context.WithTimeout(ctx, c.RequestTimeout)
 	defer cancel()
-	name := fmt.Sprintf("etcd %s", strings.Join(c.Endpoints, ","))
-	wrong := func(err error) error { return settingError{fmt.Errorf("%s: %w", name, err)} }
 	st, err := cli.AuthStatus(actx)
 	if err != nil {
-		return fmt.Errorf("%s: ask whether authentication is on: %w", name, err)
+		return fmt.Errorf("%s: ask whether authentication is on: %w", c.name(), err)
 	}
 	if !st.Enabled {
 		return nil
@@ -288,14 +289,14 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 		user, how = files.Leaf().Subject.CommonName, " (the client certificate's common name)"
 	}
 	if user == "" {
-		return wrong(errors.New("etcd requires authentication and this client has no identity: give a user and its password file, or a client certificate whose common name is a user with the root role"))
+		return c.wrong(errors.New("etcd requires authentication and this client has no identity: give a user and its password file, or a client certificate whose common name is a user with the root role"))
 	}
 	resp, err := cli.UserGet(actx, user)
 	if err != nil {
-		return wrong(fmt.Errorf("etcd user %q%s: %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err))
+		return c.wrong(fmt.Errorf("etcd user %q%s: %w; snapshots, hashes, defragmentation and membership changes need a user with the root role", user, how, err))
 	}
 	if !slices.Contains(resp.Roles, rootRole) {
-		return wrong(fmt.Errorf("etcd user %q%s has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
+		return c.wrong(fmt.Errorf("etcd user %q%s has the roles %v but not %q, which etcd requires for snapshots, hashes, defragmentation and membership changes: grant it (etcdctl user grant-role %s root)",
 			user, how, resp.Roles, rootRole, user))
 	}
 	return nil

@@ -24,7 +24,9 @@ type Client struct {
 	// takes client certificates instead of the token, this client's
 	// certificate and key. They are read again when they change.
 	TLS tlsfiles.Files
-	// Timeout bounds each call. Default 30 s.
+	// Timeout bounds each call that answers at once: a restore's start and
+	// its status. Full and Delta wait for the snapshot, as long as ctx
+	// lets them. Default 30 s.
 	Timeout time.Duration
 
 	mu   sync.Mutex
@@ -40,16 +42,19 @@ func (c *Client) client() (*http.Client, error) {
 	if c.http != nil {
 		return c.http, nil
 	}
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
 	files, err := c.TLS.NewClient(nil)
 	if err != nil {
 		return nil, fmt.Errorf("sidecar %s: %w", c.URL, err)
 	}
-	c.tls, c.http = files, &http.Client{Transport: files.Transport(timeout), Timeout: timeout}
+	c.tls, c.http = files, &http.Client{Transport: files.Transport(c.timeout())}
 	return c.http, nil
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return 30 * time.Second
+	}
+	return c.Timeout
 }
 
 // Check loads the TLS files, so a bad one is an error at start rather
@@ -66,12 +71,12 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest, poll time.Dura
 		poll = 500 * time.Millisecond
 	}
 	var started struct{ ID string }
-	if err := c.call(ctx, http.MethodPost, "/v1/restore", req, &started); err != nil {
+	if err := c.call(ctx, true, http.MethodPost, "/v1/restore", req, &started); err != nil {
 		return Job{}, err
 	}
 	for {
 		var job Job
-		if err := c.call(ctx, http.MethodGet, "/v1/restore/"+started.ID, nil, &job); err != nil {
+		if err := c.call(ctx, true, http.MethodGet, "/v1/restore/"+started.ID, nil, &job); err != nil {
 			return job, err
 		}
 		if job.State != JobRunning {
@@ -88,20 +93,26 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest, poll time.Dura
 // Full asks the sidecar to take a full snapshot now.
 func (c *Client) Full(ctx context.Context) (SnapshotView, error) {
 	var v SnapshotView
-	err := c.call(ctx, http.MethodPost, "/v1/snapshots/full", nil, &v)
+	err := c.call(ctx, false, http.MethodPost, "/v1/snapshots/full", nil, &v)
 	return v, err
 }
 
 // Delta asks the sidecar to upload the events since the chain's end now.
 func (c *Client) Delta(ctx context.Context) (SnapshotView, error) {
 	var v SnapshotView
-	err := c.call(ctx, http.MethodPost, "/v1/snapshots/delta", nil, &v)
+	err := c.call(ctx, false, http.MethodPost, "/v1/snapshots/delta", nil, &v)
 	return v, err
 }
 
 // call sends body as JSON and decodes the answer into out; an answer
-// other than 2xx is an error carrying the API's message.
-func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
+// other than 2xx is an error carrying the API's message. A call that
+// answers at once is bounded by the client's timeout.
+func (c *Client) call(ctx context.Context, prompt bool, method, path string, body, out any) error {
+	if prompt {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout())
+		defer cancel()
+	}
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
