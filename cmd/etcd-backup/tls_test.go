@@ -69,6 +69,14 @@ func TestConnectionSettingsFailAtStart(t *testing.T) {
 		}
 		return args
 	}
+	// The connection flags come from the environment and --config like
+	// every other flag.
+	cfg := filepath.Join(dir, "etcd-backup.yaml")
+	if err := os.WriteFile(cfg, []byte("user: backup\npassword-file: "+sec.PasswordFile("backup")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, []string{"ETCDKIT_CACERT=" + sec.CA.File, "ETCDKIT_CERT=" + sec.Client.CertFile, "ETCDKIT_KEY=" + sec.Client.KeyFile},
+		"snapshot", "--store", store, "--endpoints", ep, "--config", cfg)
 	for _, tc := range []struct {
 		name string
 		cmd  string
