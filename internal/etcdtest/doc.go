@@ -6,9 +6,11 @@
 // It owns the life of those members (start, graceful stop, hard stop,
 // restart on the same data dir and URLs, adding a member to a running
 // cluster or starting one as a membership decision says, moving the
-// leader), a seeded workload writer whose expected end state tests can
-// compare with what a restore or a watch produced, and a write load that
-// counts failed writes.
+// leader), members served over TLS with client certificates required and
+// with etcd's authentication on (Security holds the certificates and the
+// users' password files), a seeded workload writer whose expected end
+// state tests can compare with what a restore or a watch produced, and a
+// write load that counts failed writes.
 //
 // It does not own anything a product binary needs: no package outside tests
 // imports it. A hard stop here stops the member without leader transfer and

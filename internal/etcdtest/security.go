@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -71,15 +72,6 @@ func newSecurity(t testing.TB, opts Options) *Security {
 // PasswordFile is the file holding a user's password.
 func (s *Security) PasswordFile(user string) string {
 	return filepath.Join(s.Dir, user+".password")
-}
-
-// Password is a user's password.
-func (s *Security) Password(user string) string {
-	b, err := os.ReadFile(s.PasswordFile(user))
-	if err != nil {
-		panic(err)
-	}
-	return string(b[:len(b)-1])
 }
 
 // TLSFiles are the files of a client of the cluster: the CA and the
@@ -147,7 +139,11 @@ func (s *Security) enableAuth(ctx context.Context, endpoints []string) error {
 		if u == "reader" {
 			role = "reader"
 		}
-		if _, err := cli.UserAdd(ctx, u, s.Password(u)); err != nil {
+		pw, err := os.ReadFile(s.PasswordFile(u))
+		if err != nil {
+			return err
+		}
+		if _, err := cli.UserAdd(ctx, u, strings.TrimSuffix(string(pw), "\n")); err != nil {
 			return fmt.Errorf("auth: add user %s: %w", u, err)
 		}
 		if _, err := cli.UserGrantRole(ctx, u, role); err != nil {
