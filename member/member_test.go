@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
@@ -418,4 +419,48 @@ func TestSecureClusterRefusesAWrongConnection(t *testing.T) {
 	if err := member.PromoteWhenReady(ctx, c.Client(t), p.ID, member.RetryOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A learner's sidecar and its wrapper both promote it: each returns
+// without error, whichever wins. Raft drops a configuration change
+// proposed while another is pending, and etcd then times the caller out:
+// that is asked again, not a failure.
+func TestConcurrentPromotions(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	ctx := context.Background()
+	m := c.NewMember(t, "m3")
+	added, members, err := member.AddLearner(ctx, cli, []string{m.PeerURL.String()}, member.RetryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var initial []string
+	for _, o := range members {
+		name := o.Name
+		if o.ID == added.ID {
+			name = m.Name
+		}
+		initial = append(initial, name+"="+o.PeerURLs[0])
+	}
+	if err := m.StartWith(ctx, strings.Join(initial, ","), "existing"); err != nil {
+		t.Fatal(err)
+	}
+	eps := []string{c.Members[0].ClientURL.String(), c.Members[1].ClientURL.String(), c.Members[2].ClientURL.String()}
+	errs := make(chan error, len(eps))
+	for _, ep := range eps {
+		go func() {
+			cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{ep}})
+			if err == nil {
+				defer func() { _ = cli.Close() }()
+				err = member.PromoteWhenReady(ctx, cli, added.ID, member.RetryOptions{Deadline: time.Minute})
+			}
+			errs <- err
+		}()
+	}
+	for range eps {
+		if err := <-errs; err != nil {
+			t.Fatalf("a concurrent promotion: %v", err)
+		}
+	}
+	voters(t, cli, 4)
 }

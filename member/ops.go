@@ -127,7 +127,10 @@ func pendingLearner(ctx context.Context, cli *clientv3.Client, peerURLs []string
 // deadline. A member that is no longer a learner is done.
 func PromoteWhenReady(ctx context.Context, cli *clientv3.Client, id uint64, o RetryOptions) error {
 	err := retry(ctx, o, "promote", func(err error) bool {
-		return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrUnhealthy)
+		// etcd times a promotion out when another promotion of the same
+		// learner (its sidecar's, its wrapper's) won the race: asked
+		// again, it says the member is no longer a learner.
+		return errors.Is(err, rpctypes.ErrMemberLearnerNotReady) || errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrTimeout)
 	}, func(ctx context.Context) error {
 		_, err := cli.MemberPromote(ctx, id)
 		return err
