@@ -464,3 +464,24 @@ func TestConcurrentPromotions(t *testing.T) {
 	}
 	voters(t, cli, 4)
 }
+
+// A removal may be answered by the member it removes, which stops before
+// it says so: Remove asks again and another member confirms it.
+func TestRemoveThroughTheRemovedMember(t *testing.T) {
+	for range 3 {
+		c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+		victim := c.Members[2]
+		id := uint64(victim.Etcd().Server.MemberID())
+		cli, err := etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{victim.ClientURL.String(), c.Members[0].ClientURL.String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = member.Remove(context.Background(), cli, id, member.RetryOptions{Deadline: 30 * time.Second})
+		_ = cli.Close()
+		if err != nil {
+			t.Fatalf("remove through the removed member: %v", err)
+		}
+		voters(t, c.Members[0].Client(t), 2)
+		c.Close()
+	}
+}

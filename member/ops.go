@@ -146,7 +146,12 @@ func PromoteWhenReady(ctx context.Context, cli *clientv3.Client, id uint64, o Re
 
 // Remove removes a member; one already gone is done.
 func Remove(ctx context.Context, cli *clientv3.Client, id uint64, o RetryOptions) error {
-	err := retry(ctx, o, "remove", func(err error) bool { return errors.Is(err, rpctypes.ErrUnhealthy) },
+	// A removal answered by the member removed ends in "server stopped";
+	// one raft dropped times out: asked again, another member says the
+	// member is gone.
+	err := retry(ctx, o, "remove", func(err error) bool {
+		return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrStopped) || errors.Is(err, rpctypes.ErrTimeout)
+	},
 		func(ctx context.Context) error {
 			_, err := cli.MemberRemove(ctx, id)
 			return err
