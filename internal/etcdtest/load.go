@@ -20,7 +20,9 @@ type Load struct {
 	done     sync.WaitGroup
 	writes   atomic.Int64
 	failures atomic.Int64
-	firstErr atomic.Value
+	// firstErr is a pointer: errors of different types may come first,
+	// and an atomic.Value holds one type only.
+	firstErr atomic.Pointer[error]
 }
 
 // StartLoad starts writing through cli; the test's end stops it.
@@ -35,7 +37,7 @@ func StartLoad(t testing.TB, cli *clientv3.Client) *Load {
 			cancel()
 			if err != nil {
 				l.failures.Add(1)
-				l.firstErr.CompareAndSwap(nil, err)
+				l.firstErr.CompareAndSwap(nil, &err)
 			} else {
 				l.writes.Add(1)
 			}
@@ -57,7 +59,7 @@ func (l *Load) Check(t testing.TB) {
 	t.Helper()
 	l.end()
 	if n := l.failures.Load(); n > 0 {
-		t.Fatalf("%d of %d writes failed, the first with: %v", n, n+l.writes.Load(), l.firstErr.Load())
+		t.Fatalf("%d of %d writes failed, the first with: %v", n, n+l.writes.Load(), l.first())
 	}
 	if l.writes.Load() < 10 {
 		t.Fatalf("only %d writes: the load did not run", l.writes.Load())
@@ -75,5 +77,13 @@ func (l *Load) Ran(t testing.TB) {
 	if l.writes.Load() < 10 {
 		t.Fatalf("only %d writes: the load did not run", l.writes.Load())
 	}
-	t.Logf("%d writes; %d failed across leader moves (first: %v)", l.writes.Load(), l.failures.Load(), l.firstErr.Load())
+	t.Logf("%d writes; %d failed across leader moves (first: %v)", l.writes.Load(), l.failures.Load(), l.first())
+}
+
+// first is the first failed write's error, nil when none failed.
+func (l *Load) first() error {
+	if p := l.firstErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
