@@ -65,8 +65,9 @@ func (a *acked) end() { a.stop(); <-a.done }
 // With TLS and auth, the members serve clients and peers over TLS with
 // client certificates required, authentication is on, the sidecars serve
 // their API over HTTPS and forward to each other with client
-// certificates, and the leader moves once; the wrappers have no flag for
-// any of it, and the restored cluster keeps its users.
+// certificates, the leader moves once and a follower restarts; the
+// wrappers have no flag for any of it, and the restored cluster keeps its
+// users.
 func TestClusterRejoinsAndRecovers(t *testing.T) {
 	t.Run("plain", func(t *testing.T) { clusterRejoinsAndRecovers(t, nil) })
 	t.Run("TLS and auth", func(t *testing.T) { clusterRejoinsAndRecovers(t, newSecure(t)) })
@@ -164,6 +165,21 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 			return lastBackedUp(t, storeURL) >= resp.Header.Revision
 		})
 		load.end()
+		// A follower stopped and started again restarts on its data dir.
+		for _, nd := range nodes {
+			if nd.name == to {
+				continue
+			}
+			if err := wrappers[nd.name].term(t); err != nil {
+				t.Fatalf("%s after SIGTERM: %v", nd.name, err)
+			}
+			startWrapper(nd)
+			nd.ready(t, 60*time.Second)
+			if out := wrappers[nd.name].output(); !strings.Contains(out, "mode=sanity verdict=Valid") || !strings.Contains(out, "action=restart") {
+				t.Fatalf("%s did not restart on its data dir:\n%s", nd.name, out)
+			}
+			break
+		}
 	}
 
 	// A follower is killed and its database corrupted. The writes go
