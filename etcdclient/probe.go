@@ -81,30 +81,21 @@ func probeOne(ctx context.Context, ep string, timeout time.Duration, files *tlsf
 		return false, err
 	}
 	_ = conn.Close()
-	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: timeout}
 	if files != nil {
-		tr = files.Transport(timeout)
-		tr.DisableKeepAlives = true
-	}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(ep, "/")+"/health", nil)
-	if err != nil {
-		return true, err
-	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if files != nil {
-		if err != nil && files.Explain(err) == nil && speaksHTTP(ctx, u.Host) {
-			// A member without TLS drops a handshake without a word.
+		tr := files.Transport(timeout)
+		_, err := health(ctx, tr, ep)
+		if explained := files.Explain(err); explained != nil || err == nil {
+			return true, explained
+		}
+		// A member without TLS drops a handshake without a word.
+		if _, perr := health(ctx, &http.Transport{}, "http://"+u.Host); perr == nil {
 			return true, errors.New("the member does not serve TLS at this address: use an http:// URL")
 		}
-		return true, files.Explain(err)
+		return true, nil
 	}
-	if err == nil {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		_ = resp.Body.Close()
-		if !strings.Contains(string(body), "HTTPS server") {
-			return true, nil
-		}
+	body, err := health(ctx, &http.Transport{}, ep)
+	if err == nil && !strings.Contains(body, "HTTPS server") {
+		return true, nil
 	}
 	// A plain request that fails may have met a member that serves TLS
 	// there, which a gRPC client would wait on in silence.
@@ -112,6 +103,24 @@ func probeOne(ctx context.Context, ep string, timeout time.Duration, files *tlsf
 		return true, errors.New("the member serves TLS at this address: use an https:// URL")
 	}
 	return true, nil
+}
+
+// health asks base's /health over tr, on a connection of its own, and
+// returns the start of the answer.
+func health(ctx context.Context, tr *http.Transport, base string) (string, error) {
+	tr.DisableKeepAlives = true
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/health", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	return string(b), err
 }
 
 // speaksTLS says whether a TLS handshake with addr gets as far as the
@@ -126,22 +135,6 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "remote error"
-}
-
-// speaksHTTP says whether addr answers a plain HTTP request.
-func speaksHTTP(ctx context.Context, addr string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
-	if err != nil {
-		return false
-	}
-	tr := &http.Transport{DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return true
 }
 
 // joined is several errors, printed on one line.

@@ -31,7 +31,9 @@ func main() {
 }
 
 func run() error {
-	ctx := context.Background()
+	// The whole story, and every call in it, within two minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	log := slog.New(slog.DiscardHandler)
 	dir, err := os.MkdirTemp("", "etcdkit-tls-")
 	if err != nil {

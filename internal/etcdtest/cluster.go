@@ -127,7 +127,10 @@ func Start(t testing.TB, opts Options) *Cluster {
 				t.Fatalf("etcdtest: %v", err)
 			}
 			if opts.Auth {
-				if err := sec.enableAuth(context.Background(), c.Endpoints()); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+				err := sec.enableAuth(ctx, c.Endpoints())
+				cancel()
+				if err != nil {
 					t.Fatalf("etcdtest: %v", err)
 				}
 			}
