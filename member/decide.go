@@ -145,7 +145,7 @@ func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
 
 	switch verdict {
 	case validate.Locked, validate.WrongVolume:
-		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s: see its verdict's reason", verdict)}
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s", verdict)}
 	case validate.Valid:
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")

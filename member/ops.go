@@ -189,6 +189,9 @@ type ApplyOptions struct {
 	Timeout time.Duration
 	// Now names a moved-aside data dir. Default time.Now.
 	Now func() time.Time
+	// KeepMovedAside is how many moved-aside data dirs are kept, the one
+	// a rejoin makes included. Default 1; negative keeps them all.
+	KeepMovedAside int
 }
 
 // Apply carries out the membership part of a plan, in an order that a
@@ -223,6 +226,7 @@ func Apply(ctx context.Context, cfg Config, p Plan, o ApplyOptions) (Plan, error
 			return p, fmt.Errorf("member %s: %w", cfg.Name, err)
 		}
 		o.Logger.Info("member: data dir moved aside", "member", cfg.Name, "to", aside)
+		prune(o.Logger, cfg.DataDir, o.KeepMovedAside, aside)
 		if p.ID != 0 {
 			if err := Remove(ctx, cli, p.ID, o.RetryOptions); err != nil {
 				return p, err

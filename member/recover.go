@@ -39,6 +39,10 @@ type RecoverOptions struct {
 	Retry RetryOptions
 	// Now names moved-aside data dirs. Default time.Now.
 	Now func() time.Time
+	// KeepMovedAside is how many moved-aside data dirs are kept beside
+	// each member's, the one this recovery makes included. Default 1;
+	// negative keeps them all.
+	KeepMovedAside int
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -65,7 +69,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	initial := initialCluster(nil, first)
 	res, err := restore.Restore(ctx, st, restore.Options{
 		Source: o.Source, DataDir: first.DataDir, Name: first.Name, PeerURLs: first.PeerURLs,
-		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, Now: o.Now,
+		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
 	})
 	if err != nil {
 		return res, fmt.Errorf("member: recover quorum: restore %s: %w", first.Name, err)
@@ -86,6 +90,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 		if err != nil {
 			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
 		}
+		prune(o.Logger, m.DataDir, o.KeepMovedAside, aside)
 		added, members, err := AddLearner(ctx, cli, m.PeerURLs, o.Retry)
 		if err != nil {
 			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
@@ -101,4 +106,15 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 		o.Logger.Info("member: rejoined", "member", m.Name, "moved_aside", aside)
 	}
 	return res, nil
+}
+
+// prune keeps keep moved-aside data dirs beside dataDir; failing to
+// costs disk, not the member, so it is logged.
+func prune(log *slog.Logger, dataDir string, keep int, just string) {
+	removed, err := datadir.Prune(dataDir, keep, just)
+	if err != nil {
+		log.Warn("member: prune moved-aside data dirs", "data-dir", dataDir, "error", err)
+	} else if len(removed) > 0 {
+		log.Info("member: pruned moved-aside data dirs", "removed", removed)
+	}
 }

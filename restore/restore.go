@@ -68,8 +68,13 @@ func (s Source) withDefaults() Source {
 type Options struct {
 	Source
 	// DataDir is the member's data dir. An existing one is moved aside
-	// to DataDir.bak-<time>, never deleted.
+	// to DataDir.bak-<time>, never deleted; one a running etcd holds is
+	// refused (datadir.ErrInUse).
 	DataDir string
+	// KeepMovedAside is how many moved-aside data dirs are kept beside
+	// DataDir, the one this restore makes included; older ones are
+	// removed. Default 1; negative keeps them all.
+	KeepMovedAside int
 	// Name of the member. Default "default".
 	Name string
 	// PeerURLs of the member. Default http://localhost:2380.
@@ -144,6 +149,9 @@ func (o Options) withDefaults() (Options, error) {
 // Chain picks and checks the chain a target asks for: gaps are an error
 // before anything is downloaded.
 func Chain(ctx context.Context, st store.Store, t Target) (snap.Chain, error) {
+	if t.Revision < 0 {
+		return snap.Chain{}, fmt.Errorf("restore: revision %d: a revision is positive (0: the latest)", t.Revision)
+	}
 	cat, err := snap.List(ctx, st)
 	if err != nil {
 		return snap.Chain{}, err
@@ -188,6 +196,13 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return Result{}, err
 	}
 	defer unlock()
+	// Held to the swap: an etcd running on the old data dir would keep
+	// writing into it once moved aside, and those writes would be lost.
+	release, err := datadir.Hold(opts.DataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	defer release()
 	if err := checkSpace(parent, chain); err != nil {
 		return Result{}, err
 	}
@@ -233,6 +248,12 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}
 	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
 		return res, err
+	}
+	release()
+	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
+		opts.Logger.Warn("restore: prune moved-aside data dirs", "error", err)
+	} else if len(pruned) > 0 {
+		opts.Logger.Info("restore: pruned moved-aside data dirs", "removed", pruned, "keep", opts.KeepMovedAside)
 	}
 	res.Total = time.Since(start)
 	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(chain.Deltas),

@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/validate"
@@ -120,24 +122,24 @@ func (s *Sidecar) Handler() http.Handler {
 	})
 	route("/v1/snapshots", http.MethodGet, false, s.listSnapshots)
 	route("/v1/snapshots/latest", http.MethodGet, false, s.latestSnapshot)
-	route("/v1/snapshots/full", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+	route("/v1/snapshots/full", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		sn, err := s.snap.TakeFull(r.Context())
 		return ViewOf(sn), err
 	}))
-	route("/v1/snapshots/delta", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+	route("/v1/snapshots/delta", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		sn, err := s.snap.TakeDelta(r.Context())
 		return ViewOf(sn), err
 	}))
-	route("/v1/defrag", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+	route("/v1/defrag", http.MethodPost, false, s.uploaderOnly(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req struct {
 			DryRun bool `json:"dry_run"`
 		}
-		if err := decode(r, &req); err != nil {
+		if err := decode(w, r, &req); err != nil {
 			return nil, err
 		}
 		return s.Defrag(r.Context(), req.DryRun)
 	}))
-	route("/v1/compact", http.MethodPost, false, s.uploaderOnly(func(r *http.Request) (any, error) {
+	route("/v1/compact", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		s.mu.Lock()
 		busy := s.compacting
 		s.compacting = true
@@ -175,14 +177,30 @@ func (s *Sidecar) Handler() http.Handler {
 
 var (
 	errBadRequest = errors.New("bad request")
+	errTooLarge   = errors.New("request too large")
 	errBusy       = errors.New("busy: the same operation is running")
 )
 
-// decode reads a JSON body strictly; an empty body is the zero request.
-func decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+// readBody reads a request body of at most maxBody bytes: a longer one
+// is refused whole, never cut and read as something else.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: the body is over %d bytes", errTooLarge, tooLarge.Limit)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", errBadRequest, err)
+		return nil, fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	return b, nil
+}
+
+// decode reads a JSON body strictly: one document, known fields; an
+// empty body is the zero request.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	b, err := readBody(w, r)
+	if err != nil {
+		return err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
@@ -191,6 +209,9 @@ func decode(r *http.Request, v any) error {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: malformed JSON: %w", errBadRequest, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: more than one JSON document in the body", errBadRequest)
 	}
 	return nil
 }
@@ -212,6 +233,8 @@ func status(err error) int {
 	switch {
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errBusy):
 		return http.StatusConflict
 	case errors.Is(err, snapshot.ErrNoEvents):
@@ -232,11 +255,43 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 		return body, http.StatusServiceUnavailable, nil
 	}
 	body["ready"] = true
-	if up {
-		st := s.snap.Status()
-		body["last_revision"], body["pending_events"], body["failures"] = st.LastRevision, st.PendingEvents, st.Failures
+	if !up {
+		return body, http.StatusOK, nil
+	}
+	st := s.snap.Status()
+	backup, failingFor := s.backupState(st)
+	body["backup"] = backup
+	body["last_revision"], body["pending_events"], body["failures"] = st.LastRevision, st.PendingEvents, st.Failures
+	if failingFor > s.opts.MaxBackupAge {
+		body["ready"] = false
+		body["error"] = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.MaxBackupAge, backup["last_error"])
+		return body, http.StatusServiceUnavailable, nil
 	}
 	return body, http.StatusOK, nil
+}
+
+// backupState is the uploader's backups as /readyz shows them, and how
+// long they have not succeeded (0 while they do).
+func (s *Sidecar) backupState(st snapshot.Status) (map[string]any, time.Duration) {
+	s.mu.Lock()
+	stoppedSince, stopErr := s.stoppedSince, s.stopErr
+	s.mu.Unlock()
+	out := map[string]any{"state": "ok", "consecutive_failures": st.Failures}
+	since, lastErr := st.FailingSince, st.LastError
+	switch {
+	case !stoppedSince.IsZero():
+		out["state"] = "stopped"
+		since, lastErr = stoppedSince, stopErr.Error()
+	case st.Failures > 0:
+		out["state"] = "failing"
+	}
+	if since.IsZero() {
+		return out, 0
+	}
+	out["failing_since"], out["last_error"] = since.UTC(), lastErr
+	failingFor := time.Since(since)
+	out["failing_seconds"] = failingFor.Seconds()
+	return out, failingFor
 }
 
 func cmpErr(err, or error) error {
@@ -281,10 +336,10 @@ func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, i
 
 // uploaderOnly runs f here when this sidecar uploads, and forwards the
 // call to the uploader's sidecar otherwise.
-func (s *Sidecar) uploaderOnly(f func(*http.Request) (any, error)) func(http.ResponseWriter, *http.Request) (any, int, error) {
+func (s *Sidecar) uploaderOnly(f func(http.ResponseWriter, *http.Request) (any, error)) func(http.ResponseWriter, *http.Request) (any, int, error) {
 	return func(w http.ResponseWriter, r *http.Request) (any, int, error) {
 		if s.Uploader() {
-			body, err := f(r)
+			body, err := f(w, r)
 			if err != nil {
 				return nil, status(err), err
 			}
@@ -326,9 +381,10 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fail(fmt.Errorf("the leader is member %q and no sidecar URL is configured for it (peers)", name))
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	body, err := readBody(w, r)
 	if err != nil {
-		return fail(err)
+		writeError(w, status(err), err)
+		return nil
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimSuffix(base, "/")+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
@@ -352,28 +408,89 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Sidecar) startRestore(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int, error) {
 	var req RestoreRequest
-	if err := decode(r, &req); err != nil {
-		return nil, http.StatusBadRequest, err
+	if err := decode(w, r, &req); err != nil {
+		return nil, status(err), err
 	}
 	if s.opts.RestoreRoot == "" {
 		return nil, http.StatusForbidden, errors.New("this sidecar restores no data dirs: it has no restore root")
 	}
-	dir, err := filepath.Abs(req.DataDir)
-	if err != nil || req.DataDir == "" {
+	if req.Revision < 0 {
+		return nil, http.StatusBadRequest, fmt.Errorf("revision %d: a revision is positive (leave it out for the latest)", req.Revision)
+	}
+	if !filepath.IsAbs(req.DataDir) {
 		return nil, http.StatusBadRequest, fmt.Errorf("data_dir %q: give an absolute path under %s", req.DataDir, s.opts.RestoreRoot)
 	}
-	if rel, err := filepath.Rel(s.opts.RestoreRoot, dir); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
-		return nil, http.StatusForbidden, fmt.Errorf("data_dir %s is outside the restore root %s", dir, s.opts.RestoreRoot)
+	dir, err := underRoot(s.opts.RestoreRoot, req.DataDir)
+	if err != nil {
+		return nil, http.StatusForbidden, err
 	}
 	req.DataDir = dir
+	if !req.IfNeeded {
+		// Refused now rather than in the job: the caller is still there
+		// to read why.
+		release, err := datadir.Hold(dir)
+		if err != nil {
+			return nil, http.StatusConflict, err
+		}
+		release()
+	}
 	job, running := s.jobs.start(req)
 	if job == nil {
 		return nil, http.StatusConflict, fmt.Errorf("restore job %s is already building %s", running, dir)
 	}
 	go s.runRestore(context.WithoutCancel(r.Context()), job.ID, req)
 	return map[string]string{"id": job.ID, "status": "/v1/restore/" + job.ID}, http.StatusAccepted, nil
+}
+
+// underRoot resolves dir, an absolute path, through every symlink of its
+// existing part and returns it when it lies strictly under root (itself
+// resolved): a link under the root that points outside it must not carry
+// a restore, or the move aside of a data dir, out of it.
+func underRoot(root, dir string) (string, error) {
+	realRoot, err := resolve(root)
+	if err != nil {
+		return "", fmt.Errorf("restore root %s: %w", root, err)
+	}
+	real, err := resolve(dir)
+	if err != nil {
+		return "", fmt.Errorf("data_dir %s: %w", dir, err)
+	}
+	rel, err := filepath.Rel(realRoot, real)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		shown := real
+		if real != dir {
+			shown = fmt.Sprintf("%s (%s once its links are followed)", dir, real)
+		}
+		return "", fmt.Errorf("data_dir %s is outside the restore root %s", shown, root)
+	}
+	return real, nil
+}
+
+// resolve is path, absolute, with the symlinks of its longest existing
+// prefix followed; the part that does not exist yet is kept as written.
+func resolve(path string) (string, error) {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		real, err := filepath.EvalSymlinks(path)
+		if err == nil {
+			return filepath.Join(append([]string{real}, rest...)...), nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(path)}, rest...)
+		path = parent
+	}
 }
 
 // runRestore validates (when asked) and restores, recording every step in
@@ -427,7 +544,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req RestoreRequest)
 			},
 		},
 		DataDir: req.DataDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
-		InitialClusterToken: req.InitialClusterToken,
+		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
 	})
 	s.metrics.took("restore", start)
 	if err != nil {

@@ -47,11 +47,15 @@ type Options struct {
 	// full snapshot once its deltas cover this many revisions. 0: never.
 	CompactAfter int64
 	// WorkDir holds spooled snapshots, chains being compacted and
-	// restores being built. Default os.TempDir().
+	// restores being built; New creates it (0700) when missing. Default
+	// os.TempDir().
 	WorkDir string
 	// RestoreRoot: restore requests may only build data dirs under it.
 	// "": the API refuses restores.
 	RestoreRoot string
+	// KeepMovedAside is how many moved-aside data dirs a restore keeps
+	// beside the one it builds. Default 1; negative keeps them all.
+	KeepMovedAside int
 	// Peers maps member names to their sidecars' base URLs, where a
 	// follower forwards mutating calls.
 	Peers map[string]string
@@ -60,6 +64,10 @@ type Options struct {
 	// carries a client certificate the server's TLS config verified.
 	TokenFile      string
 	ClientCertAuth bool
+	// MaxBackupAge: /readyz answers 503 once this sidecar uploads and its
+	// backups have failed, or its Snapshotter has been stopped, for longer.
+	// Default 10 min.
+	MaxBackupAge time.Duration
 	// Follow is how often the member is asked who leads.
 	Follow member.FollowOptions
 	// Promote bounds the promotion of this sidecar's member when it is a
@@ -101,6 +109,10 @@ type Sidecar struct {
 	chainDeltas        int
 	compacting         bool
 	runCtx             context.Context
+	// stoppedSince: the Snapshotter stopped with an error while this
+	// sidecar uploads, and is restarted with backoff; stopErr says why.
+	stoppedSince time.Time
+	stopErr      error
 }
 
 // New checks the options and returns a Sidecar; Run starts it.
@@ -114,8 +126,16 @@ func New(o Options) (*Sidecar, error) {
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
 	}
+	// A work dir on a fresh volume does not exist yet: the first snapshot
+	// must not be what finds out.
+	if err := os.MkdirAll(o.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("sidecar: work dir: %w", err)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBackupAge <= 0 {
+		o.MaxBackupAge = 10 * time.Minute
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -233,17 +253,44 @@ func (s *Sidecar) startUploading(ctx context.Context) {
 	s.loadChain(uctx)
 	go func() {
 		defer close(done)
-		err := s.snap.Run(uctx)
+		s.runSnapshotter(uctx)
+	}()
+}
+
+// runSnapshotter runs the Snapshotter until ctx ends, starting it again
+// with backoff when it stops with an error: while this sidecar uploads,
+// nobody else backs the cluster up.
+func (s *Sidecar) runSnapshotter(ctx context.Context) {
+	wait := time.Second
+	for {
+		err := s.snap.Run(ctx)
 		switch {
-		case err == nil, errors.Is(err, context.Canceled):
+		case ctx.Err() != nil, err == nil:
+			return
 		case errors.Is(err, ErrNotUploader):
 			// Leadership moved while the last delta was being written:
 			// the new uploader resumes from the store.
 			s.log.Info("sidecar: snapshotter stopped; the member no longer leads", "error", err)
-		default:
-			s.log.Error("sidecar: snapshotter stopped", "error", err)
+			return
 		}
-	}()
+		s.metrics.failures.WithLabelValues("snapshotter").Inc()
+		s.mu.Lock()
+		if s.stoppedSince.IsZero() {
+			s.stoppedSince = time.Now()
+		}
+		s.stopErr = err
+		s.mu.Unlock()
+		s.log.Error("sidecar: snapshotter stopped; starting it again", "error", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Minute)
+		s.mu.Lock()
+		s.stoppedSince, s.stopErr = time.Time{}, nil
+		s.mu.Unlock()
+	}
 }
 
 // stopUploading stops the Snapshotter and waits until it has.

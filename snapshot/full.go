@@ -52,6 +52,9 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		return Snapshot{}, err
 	}
 	start := time.Now()
+	if opts.SpoolDir == "" {
+		opts.SpoolDir = os.TempDir()
+	}
 	sp, err := newSpool(st, opts)
 	if err != nil {
 		return Snapshot{}, err
@@ -95,8 +98,8 @@ type spool struct {
 	size   int64
 }
 
-func newSpool(st store.Store, opts FullOptions) (sp *spool, err error) {
-	sp = &spool{codec: opts.Codec}
+func newSpool(st store.Store, opts FullOptions) (_ *spool, err error) {
+	sp := &spool{codec: opts.Codec}
 	defer func() {
 		if err != nil {
 			sp.discard()
@@ -110,13 +113,13 @@ func newSpool(st store.Store, opts FullOptions) (sp *spool, err error) {
 		}
 	} else if !plain {
 		if sp.object, err = scratch.File(opts.SpoolDir, "etcdkit-object-*"); err != nil {
-			return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the snapshot): %w", err)
+			return nil, fmt.Errorf("spool directory %s (it must exist, with room for the snapshot): %w", opts.SpoolDir, err)
 		}
 	}
 	if plain && sp.object != nil {
 		sp.raw = sp.object
 	} else if sp.raw, err = scratch.File(opts.SpoolDir, "etcdkit-full-*.db"); err != nil {
-		return nil, fmt.Errorf("spool (set the spool directory to a volume with room for the database): %w", err)
+		return nil, fmt.Errorf("spool directory %s (it must exist, with room for the database): %w", opts.SpoolDir, err)
 	}
 	if plain && sp.object == nil {
 		sp.object = sp.raw

@@ -122,8 +122,12 @@ type Status struct {
 	// PendingEvents and PendingBytes are captured but not yet uploaded.
 	PendingEvents int
 	PendingBytes  int64
-	// Failures counts consecutive failed attempts.
-	Failures int
+	// Failures counts consecutive failed attempts; FailingSince is when
+	// the first of them failed and LastError what the last one said.
+	// All three clear on a success.
+	Failures     int
+	FailingSince time.Time
+	LastError    string
 }
 
 // Snapshotter keeps a store's backups current: full snapshots on a
@@ -236,8 +240,9 @@ type upload struct {
 // last delta and returns. At start it takes a full snapshot when the store
 // has no usable chain or the last full one missed its schedule, and a
 // delta of what happened since the chain's end otherwise. Failures are
-// retried with exponential backoff; Run returns early only with
-// ErrStoreAhead.
+// retried with exponential backoff, ErrStoreAhead at start too (an
+// operator may fix the store or its prefix meanwhile); Run returns when
+// ctx ends.
 func (s *Snapshotter) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.status.Running {
@@ -298,9 +303,6 @@ func (l *loop) run(ctx context.Context) error {
 			reason := "retry"
 			if !l.started {
 				if err := l.startup(ctx); err != nil {
-					if errors.Is(err, ErrStoreAhead) {
-						return err
-					}
 					l.fail(OpFull, "startup", err)
 					continue
 				}
@@ -569,7 +571,7 @@ func (l *loop) stop() error {
 
 func (l *loop) succeed() {
 	l.failures = 0
-	l.setStatus(func(st *Status) { st.Failures = 0 })
+	l.setStatus(func(st *Status) { st.Failures, st.FailingSince, st.LastError = 0, time.Time{}, "" })
 }
 
 // fail reports a failed attempt and schedules the retry with backoff.
@@ -578,7 +580,12 @@ func (l *loop) fail(op Operation, reason string, err error) {
 	wait := l.opts.MinBackoff << min(l.failures-1, 20)
 	wait = min(wait, l.opts.MaxBackoff)
 	l.log.Warn("snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait)
-	l.setStatus(func(st *Status) { st.Failures = l.failures })
+	l.setStatus(func(st *Status) {
+		st.Failures, st.LastError = l.failures, err.Error()
+		if st.FailingSince.IsZero() {
+			st.FailingSince = l.opts.Now()
+		}
+	})
 	l.report(Result{Op: op, Reason: reason, Err: err})
 	l.retry.Reset(wait)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -336,12 +337,31 @@ func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := etcdtest.Start(t, etcdtest.Options{})
-	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{})
+	// Refused, counted, and tried again: the store may be fixed meanwhile.
+	var refused atomic.Int32
+	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		OnResult: func(r snapshot.Result) {
+			if errors.Is(r.Err, snapshot.ErrStoreAhead) {
+				refused.Add(1)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Run(ctx); !errors.Is(err, snapshot.ErrStoreAhead) {
-		t.Fatalf("Run: %v, want ErrStoreAhead", err)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(runCtx) }()
+	etcdtest.Eventually(t, "refused three times", 10*time.Second, func() bool { return refused.Load() >= 3 })
+	st2 := s.Status()
+	if st2.Failures < 3 || st2.FailingSince.IsZero() || !strings.Contains(st2.LastError, "the cluster is at") {
+		t.Fatalf("status while refusing: %+v", st2)
+	}
+	stop()
+	if err := <-ran; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if keys, _ := st.List(ctx, ""); len(keys) != 1 {
+		t.Fatalf("the store ahead was written to: %v", keys)
 	}
 }
 

@@ -39,7 +39,9 @@ func openFile(_ context.Context, u *url.URL, _ Options) (Store, error) {
 	return NewFile(filepath.FromSlash(u.Path))
 }
 
-// NewFile returns a store rooted at dir, which is created when missing.
+// NewFile returns a store rooted at dir. The directory is created by the
+// first write, not here: a command that only reads a mistyped path must
+// not leave a directory behind (see Exists).
 func NewFile(dir string) (*File, error) {
 	if dir == "" {
 		return nil, errors.New("store file://: no directory given")
@@ -48,14 +50,26 @@ func NewFile(dir string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store file://%s: %w", dir, err)
 	}
-	f := &File{root: abs, url: "file://" + escapePath(filepath.ToSlash(abs))}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, fmt.Errorf("store %s: create the directory: %w", f.url, err)
-	}
-	return f, nil
+	return &File{root: abs, url: "file://" + escapePath(filepath.ToSlash(abs))}, nil
 }
 
 func (f *File) String() string { return f.url }
+
+// Exists reports whether the store's directory exists: a store nothing
+// was ever written to lists empty, and a reader that needs to tell a
+// fresh store from a mistyped path asks this.
+func (f *File) Exists(context.Context) (bool, error) {
+	info, err := os.Stat(f.root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store %s: %w", f.url, err)
+	case !info.IsDir():
+		return false, fmt.Errorf("store %s: %s is not a directory", f.url, f.root)
+	}
+	return true, nil
+}
 
 func (f *File) path(key string) (string, error) {
 	if err := CheckKey(key); err != nil {
@@ -254,6 +268,9 @@ func (p prefixedStager) PutStaged(ctx context.Context, key string, f *os.File) e
 // Stage creates the file in the store's directory, so renaming it into
 // place never crosses a file system.
 func (f *File) Stage() (*os.File, error) {
+	if err := os.MkdirAll(f.root, 0o750); err != nil {
+		return nil, fmt.Errorf("store %s: create the directory: %w", f.url, err)
+	}
 	tmp, err := scratch.File(f.root, tempPrefix+"*")
 	if err != nil {
 		return nil, fmt.Errorf("store %s: stage: %w", f.url, err)

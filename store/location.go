@@ -23,17 +23,17 @@ func NewLocation(scheme, bucket, prefix, kind string) (Location, error) {
 	l := Location{Scheme: scheme, Bucket: bucket}
 	p, err := CleanPrefix(prefix)
 	if err != nil {
-		return l, fmt.Errorf("store %s: %w", l, err)
+		return l, BadURL(fmt.Errorf("store %s: %w", l, err))
 	}
 	l.Prefix = p
 	if bucket == "" {
-		return l, fmt.Errorf("store %s: no %s: write %s://<%s>/<prefix>", l, kind, scheme, kind)
+		return l, BadURL(fmt.Errorf("store %s: no %s: write %s://<%s>/<prefix>", l, kind, scheme, kind))
 	}
 	// No cloud names a bucket with these; here they are a mistyped URL (a
 	// port, credentials, a stray slash), and the store's name in messages
 	// must read back as the same URL.
 	if strings.ContainsAny(bucket, ":/?#@%[] \t\r\n") {
-		return l, fmt.Errorf("store %s: %q is not a %s name", l, bucket, kind)
+		return l, BadURL(fmt.Errorf("store %s: %q is not a %s name", l, bucket, kind))
 	}
 	return l, nil
 }
@@ -42,7 +42,7 @@ func NewLocation(scheme, bucket, prefix, kind string) (Location, error) {
 // options of its query.
 func ParseLocation(u *url.URL, kind string) (Location, *Query, error) {
 	if u.User != nil {
-		return Location{Scheme: u.Scheme}, NewQuery(u), fmt.Errorf("store %s://: credentials do not belong in the URL; use the backend's credential file or environment", u.Scheme)
+		return Location{Scheme: u.Scheme}, NewQuery(u), BadURL(fmt.Errorf("store %s://: credentials do not belong in the URL; use the backend's credential file or environment", u.Scheme))
 	}
 	l, err := NewLocation(u.Scheme, u.Host, u.Path, kind)
 	return l, NewQuery(u), err

@@ -55,6 +55,10 @@ var (
 	// ErrBucketNotFound is returned when the bucket or container of the
 	// store URL does not exist.
 	ErrBucketNotFound = errors.New("bucket does not exist")
+	// ErrBadURL: the store URL itself is wrong (its scheme, bucket,
+	// prefix or options); no request was made. Messages keep their own
+	// wording: errors.Is tells.
+	ErrBadURL = errors.New("the store URL is wrong")
 )
 
 // Options tune how a backend moves objects. The zero value is what an
@@ -133,6 +137,28 @@ func init() {
 	Register("mem", openMem)
 }
 
+// Exister is a store that can tell a location that does not exist from
+// an empty one: the file store, whose directory is made by the first
+// write. Object stores cannot, and do not implement it.
+type Exister interface {
+	Exists(ctx context.Context) (bool, error)
+}
+
+// badURL marks err as a mistake in the URL (ErrBadURL) without changing
+// its message.
+type badURL struct{ error }
+
+func (e badURL) Unwrap() error        { return e.error }
+func (e badURL) Is(target error) bool { return target == ErrBadURL }
+
+// BadURL marks err, a backend's complaint about its URL, as ErrBadURL.
+func BadURL(err error) error {
+	if err == nil {
+		return nil
+	}
+	return badURL{err}
+}
+
 // Open opens the store a URL names, with default options. See OpenWith.
 func Open(ctx context.Context, rawURL string) (Store, error) {
 	return OpenWith(ctx, rawURL, Options{})
@@ -151,7 +177,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {
-		return nil, err
+		return nil, BadURL(err)
 	}
 	registry.RLock()
 	open, ok := registry.openers[u.Scheme]
@@ -162,8 +188,8 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	registry.RUnlock()
 	if !ok {
 		slices.Sort(known)
-		return nil, fmt.Errorf("store %s: unknown scheme %q (known here: %s; cloud schemes need their package imported, e.g. github.com/etcdkit/etcdkit/store/s3)",
-			u.Redacted(), u.Scheme, strings.Join(known, ", "))
+		return nil, BadURL(fmt.Errorf("store %s: unknown scheme %q (known here: %s; cloud schemes need their package imported, e.g. github.com/etcdkit/etcdkit/store/s3)",
+			u.Redacted(), u.Scheme, strings.Join(known, ", ")))
 	}
 	return open(ctx, u, opts.WithDefaults())
 }
@@ -217,7 +243,7 @@ func (q *Query) Bool(name string) (bool, error) {
 	case "true", "1", "yes":
 		return true, nil
 	}
-	return false, fmt.Errorf("option %s=%q is not a boolean (use true or false)", name, v)
+	return false, BadURL(fmt.Errorf("option %s=%q is not a boolean (use true or false)", name, v))
 }
 
 // Unused returns an error naming the options that were given but never read.
@@ -237,5 +263,5 @@ func (q *Query) Unused() error {
 		known = append(known, k)
 	}
 	slices.Sort(known)
-	return fmt.Errorf("unknown option(s) %s (this scheme knows: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+	return BadURL(fmt.Errorf("unknown option(s) %s (this scheme knows: %s)", strings.Join(unknown, ", "), strings.Join(known, ", ")))
 }

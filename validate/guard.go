@@ -68,9 +68,9 @@ func checkGuard(dir, name, token string) (Verdict, string, string) {
 	}
 	switch {
 	case name != "" && g.MemberName != name:
-		return WrongVolume, path, fmt.Sprintf("guard %s: the data dir is member %q's, not %q's", path, g.MemberName, name)
+		return WrongVolume, path, fmt.Sprintf("guard %s: the data dir is member %q's, not %q's (to give it to %q on purpose, remove the guard file)", path, g.MemberName, name, name)
 	case token != "" && g.ClusterToken != token:
-		return WrongVolume, path, fmt.Sprintf("guard %s: the data dir is of cluster %q, not %q", path, g.ClusterToken, token)
+		return WrongVolume, path, fmt.Sprintf("guard %s: the data dir is of cluster %q, not %q (to give it to this cluster on purpose, remove the guard file)", path, g.ClusterToken, token)
 	}
 	return "", "", ""
 }

@@ -1,6 +1,7 @@
 package wrapper
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"reflect"
@@ -105,6 +106,11 @@ func LoadConfig(path string) (*embed.Config, error) {
 			}
 		}
 	}
+	// etcd would make one in the working directory ("<name>.etcd"): a
+	// data dir the wrapper validates, restores and guards must be named.
+	if v, ok := raw["data-dir"].(string); !ok || strings.TrimSpace(v) == "" {
+		problems = append(problems, `"data-dir" is not set: name the member's data dir (etcd would otherwise use <name>.etcd in the working directory)`)
+	}
 	if v, ok := raw["initial-cluster"].(string); ok && v != "" {
 		if _, err := types.NewURLsMap(v); err != nil {
 			problems = append(problems, fmt.Sprintf("initial-cluster %q: %v", v, err))
@@ -126,21 +132,47 @@ func LoadConfig(path string) (*embed.Config, error) {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${VAR} with the environment's VAR.
+// expandEnv replaces ${VAR} with the environment's VAR, outside YAML
+// comments: a commented-out line must not need its variables set.
 func expandEnv(b []byte) ([]byte, error) {
 	var missing []string
-	out := envRef.ReplaceAllFunc(b, func(ref []byte) []byte {
-		name := string(envRef.FindSubmatch(ref)[1])
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			missing = append(missing, name)
-		}
-		return []byte(v)
-	})
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	for i, line := range lines {
+		at := commentStart(line)
+		expanded := envRef.ReplaceAllFunc(line[:at], func(ref []byte) []byte {
+			name := string(envRef.FindSubmatch(ref)[1])
+			v, ok := os.LookupEnv(name)
+			if !ok && !slices.Contains(missing, name) {
+				missing = append(missing, name)
+			}
+			return []byte(v)
+		})
+		lines[i] = append(expanded, line[at:]...)
+	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("environment variables not set: %s", strings.Join(missing, ", "))
 	}
-	return out, nil
+	return bytes.Join(lines, nil), nil
+}
+
+// commentStart is where a YAML comment starts in line (len(line) when it
+// has none): a # at the start or after a blank, outside a quoted scalar.
+func commentStart(line []byte) int {
+	var quote byte
+	for i, c := range line {
+		after := i == 0 || bytes.IndexByte([]byte(" \t[{,:"), line[i-1]) >= 0
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case (c == '\'' || c == '"') && after:
+			quote = c
+		case c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t'):
+			return i
+		}
+	}
+	return len(line)
 }
 
 // knownKeys are the keys etcd's configuration file takes: the JSON names

@@ -70,6 +70,21 @@ func TestLoadConfig(t *testing.T) {
 	if _, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, "name: m0", "name: ${NO_SUCH_VAR}", 1))); err == nil || !strings.Contains(err.Error(), "NO_SUCH_VAR") {
 		t.Fatalf("unset variable: %v", err)
 	}
+	// Not in comments, and a missing one is named once.
+	commented := strings.Replace(goodConfig, "name: m0", "name: m0 # was ${OLD_NAME}\n# data-dir: /var/lib/${NOT_SET_EITHER}\ninitial-cluster-token: '#${POD_NAME}'", 1)
+	commented = strings.Replace(commented, "initial-cluster-token: tok\n", "", 1)
+	if cfg, err := LoadConfig(writeConfig(t, commented)); err != nil || cfg.Name != "m0" || cfg.InitialClusterToken != "#etcd-2" {
+		t.Fatalf("variables in comments: %+v %v", cfg, err)
+	}
+	twice := strings.Replace(goodConfig, "name: m0", "name: ${NO_SUCH_VAR}\ninitial-cluster-token: ${NO_SUCH_VAR}", 1)
+	twice = strings.Replace(twice, "initial-cluster-token: tok\n", "", 1)
+	if _, err := LoadConfig(writeConfig(t, twice)); err == nil || strings.Count(err.Error(), "NO_SUCH_VAR") != 1 {
+		t.Fatalf("a variable missing twice: %v", err)
+	}
+	// No data dir: etcd would pick one in the working directory.
+	if _, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, "data-dir: /var/lib/etcd\n", "", 1))); err == nil || !strings.Contains(err.Error(), `"data-dir" is not set`) {
+		t.Fatalf("no data dir: %v", err)
+	}
 	// etcd exits the process on a URL it cannot parse; here it is an error.
 	bad := strings.Replace(goodConfig, "listen-client-urls: http://127.0.0.1:2379", "listen-client-urls: http://127.0.0.1:notaport", 1)
 	if _, err := LoadConfig(writeConfig(t, bad)); err == nil || !strings.Contains(err.Error(), "listen-client-urls") {

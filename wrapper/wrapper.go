@@ -68,6 +68,9 @@ type Options struct {
 	// JoinTimeout bounds the wait for the first member to restore a
 	// cluster this one then joins. Default 5 min.
 	JoinTimeout time.Duration
+	// KeepMovedAside is how many moved-aside data dirs (a restore's, a
+	// rejoin's) are kept, the newest. Default 1; negative keeps them all.
+	KeepMovedAside int
 	// Listen is the address of /livez, /readyz and /healthz; "": none.
 	Listen string
 	// OnReady, when set, is called once etcd serves.
@@ -247,7 +250,12 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, err
 	log.Info("wrapper: decided", "action", p.Action, "reason", p.Reason)
 	switch p.Action {
 	case member.Refuse:
-		return p, fmt.Errorf("wrapper: refusing to start: %s", p.Reason)
+		reason := p.Reason
+		if rep.Verdict == validate.Locked || rep.Verdict == validate.WrongVolume {
+			// The verdict alone does not say whose data dir, or who holds it.
+			reason += ": " + rep.Reason
+		}
+		return p, fmt.Errorf("wrapper: refusing to start: %s", reason)
 	case member.Restore:
 		if o.Store == nil {
 			return p, fmt.Errorf("wrapper: refusing to start: %s, and there is no store to restore from (--store)", p.Reason)
@@ -255,13 +263,14 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, err
 		res, err := restore.Restore(ctx, o.Store, restore.Options{
 			Source: restore.Source{Codec: o.Codec, Logger: o.Logger}, DataDir: cfg.Dir, Name: cfg.Name,
 			PeerURLs: mcfg.PeerURLs, InitialCluster: p.InitialCluster, InitialClusterToken: cfg.InitialClusterToken,
+			KeepMovedAside: o.KeepMovedAside,
 		})
 		if err != nil {
 			return p, fmt.Errorf("wrapper: restore: %w", err)
 		}
 		log.Info("wrapper: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
 	case member.Rejoin, member.JoinAsLearner:
-		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{Conn: *o.Conn, RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
+		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{Conn: *o.Conn, KeepMovedAside: o.KeepMovedAside, RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
 			return p, err
 		}
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 func listCmd(g *globals) *cobra.Command {
@@ -21,6 +23,14 @@ func listCmd(g *globals) *cobra.Command {
 			st, err := g.openStore(ctx)
 			if err != nil {
 				return err
+			}
+			if e, ok := st.(store.Exister); ok {
+				switch exists, err := e.Exists(ctx); {
+				case err != nil:
+					return err
+				case !exists:
+					return fmt.Errorf("store %s: the directory does not exist: nothing was ever backed up there (check --store)", st)
+				}
 			}
 			cat, err := snapshot.List(ctx, st)
 			if err != nil {
@@ -39,7 +49,16 @@ func listCmd(g *globals) *cobra.Command {
 				chains = append(chains, out)
 			}
 			now := time.Now()
-			return g.print(map[string]any{"chains": chains}, func(w *tabwriter.Writer) {
+			problems := 0
+			for _, c := range chains {
+				if c.Problem != "" {
+					problems++
+				}
+			}
+			if len(chains) == 0 {
+				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
+			}
+			err = g.print(map[string]any{"chains": chains}, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "CHAIN\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
 				for i, c := range chains {
 					row := func(v sidecar.SnapshotView) {
@@ -55,6 +74,11 @@ func listCmd(g *globals) *cobra.Command {
 					}
 				}
 			})
+			if err == nil && problems > 0 {
+				// Scripts and alerts read the exit code, not the table.
+				err = fmt.Errorf("%d of %d chains cannot be restored whole (the rows marked !)", problems, len(chains))
+			}
+			return err
 		},
 	}
 }

@@ -48,7 +48,7 @@ type globals struct {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(cli.Main("etcd-backup", func() int { return run(os.Args[1:]) }))
 }
 
 func run(args []string) int {
@@ -93,6 +93,7 @@ Exit codes:
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
 	root.AddCommand(serveCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g))
+	cli.Strict(root)
 	root.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -117,7 +118,11 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if g.storeURL == "" {
 		return nil, cli.Usage(errors.New("--store is required"))
 	}
-	return store.Open(ctx, g.storeURL)
+	st, err := store.Open(ctx, g.storeURL)
+	if errors.Is(err, store.ErrBadURL) {
+		return nil, cli.Usage(fmt.Errorf("--store: %w", err))
+	}
+	return st, err
 }
 
 // snapshotCodec builds the codec from the flags.

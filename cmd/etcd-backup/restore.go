@@ -28,6 +28,9 @@ func (t *target) target() (restore.Target, error) {
 	if t.revision != 0 && t.at != "" {
 		return out, cli.Usage(errors.New("--revision and --time exclude each other"))
 	}
+	if t.revision < 0 {
+		return out, cli.Usage(fmt.Errorf("--revision %d: a revision is a positive number (leave it out for the latest)", t.revision))
+	}
 	out.Revision = t.revision
 	if t.at != "" {
 		at, err := time.Parse(time.RFC3339, t.at)
@@ -86,5 +89,6 @@ func restoreCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "the new cluster's token")
 	f.Uint64Var(&opts.RevisionBump, "revision-bump", 0, "raise the restored revision by this much, so clients never see it go back")
 	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel downloads")
+	cli.KeepMovedAside(f, &opts.KeepMovedAside)
 	return cmd
 }

@@ -130,7 +130,9 @@ it uploads the pending delta and exits 0.`,
 	f.Int64Var(&o.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
 	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
+	cli.KeepMovedAside(f, &o.KeepMovedAside)
 	f.StringToStringVar(&o.Peers, "peers", nil, "other members' sidecars, name=URL, where mutating calls are forwarded")
+	f.DurationVar(&o.MaxBackupAge, "max-backup-age", 10*time.Minute, "/readyz answers 503 once this sidecar uploads and its backups have failed for longer")
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	return cmd

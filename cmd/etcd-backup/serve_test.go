@@ -23,8 +23,10 @@ import (
 type sidecarProc struct {
 	name, url string
 	args      []string
-	cmd       *exec.Cmd
-	exited    chan error
+	// dir is the process's working directory; "": the test's.
+	dir    string
+	cmd    *exec.Cmd
+	exited chan error
 	// logs is everything the process wrote, to read once it has exited.
 	logs strings.Builder
 }
@@ -32,6 +34,7 @@ type sidecarProc struct {
 func (p *sidecarProc) start(t *testing.T) {
 	t.Helper()
 	p.cmd = exec.Command(binary, p.args...)
+	p.cmd.Dir = p.dir
 	p.logs.Reset()
 	p.cmd.Stderr = io.MultiWriter(testWriter{t, p.name}, &p.logs)
 	if err := p.cmd.Start(); err != nil {

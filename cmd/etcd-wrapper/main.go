@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(cli.Main("etcd-wrapper", func() int { return run(os.Args[1:]) }))
 }
 
 func run(args []string) int {
@@ -89,12 +89,20 @@ Exit codes:
 			}
 			conn := etcd.Apply(wrapper.ClientConn(o.Config))
 			o.Conn = &conn
+			o.Init = wrapper.Init(init)
+			switch {
+			case o.Init != wrapper.InitSelf && o.Init != wrapper.InitSidecar:
+				return cli.Usage(fmt.Errorf("--init %q: self or sidecar", init))
+			case o.Init == wrapper.InitSidecar && sidecarURL == "":
+				return cli.Usage(errors.New("--init sidecar needs --sidecar-url"))
+			}
 			if storeURL != "" {
-				if o.Store, err = store.Open(ctx, storeURL); err != nil {
+				if o.Store, err = store.Open(ctx, storeURL); errors.Is(err, store.ErrBadURL) {
+					return cli.Usage(fmt.Errorf("--store: %w", err))
+				} else if err != nil {
 					return err
 				}
 			}
-			o.Init = wrapper.Init(init)
 			switch onCorrupt {
 			case "refuse":
 			case "wipe":
@@ -135,8 +143,10 @@ Exit codes:
 	f.DurationVar(&o.SidecarTimeout, "sidecar-timeout", 5*time.Minute, "how long the sidecar is waited for")
 	f.StringVar(&onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
 	f.DurationVar(&o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")
+	cli.KeepMovedAside(f, &o.KeepMovedAside)
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
 	logFlags.Flags(f)
+	cli.Strict(cmd)
 	cmd.SetArgs(args)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

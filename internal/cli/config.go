@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,23 +11,47 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// harnessEnv are variables of the project's tests and tools that share
+// the prefix; a binary started by a test sees them and must not refuse
+// them.
+var harnessEnv = []string{"ETCDKIT_REQUIRE_EMULATORS", "ETCDKIT_TOOLS_DIR", "ETCDKIT_LONG", "ETCDKIT_KILL_DIR"}
+
 // Bind fills every flag of cmd the command line left unset from, in this
 // order, the environment variable ETCDKIT_<FLAG> (upper case, dashes as
 // underscores) and the YAML file named by the flag fileFlag (keys are flag
-// names). It is cobra's PersistentPreRunE of the binaries.
+// names; the file itself may come from ETCDKIT_<FILEFLAG>). It is cobra's
+// PersistentPreRunE of the binaries.
+//
+// One file and one environment serve every command of a binary: a key or
+// variable that is a flag of another command is ignored, one that is a
+// flag of none is an error, as is a list for a flag that takes one value.
 func Bind(cmd *cobra.Command, fileFlag string) error {
-	file := map[string]any{}
-	if f := cmd.Flags().Lookup(fileFlag); f != nil && f.Value.String() != "" {
-		b, err := os.ReadFile(f.Value.String())
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
+	all := allFlags(cmd.Root())
+	var errs []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "ETCDKIT_") && !all[name] && !slices.Contains(harnessEnv, name) {
+			errs = append(errs, fmt.Sprintf("environment variable %s is not a flag of %s (variables are ETCDKIT_ and a flag's name, upper case, dashes as underscores)", name, cmd.Root().Name()))
 		}
-		if err := yaml.UnmarshalStrict(b, &file); err != nil {
-			return fmt.Errorf("config %s: %w", f.Value.String(), err)
+	}
+	file := map[string]any{}
+	if f := cmd.Flags().Lookup(fileFlag); f != nil {
+		if v, ok := os.LookupEnv(EnvName(f.Name)); ok && !f.Changed {
+			if err := f.Value.Set(v); err != nil {
+				return err
+			}
+		}
+		if path := f.Value.String(); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("config: %w", err)
+			}
+			if err := yaml.UnmarshalStrict(b, &file); err != nil {
+				return fmt.Errorf("config %s: %w", path, err)
+			}
 		}
 	}
 	known := map[string]bool{}
-	var errs []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		known[f.Name] = true
 		if f.Changed {
@@ -42,21 +67,53 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 		if !ok {
 			return
 		}
+		if _, list := v.([]any); list {
+			if _, slice := f.Value.(pflag.SliceValue); !slice {
+				errs = append(errs, fmt.Sprintf("config key %s: a list, but --%s takes one value", f.Name, f.Name))
+				return
+			}
+		}
 		for _, s := range values(v) {
 			if err := f.Value.Set(s); err != nil {
 				errs = append(errs, fmt.Sprintf("config key %s: %v", f.Name, err))
 			}
 		}
 	})
-	for k := range file {
-		if !known[k] {
-			errs = append(errs, fmt.Sprintf("config key %q is not a flag of %s", k, cmd.CommandPath()))
+	for _, k := range sortedKeys(file) {
+		if !known[k] && !all[k] {
+			errs = append(errs, fmt.Sprintf("config key %q is not a flag of %s", k, cmd.Root().Name()))
 		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// allFlags are the names and environment variables of every flag of
+// root and its commands.
+func allFlags(root *cobra.Command) map[string]bool {
+	all := map[string]bool{}
+	add := func(f *pflag.Flag) { all[f.Name], all[EnvName(f.Name)] = true, true }
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(add)
+		c.PersistentFlags().VisitAll(add)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return all
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // EnvName is the environment variable of a flag.

@@ -71,3 +71,9 @@ func (e *Etcd) Apply(base etcdclient.Config) etcdclient.Config {
 func (e *Etcd) Config() etcdclient.Config {
 	return e.Apply(etcdclient.Config{TLS: tlsfiles.Files{Names: etcdNames}})
 }
+
+// KeepMovedAside is --keep-moved-aside, of every command that can move a
+// data dir aside.
+func KeepMovedAside(f *pflag.FlagSet, keep *int) {
+	f.IntVar(keep, "keep-moved-aside", 1, "moved-aside data dirs (DATA_DIR.bak-<time>) kept, the newest, including the one just made; older ones are removed (-1: keep all)")
+}

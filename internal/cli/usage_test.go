@@ -13,8 +13,8 @@ func TestIsUsage(t *testing.T) {
 	}{
 		{Usage(errors.New("--store is required")), true},
 		{fmt.Errorf("serve: %w", Usage(errors.New("--client-ca needs --tls-cert"))), true},
-		{errors.New(`unknown flag: --nope`), true},
-		{errors.New(`invalid argument "x" for "--revision" flag`), true},
+		{errors.New(`unknown flag: --nope`), false},
+		{errors.New("seek /var/lib/etcd/member/snap/db: invalid argument"), false},
 		{errors.New("store s3://b: put v2/Full-1: connection refused"), false},
 	} {
 		if got := IsUsage(c.err); got != c.want {

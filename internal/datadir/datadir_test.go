@@ -1,8 +1,12 @@
 package datadir
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -47,4 +51,65 @@ func TestReplace(t *testing.T) {
 	if err != nil || which(t, dir) != "third" || which(t, aside) != "second" || aside != dir+".bak-20261129T120000Z-2" {
 		t.Fatalf("again in the same second: %q %v", aside, err)
 	}
+}
+
+func TestPrune(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	names := []string{".bak-20261101T000000Z", ".bak-20261102T000000Z", ".bak-20261102T000000Z-2", ".bak-20261102T000000Z-10", ".bak-20261103T000000Z", ".bak-mine"}
+	for _, n := range names {
+		mkdir(t, dir+n, n)
+	}
+	left := func() []string {
+		m, _ := filepath.Glob(dir + ".bak-*")
+		return m
+	}
+	if removed, err := Prune(dir, -1, ""); err != nil || len(removed) != 0 {
+		t.Fatalf("keep all: %v %v", removed, err)
+	}
+	// The one just made is kept even when older by name; then the newest.
+	just := dir + ".bak-20261101T000000Z"
+	removed, err := Prune(dir, 2, just)
+	if err != nil || len(removed) != 3 {
+		t.Fatalf("keep 2: removed %v %v", removed, err)
+	}
+	want := []string{just, dir + ".bak-20261103T000000Z", dir + ".bak-mine"}
+	if got := left(); !slices.Equal(got, want) {
+		t.Fatalf("left %v, want %v (an operator's own .bak-mine untouched)", got, want)
+	}
+	// 0 is the default: one, the just-made.
+	if _, err := Prune(dir, 0, just); err != nil || !slices.Equal(left(), []string{just, dir + ".bak-mine"}) {
+		t.Fatalf("keep default: %v %v", left(), err)
+	}
+}
+
+func TestHold(t *testing.T) {
+	dir := t.TempDir()
+	release, err := Hold(dir)
+	if err != nil {
+		t.Fatalf("a dir without a database: %v", err)
+	}
+	release()
+	db := filepath.Join(dir, "member", "snap", "db")
+	mkdir(t, filepath.Dir(db), "x")
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As bbolt locks an open database: another open file description.
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Hold(dir); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "stop etcd first") {
+		t.Fatalf("a held database: %v", err)
+	}
+	_ = f.Close()
+	release, err = Hold(dir)
+	if err != nil {
+		t.Fatalf("once released: %v", err)
+	}
+	release()
 }
