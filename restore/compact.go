@@ -64,6 +64,12 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 	if err != nil {
 		return Compaction{}, fmt.Errorf("compact: %w", err)
 	}
+	// The new chain is the old one's, and so is its cluster.
+	if id, ok, err := snap.ReadIdentity(ctx, st, chain.Full); err == nil && ok {
+		if err := snap.WriteIdentity(ctx, st, s, id); err != nil {
+			opts.Logger.Warn("compact: the new full's cluster identity", "key", s.Key, "error", err)
+		}
+	}
 	out := Compaction{Chain: chain, Snapshot: s, Revisions: res.Revisions, Took: time.Since(start)}
 	for _, in := range chain.Snapshots() {
 		out.InputBytes += in.Size

@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
@@ -109,6 +111,9 @@ type Result struct {
 	// DroppedLeases counts puts written without their lease because the
 	// lease was granted after the full snapshot.
 	DroppedLeases int64
+	// ClusterID is the restored cluster's ID (hex), new with every restore:
+	// etcd derives it from the initial cluster and its token.
+	ClusterID string
 	// MovedAside is where the previous data dir went, "" when there was none.
 	MovedAside              string
 	Download, Replay, Total time.Duration
@@ -250,6 +255,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return res, err
 	}
 	release()
+	recordRestore(ctx, st, opts, &res)
 	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
 		opts.Logger.Warn("restore: prune moved-aside data dirs", "error", err)
 	} else if len(pruned) > 0 {
@@ -411,4 +417,23 @@ func swapIn(built, dataDir string, now time.Time) (movedAside string, err error)
 		return "", fmt.Errorf("restore: move the restored data dir into place: %w", err)
 	}
 	return movedAside, nil
+}
+
+// recordRestore writes down, on the store, that the new cluster continues
+// the chain it was restored from, so that its sidecar appends to that
+// chain instead of refusing it as another cluster's. A store this process
+// may only read costs that: the sidecar then asks for a new chain.
+func recordRestore(ctx context.Context, st store.Store, opts Options, res *Result) {
+	urls, err := types.NewURLsMap(opts.InitialCluster)
+	if err == nil {
+		var cl *membership.RaftCluster
+		if cl, err = membership.NewClusterFromURLsMap(zap.NewNop(), opts.InitialClusterToken, urls); err == nil {
+			res.ClusterID = cl.ID().String()
+			err = snap.RecordRestore(ctx, st, res.ClusterID, res.Chain)
+		}
+	}
+	if err != nil {
+		opts.Logger.Warn("restore: could not record which chain the restored cluster continues; its sidecar will see another cluster's chain",
+			"error", err, "cluster", res.ClusterID)
+	}
 }

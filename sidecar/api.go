@@ -42,6 +42,9 @@ type SnapshotView struct {
 
 // ChainView is a full snapshot and its deltas.
 type ChainView struct {
+	// ClusterID is the cluster the chain was taken of (hex), "" when the
+	// chain has no identity record.
+	ClusterID    string         `json:"cluster_id,omitempty"`
 	Full         SnapshotView   `json:"full"`
 	Deltas       []SnapshotView `json:"deltas"`
 	LastRevision int64          `json:"last_revision"`

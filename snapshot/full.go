@@ -55,6 +55,8 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 	if opts.SpoolDir == "" {
 		opts.SpoolDir = os.TempDir()
 	}
+	// Asked first: the identity is of the cluster the stream comes from.
+	id, idErr := IdentityOf(ctx, cli)
 	sp, err := newSpool(st, opts)
 	if err != nil {
 		return Snapshot{}, err
@@ -80,7 +82,15 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 	if snap.Size, err = sp.upload(ctx, st, snap.Key); err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap.Key, err)
 	}
-	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "db-bytes", sp.size,
+	if idErr == nil {
+		idErr = WriteIdentity(ctx, st, snap, id)
+	}
+	if idErr != nil {
+		// The snapshot is sound without it; its chain is then nobody's
+		// in particular, as etcd-backup-restore's are.
+		logger(opts.Logger).Warn("full snapshot written without its cluster identity", "key", snap.Key, "error", idErr)
+	}
+	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "cluster", id.ClusterID, "db-bytes", sp.size,
 		"stream", streamed.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return snap, nil
 }

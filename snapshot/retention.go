@@ -177,6 +177,11 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Sna
 		if err := st.Delete(ctx, s.Key); err != nil {
 			return expired[:i], fmt.Errorf("gc: delete %s: %w", s.Key, err)
 		}
+		if s.Kind == KindFull {
+			// Its chain's identity goes with it; one left over costs a
+			// few bytes and misleads nobody, so a failure is not one.
+			_ = st.Delete(ctx, identityKey(s))
+		}
 		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
 	}
 	return expired, nil

@@ -47,6 +47,10 @@ type Options struct {
 	Codec           Codec
 	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
 	SpoolDir string
+	// AllowNewChain: when the store's latest chain is another cluster's
+	// (ErrOtherCluster), start a new chain with a full snapshot instead of
+	// failing. Retention then counts both clusters' chains as one history.
+	AllowNewChain bool
 	// BeforeUpload, when set, is called right before each object is written;
 	// an error skips the write and counts as a failure (fencing).
 	BeforeUpload func(context.Context, Snapshot) error
@@ -392,7 +396,19 @@ func (l *loop) startup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("current revision: %w", err)
 	}
-	current := resp.Header.Revision
+	current, clusterID := resp.Header.Revision, hexID(resp.Header.ClusterId)
+	// Whose chain it is comes first: another cluster's chain is also
+	// often ahead, and that is not the news.
+	chain, err := cat.Latest()
+	if err == nil {
+		if err := CheckChain(ctx, l.st, chain, clusterID); err != nil {
+			if !errors.Is(err, ErrOtherCluster) || !l.opts.AllowNewChain {
+				return err
+			}
+			l.log.Warn("the latest chain is another cluster's: starting a new chain, as allowed", "err", err)
+			l.needFull = "another cluster's chain"
+		}
+	}
 	for _, s := range cat {
 		if s.LastRevision > current {
 			return fmt.Errorf("%w: %s reaches revision %d, the cluster is at %d: point the store at another prefix, or restore with a revision bump", ErrStoreAhead, s.Key, s.LastRevision, current)
@@ -403,9 +419,11 @@ func (l *loop) startup(ctx context.Context) error {
 		l.needFull = "no full snapshot"
 		return nil
 	}
-	chain, err := cat.Latest()
 	if err != nil {
 		return err
+	}
+	if l.needFull != "" {
+		return nil
 	}
 	l.setStatus(func(st *Status) { st.LastFull = chain.Full })
 	checked, err := chain.Check()

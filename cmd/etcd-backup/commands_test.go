@@ -54,7 +54,8 @@ func forEachStore(t *testing.T, f func(*testing.T, storeUnderTest)) {
 
 type listed struct {
 	Chains []struct {
-		Full struct {
+		ClusterID string `json:"cluster_id"`
+		Full      struct {
 			Key          string
 			LastRevision int64 `json:"last_revision"`
 		}

@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 )
@@ -245,13 +248,15 @@ func TestBackupOutageIsVisible(t *testing.T) {
 			Consecutive int    `json:"consecutive_failures"`
 		}
 	}
+	// The store holds another cluster's chain: the sidecar refuses to
+	// append to it, and keeps trying.
 	etcdtest.Eventually(t, "/readyz reports the outage", 30*time.Second, func() bool {
 		a := apiCall(t, p, "GET", "/readyz", "")
 		_ = json.Unmarshal([]byte(a.body), &body)
 		return a.code == http.StatusServiceUnavailable && body.Backup.State == "failing" && body.Backup.Consecutive >= 2
 	})
 	t.Logf("a user sees: /readyz 503 %s", body.Error)
-	if !strings.Contains(body.Backup.LastError, "the cluster is at") {
+	if !strings.Contains(body.Backup.LastError, "taken of cluster") {
 		t.Fatalf("/readyz does not say why: %+v", body)
 	}
 	if n := metric(t, p.url+"/metrics", `etcdkit_snapshot_failures_total{kind="full"}`); n < 2 {
@@ -267,4 +272,74 @@ func TestBackupOutageIsVisible(t *testing.T) {
 		_ = json.Unmarshal([]byte(a.body), &body)
 		return a.code == http.StatusOK && body.Backup.State == "ok"
 	})
+}
+
+// clusterOf is the hex ID of the cluster c runs.
+func clusterOf(t *testing.T, c *etcdtest.Cluster) string {
+	t.Helper()
+	resp, err := c.Client(t).Get(t.Context(), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatUint(resp.Header.ClusterId, 16)
+}
+
+// Item: each chain records its cluster; another cluster does not append
+// to it, starts a new chain only when told to, and list shows whose each
+// chain is. A cluster restored from a chain goes on appending to it.
+func TestStoreKeepsClusterIdentity(t *testing.T) {
+	ctx := t.Context()
+	a, aConn := secureMember(t)
+	if _, err := (etcdtest.Workload{Ops: 50, Seed: 1}).Run(ctx, a.Client(t)); err != nil {
+		t.Fatal(err)
+	}
+	s := storeUnderTest{url: "file://" + t.TempDir()}
+	ok(t, nil, append([]string{"snapshot", "--store", s.url}, aConn...)...)
+	l := list(t, s)
+	if len(l.Chains) != 1 || l.Chains[0].ClusterID != clusterOf(t, a) {
+		t.Fatalf("list: %+v, cluster %s", l, clusterOf(t, a))
+	}
+	if table := ok(t, nil, "list", "--store", s.url); !strings.Contains(table, clusterOf(t, a)) {
+		t.Fatalf("the table does not show the cluster:\n%s", table)
+	}
+
+	b, bConn := secureMember(t)
+	if _, err := (etcdtest.Workload{Ops: 300, Seed: 2}).Run(ctx, b.Client(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"snapshot", "--delta"}, {"snapshot"}} {
+		r := etcdBackup(t, nil, append(append(args, "--store", s.url), bConn...)...)
+		if r.code != 1 || !strings.Contains(r.stderr, "taken of cluster "+clusterOf(t, a)) || !strings.Contains(r.stderr, "--allow-new-chain") {
+			t.Fatalf("%v from cluster B: exit %d\n%s", args, r.code, r.stderr)
+		}
+		t.Logf("a user sees: %s", strings.TrimSpace(r.stderr))
+	}
+	if l := list(t, s); len(l.Chains) != 1 || len(l.Chains[0].Deltas) != 0 {
+		t.Fatalf("cluster B wrote to A's chain: %+v", l)
+	}
+	ok(t, nil, append([]string{"snapshot", "--store", s.url, "--allow-new-chain"}, bConn...)...)
+	if l := list(t, s); len(l.Chains) != 2 || l.Chains[1].ClusterID != clusterOf(t, b) || l.Chains[0].ClusterID == l.Chains[1].ClusterID {
+		t.Fatalf("after --allow-new-chain: %+v", l)
+	}
+
+	// A restore of B's chain is a new cluster, which continues the chain.
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer.Scheme = "https"
+	dir := filepath.Join(t.TempDir(), "restored")
+	ok(t, nil, "restore", "--store", s.url, "--data-dir", dir, "--name", "r0", "--peer-urls", peer.String())
+	r := etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true, Auth: true, Security: b.Security}, "r0", dir, peer)
+	if clusterOf(t, r) == clusterOf(t, b) {
+		t.Fatal("the restored member kept the cluster ID")
+	}
+	rConn := append([]string{"--endpoints", r.Endpoints()[0]}, connFlags(r.Security, "backup")...)
+	if _, err := r.Client(t).Put(ctx, "/after-restore", "x"); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, nil, append([]string{"snapshot", "--delta", "--store", s.url}, rConn...)...)
+	if l := list(t, s); len(l.Chains) != 2 || len(l.Chains[1].Deltas) != 1 || l.Chains[1].Problem != "" {
+		t.Fatalf("the restored cluster's delta: %+v", l)
+	}
 }

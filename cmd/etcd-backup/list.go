@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -43,6 +44,9 @@ func listCmd(g *globals) *cobra.Command {
 			chains := []chainOut{}
 			for _, c := range cat.Chains() {
 				out := chainOut{ChainView: sidecar.ChainViewOf(c)}
+				if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
+					out.ClusterID = id.ClusterID
+				}
 				if _, err := c.Check(); err != nil {
 					out.Problem = err.Error()
 				}
@@ -59,10 +63,11 @@ func listCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
 			}
 			err = g.print(map[string]any{"chains": chains}, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "CHAIN\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
+				fmt.Fprintln(w, "CHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
 				for i, c := range chains {
+					cluster := cmp.Or(c.ClusterID, "-")
 					row := func(v sidecar.SnapshotView) {
-						fmt.Fprintf(w, "%d\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", i+1, v.Kind, v.StartRevision, v.LastRevision,
+						fmt.Fprintf(w, "%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
 							size(v.Size), age(now.Sub(v.Created)), codecOf(v), v.Key)
 					}
 					row(c.Full)
@@ -70,7 +75,7 @@ func listCmd(g *globals) *cobra.Command {
 						row(d)
 					}
 					if c.Problem != "" {
-						fmt.Fprintf(w, "%d\t!\t%s\n", i+1, c.Problem)
+						fmt.Fprintf(w, "%d\t%s\t!\t%s\n", i+1, cluster, c.Problem)
 					}
 				}
 			})

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 func snapshotCmd(g *globals) *cobra.Command {
-	var delta bool
+	var delta, allowNewChain bool
 	cmd := &cobra.Command{
 		Use:   "snapshot [--delta]",
 		Short: "Take a full snapshot now, or with --delta the events since the latest chain's end",
@@ -33,6 +37,9 @@ func snapshotCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer func() { _ = cli.Close() }()
+			if err := checkChain(ctx, st, cli, delta || !allowNewChain); err != nil {
+				return err
+			}
 			var taken []snapshot.Snapshot
 			if !delta {
 				s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), Logger: g.log})
@@ -73,7 +80,29 @@ func snapshotCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&delta, "delta", false, "write a delta of the events since the latest chain's end instead")
+	cmd.Flags().BoolVar(&allowNewChain, "allow-new-chain", false, "take the full snapshot even when the store's latest chain is another cluster's")
 	return cmd
+}
+
+// checkChain refuses, when strict, to write beside another cluster's
+// latest chain.
+func checkChain(ctx context.Context, st store.Store, cli *clientv3.Client, strict bool) error {
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		return err
+	}
+	chain, err := cat.Latest()
+	if err != nil || !strict {
+		return nil //nolint:nilerr // no chain yet: nobody's to refuse
+	}
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return fmt.Errorf("cluster identity: %w", err)
+	}
+	if err := snapshot.CheckChain(ctx, st, chain, strconv.FormatUint(resp.Header.ClusterId, 16)); err != nil {
+		return fmt.Errorf("%w (a full snapshot with --allow-new-chain)", err)
+	}
+	return nil
 }
 
 // size is bytes for people.
