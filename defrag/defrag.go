@@ -2,10 +2,12 @@ package defrag
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -113,6 +115,42 @@ type Result struct {
 	// Disarmed lists the members whose NOSPACE alarm was disarmed.
 	Disarmed []uint64
 	DryRun   bool
+}
+
+// MarshalJSON writes the member as every JSON of the module does:
+// snake_case, the ID in hex as etcdctl prints it, durations in seconds.
+func (m MemberResult) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name        string  `json:"name"`
+		ID          string  `json:"id"`
+		Endpoint    string  `json:"endpoint"`
+		Leader      bool    `json:"leader"`
+		SizeBefore  int64   `json:"size_before"`
+		InUseBefore int64   `json:"in_use_before"`
+		SizeAfter   int64   `json:"size_after"`
+		Reclaimed   int64   `json:"reclaimed"`
+		TookSeconds float64 `json:"took_seconds"`
+		Skipped     string  `json:"skipped,omitempty"`
+	}{m.Name, strconv.FormatUint(m.ID, 16), m.Endpoint, m.Leader, m.SizeBefore, m.InUseBefore, m.SizeAfter, m.Reclaimed, m.Took.Seconds(), m.Skipped})
+}
+
+// MarshalJSON writes the result in the module's JSON style (see
+// MemberResult).
+func (r Result) MarshalJSON() ([]byte, error) {
+	disarmed := make([]string, 0, len(r.Disarmed))
+	for _, id := range r.Disarmed {
+		disarmed = append(disarmed, strconv.FormatUint(id, 16))
+	}
+	members := r.Members
+	if members == nil {
+		members = []MemberResult{}
+	}
+	return json.Marshal(struct {
+		Members     []MemberResult `json:"members"`
+		CompactedTo int64          `json:"compacted_to"`
+		Disarmed    []string       `json:"disarmed"`
+		DryRun      bool           `json:"dry_run"`
+	}{members, r.CompactedTo, disarmed, r.DryRun})
 }
 
 // Run defragments the cluster that cli reaches. It refuses to start

@@ -24,8 +24,11 @@ type CompactOptions struct {
 // Compaction reports a Compact.
 type Compaction struct {
 	Chain snap.Chain
-	// Snapshot is the new full snapshot.
+	// Snapshot is the new full snapshot; with Unchanged, the chain's own.
 	Snapshot snap.Snapshot
+	// Unchanged: the chain had no deltas, so there was nothing to compact
+	// and nothing was written (a second compaction in a row is one).
+	Unchanged bool
 	// Revisions replayed from deltas into it.
 	Revisions int64
 	// InputBytes are the chain's objects; OutputBytes the new one.
@@ -43,6 +46,11 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 	chain, err := Chain(ctx, st, opts.Target)
 	if err != nil {
 		return Compaction{}, err
+	}
+	if len(chain.Deltas) == 0 {
+		opts.Logger.Info("chain not compacted: it has no deltas", "full", chain.Full.Key)
+		return Compaction{Chain: chain, Snapshot: chain.Full, Unchanged: true, InputBytes: chain.Full.Size,
+			OutputBytes: chain.Full.Size, Took: time.Since(start)}, nil
 	}
 	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-compact-")
 	if err != nil {

@@ -97,8 +97,9 @@ type Options struct {
 type Progress struct {
 	// BytesDownloaded of BytesTotal object bytes.
 	BytesDownloaded, BytesTotal int64
-	// Revisions replayed so far.
-	Revisions int64
+	// Revisions replayed so far, of RevisionsTotal the chain's deltas
+	// cover (up to the target).
+	Revisions, RevisionsTotal int64
 }
 
 // Result reports a restore.
@@ -221,7 +222,11 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	// etcdutl checks etcd's trailer itself when it reads the object in
 	// place; a downloaded payload was checked on the way.
 	db, inPlace := inPlace(st, chain)
-	if !inPlace {
+	if inPlace {
+		if err := checkFull(db, chain.Full); err != nil {
+			return res, err
+		}
+	} else {
 		var r *replayer
 		if res, r, err = replayChain(ctx, st, chain, work, opts.Source, false); err != nil {
 			return res, err
@@ -282,6 +287,25 @@ func inPlace(st store.Store, chain snap.Chain) (string, bool) {
 	return path, err == nil
 }
 
+// ErrDamaged is a backup whose content is not what its name says.
+var ErrDamaged = errors.New("the backup is damaged")
+
+// checkFull trusts a full snapshot's content over its name: an object
+// damaged, or named by hand, must not become a data dir, and must not
+// make a member that holds newer data restore an older one. Fulls of
+// etcd-backup-restore may hold more than their name says (it reads the
+// revision before the stream), never less.
+func checkFull(path string, full snap.Snapshot) error {
+	rev, err := snap.DatabaseRevision(path)
+	if err != nil {
+		return fmt.Errorf("restore: full snapshot %s: %w: it is not a readable etcd database (%w); delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, err)
+	}
+	if rev < full.LastRevision {
+		return fmt.Errorf("restore: full snapshot %s: %w: it holds revision %d, its name says %d; delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, rev, full.LastRevision)
+	}
+	return nil
+}
+
 // fullFile is the name of the full snapshot's database in the work dir.
 const fullFile = "full.db"
 
@@ -299,14 +323,21 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	defer f.wg.Wait()
 	defer cancel()
 	full, deltas := f.start(ctx, chain)
+	revisions := chain.LastRevision() - chain.Full.LastRevision
+	if chain.UntilRevision > 0 {
+		revisions = min(revisions, chain.UntilRevision-chain.Full.LastRevision)
+	}
 	report := func() {
 		if src.Progress != nil {
-			src.Progress(Progress{BytesDownloaded: f.bytes.Load(), BytesTotal: total, Revisions: res.Revisions})
+			src.Progress(Progress{BytesDownloaded: f.bytes.Load(), BytesTotal: total, Revisions: res.Revisions, RevisionsTotal: max(0, revisions)})
 		}
 	}
 	began := time.Now()
 	if err := full.wait(ctx); err != nil {
 		return res, nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := checkFull(full.path, chain.Full); err != nil {
+		return res, nil, err
 	}
 	res.Download = time.Since(began)
 	res.Revision = chain.Full.LastRevision

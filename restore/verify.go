@@ -22,9 +22,14 @@ import (
 // revision, modification revision and version. Leases are left out: a
 // restore drops the leases granted after its full snapshot.
 type Digest struct {
-	Revision int64
-	Keys     int64
-	SHA256   string
+	Revision int64  `json:"revision"`
+	Keys     int64  `json:"keys"`
+	SHA256   string `json:"sha256"`
+}
+
+// String is the digest for people.
+func (d Digest) String() string {
+	return fmt.Sprintf("%d keys at revision %d, sha256 %s", d.Keys, d.Revision, d.SHA256)
 }
 
 // digester builds a Digest from keys in ascending order.

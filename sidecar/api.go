@@ -152,7 +152,7 @@ func (s *Sidecar) Handler() http.Handler {
 		}
 		c, err := s.Compact(r.Context())
 		return map[string]any{"snapshot": ViewOf(c.Snapshot), "revisions": c.Revisions, "input_bytes": c.InputBytes,
-			"output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds()}, err
+			"output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}, err
 	}))
 	route("/v1/restore", http.MethodPost, false, s.startRestore)
 	mux.HandleFunc("/v1/restore/{id}", func(w http.ResponseWriter, r *http.Request) {

@@ -99,7 +99,7 @@ func TestAPI(t *testing.T) {
 	// Defragmentation and compaction of the chain.
 	var d struct {
 		Members []struct{ Name, Skipped string }
-		DryRun  bool `json:"DryRun"`
+		DryRun  bool `json:"dry_run"`
 	}
 	if code, _ := call(t, "POST", base+"/v1/defrag", token, `{"dry_run": true}`, &d); code != http.StatusOK || !d.DryRun || len(d.Members) != 1 {
 		t.Fatalf("defrag: %d %+v", code, d)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/etcdkit/etcdkit/internal/buildinfo"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -73,6 +74,13 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 	}
 	m.failures.WithLabelValues("gc")
 	m.failures.WithLabelValues("compaction")
+	m.failures.WithLabelValues("snapshotter")
+	b := buildinfo.Read()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdkit_build_info", Help: "1, labelled with the binary's build: version, commit, Go and etcd versions.",
+	}, []string{"version", "commit", "go_version", "etcd_version"})
+	build.WithLabelValues(b.Version, b.Commit, b.Go, b.Etcd).Set(1)
+	reg.MustRegister(build)
 	return m
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/robfig/cron/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -78,7 +79,8 @@ type Options struct {
 	// certificate where they take client certificates). Read again when
 	// the files change.
 	PeerTLS tlsfiles.Files
-	// Registry receives the metrics. Default a new registry.
+	// Registry receives the metrics. Default a new registry, which also
+	// carries the Go runtime's and the process's.
 	Registry *prometheus.Registry
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -138,7 +140,10 @@ func New(o Options) (*Sidecar, error) {
 		o.MaxBackupAge = 10 * time.Minute
 	}
 	if o.Registry == nil {
+		// A registry of its own also carries the process's: a
+		// caller's may have them already.
 		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
 	if o.TokenFile != "" {

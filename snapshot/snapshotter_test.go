@@ -339,7 +339,9 @@ func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
 	fresh := etcdtest.Start(t, etcdtest.Options{})
 	// Refused, counted, and tried again: the store may be fixed meanwhile.
 	var refused atomic.Int32
-	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	// Allowed a new chain, as another cluster, it still must not write
+	// below the chain ahead.
+	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{AllowNewChain: true, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		OnResult: func(r snapshot.Result) {
 			if errors.Is(r.Err, snapshot.ErrStoreAhead) {
 				refused.Add(1)
@@ -360,7 +362,7 @@ func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
-	if keys, _ := st.List(ctx, ""); len(keys) != 1 {
+	if keys, _ := st.List(ctx, "v2/"); len(keys) != 1 {
 		t.Fatalf("the store ahead was written to: %v", keys)
 	}
 }

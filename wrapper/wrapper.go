@@ -266,7 +266,9 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, err
 			KeepMovedAside: o.KeepMovedAside,
 		})
 		if err != nil {
-			return p, fmt.Errorf("wrapper: restore: %w", err)
+			// Starting on the older data dir would serve a past the
+			// backups have moved beyond: an operator chooses.
+			return p, fmt.Errorf("wrapper: refusing to start: %s, and the restore failed (the data dir is as it was): %w", p.Reason, err)
 		}
 		log.Info("wrapper: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
 	case member.Rejoin, member.JoinAsLearner:

@@ -34,8 +34,12 @@ func compactCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := map[string]any{"snapshot": c.Snapshot.Key, "revision": c.Snapshot.LastRevision, "replayed": c.Revisions,
-				"input_bytes": c.InputBytes, "output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds()}
+				"input_bytes": c.InputBytes, "output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}
 			return g.print(out, func(w *tabwriter.Writer) {
+				if c.Unchanged {
+					fmt.Fprintf(w, "nothing to compact: the latest chain is %s alone, with no deltas\n", c.Snapshot.Key)
+					return
+				}
 				fmt.Fprintf(w, "new full snapshot\t%s\nrevision\t%d\nreplayed\t%d revisions\nsize\t%s, from %s\n",
 					c.Snapshot.Key, c.Snapshot.LastRevision, c.Revisions, size(c.OutputBytes), size(c.InputBytes))
 			})

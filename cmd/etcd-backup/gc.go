@@ -35,6 +35,12 @@ func (r *retention) retention() (snapshot.Retention, error) {
 	default:
 		return r.r, cli.Usage(fmt.Errorf("--retention-policy %q: exponential or limit-based", r.policy))
 	}
+	if err := cli.AtLeast("max-fulls", int64(r.r.MaxFulls), 1); err != nil {
+		return r.r, err
+	}
+	if err := (cli.Durations{{"delta-retention", r.r.DeltaRetention, true}}).Check(); err != nil {
+		return r.r, err
+	}
 	if err := r.r.Check(); err != nil {
 		return r.r, cli.Usage(err)
 	}

@@ -47,7 +47,7 @@ func startServeIn(t *testing.T, cwd string, conn []string, storeURL string, extr
 	}
 	p := &sidecarProc{name: "serve", url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: cwd}
 	p.args = append(append([]string{"serve", "--store", storeURL, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "-1s",
+		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s",
 		"--follow-interval", "100ms", "--work-dir", filepath.Join(dir, "work")}, conn...), extra...)
 	p.start(t)
 	t.Cleanup(func() {

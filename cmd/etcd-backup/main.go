@@ -45,6 +45,8 @@ type globals struct {
 	output    string
 	codec     cli.Codec
 	log       *slog.Logger
+	// progress is stderr: the restore's bar, and the log written above it.
+	progress *cli.Progress
 }
 
 func main() {
@@ -77,7 +79,8 @@ Exit codes:
 				return cli.Usage(err)
 			}
 			var err error
-			if g.log, err = g.logFlags.Logger(os.Stderr); err != nil {
+			g.progress = cli.NewProgress(os.Stderr)
+			if g.log, err = g.logFlags.Logger(g.progress); err != nil {
 				return cli.Usage(err)
 			}
 			return nil
@@ -92,7 +95,8 @@ Exit codes:
 	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
-	root.AddCommand(serveCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g))
+	root.AddCommand(serveCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g),
+		cli.Version(func() bool { return g.output == "json" }))
 	cli.Strict(root)
 	root.SetArgs(args)
 
@@ -145,9 +149,8 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 	if src.Codec, err = g.snapshotCodec(); err != nil {
 		return nil, nil, err
 	}
-	p := cli.NewProgress(os.Stderr)
-	src.Progress, src.Logger = p.Update, g.log
-	return st, p, nil
+	src.Progress, src.Logger = g.progress.Update, g.log
+	return st, g.progress, nil
 }
 
 // client connects to --endpoints.

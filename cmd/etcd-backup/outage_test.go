@@ -133,7 +133,7 @@ func startOutage(t *testing.T, args ...string) *outage {
 	}
 	o := &outage{srv: srv, cli: c.Client(t), api: fmt.Sprintf("http://127.0.0.1:%d", port), exited: make(chan error, 1), logs: &strings.Builder{}}
 	o.cmd = exec.Command(binary, append([]string{"serve", "--store", storeURL, "--endpoints", c.Endpoints()[0], "--listen", o.api[len("http://"):],
-		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "-1s",
+		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s",
 		"--follow-interval", "100ms", "--work-dir", t.TempDir()}, args...)...)
 	o.cmd.Stderr = o.logs
 	if err := o.cmd.Start(); err != nil {

@@ -60,6 +60,10 @@ func restoreCmd(g *globals) *cobra.Command {
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
+			if err := errors.Join(cli.AtLeast("keep-moved-aside", int64(opts.KeepMovedAside), -1),
+				cli.AtLeast("concurrency", int64(opts.Concurrency), 1)); err != nil {
+				return err
+			}
 			st, p, err := g.source(ctx, &opts.Source)
 			if err != nil {
 				return err

@@ -52,6 +52,9 @@ it uploads the pending delta and exits 0.`,
 			if o.Snapshots.Retention, err = ret.retention(); err != nil {
 				return err
 			}
+			if err := checkServeFlags(&o, deltaPeriod, gcPeriod, followInterval, shutdown, memoryLimit); err != nil {
+				return err
+			}
 			// The API serves before etcd runs: a wrapper in --init=sidecar
 			// waits for it to prepare etcd's data dir.
 			conn := g.conn(g.endpoints)
@@ -65,8 +68,9 @@ it uploads the pending delta and exits 0.`,
 				memberEndpoint = g.endpoints[0]
 			}
 			o.Client, o.Endpoint, o.Store, o.Logger = etcd, memberEndpoint, st, g.log
-			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, deltaPeriod, memoryLimit
-			o.Snapshots.RetentionPeriod = gcPeriod
+			// On the command line 0 is off; in the options, negative.
+			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
+			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS
 			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
@@ -121,9 +125,9 @@ it uploads the pending delta and exits 0.`,
 	f.StringVar(&peerTLS.Key, "sidecar-key", "", "the client certificate's key")
 	f.StringVar(&o.TokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
 	f.StringVar(&fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
-	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta")
+	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta (0: no deltas, full snapshots only)")
 	f.Int64Var(&memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")
-	f.DurationVar(&gcPeriod, "gc-period", time.Minute, "how often retention runs")
+	f.DurationVar(&gcPeriod, "gc-period", time.Minute, "how often retention runs (0: never)")
 	ret.flags(cmd)
 	f.StringVar(&o.DefragSchedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
 	defragFlags(cmd, &o.Defrag)
@@ -137,4 +141,40 @@ it uploads the pending delta and exits 0.`,
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	return cmd
+}
+
+// checkServeFlags refuses values serve cannot run with, naming the valid
+// range.
+func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, shutdown time.Duration, memoryLimit int64) error {
+	if err := (cli.Durations{
+		{"delta-period", deltaPeriod, true}, {"gc-period", gcPeriod, true}, {"follow-interval", followInterval, false},
+		{"shutdown-timeout", shutdown, false}, {"max-backup-age", o.MaxBackupAge, false},
+		{"defrag-pause", o.Defrag.Pause, true}, {"defrag-timeout", o.Defrag.Timeout, false},
+	}).Check(); err != nil {
+		return err
+	}
+	if err := cli.AtLeast("delta-memory-limit", memoryLimit, 1<<20); err != nil {
+		return err
+	}
+	if err := cli.AtLeast("compact-after", o.CompactAfter, 0); err != nil {
+		return err
+	}
+	if err := cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1); err != nil {
+		return err
+	}
+	for name, u := range o.Peers {
+		if err := cli.URLs("peers "+name, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// offIfZero maps a flag's 0 (off) to the options' negative (off; their 0
+// is the default).
+func offIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -102,7 +102,7 @@ func TestServeFollowsLeaderAndSurvivesKill(t *testing.T) {
 		p.args = []string{"serve", "--store", storeURL, "--endpoints", strings.Join(c.Endpoints(), ","),
 			"--member-endpoint", m.ClientURL.String(), "--listen", strings.TrimPrefix(p.url, "http://"),
 			"--token-file", tokenFile, "--peers", strings.Join(peers, ","), "--delta-period", "200ms",
-			"--full-schedule", "@every 1h", "--gc-period", "-1s", "--follow-interval", "100ms",
+			"--full-schedule", "@every 1h", "--gc-period", "0s", "--follow-interval", "100ms",
 			"--work-dir", t.TempDir(), "--log-format", "text"}
 		p.start(t)
 	}

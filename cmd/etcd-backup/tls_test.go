@@ -156,7 +156,7 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	p := &sidecarProc{name: "serve", url: fmt.Sprintf("http://127.0.0.1:%d", port), args: []string{"serve", "--store", storeURL,
 		"--endpoints", c.Endpoints()[0], "--cacert", sec.CA.File, "--cert", cert, "--key", key,
 		"--user", "backup", "--password-file", sec.PasswordFile("backup"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "-1s",
+		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s",
 		"--follow-interval", "100ms", "--work-dir", t.TempDir()}}
 	p.start(t)
 	st, err := store.Open(ctx, storeURL)

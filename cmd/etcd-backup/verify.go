@@ -56,16 +56,18 @@ compacted past that revision only the chain is checked, and the output says so.`
 					out["live"] = note
 				case live != rep.Digest:
 					out["live"] = live
-					mismatch = fmt.Errorf("%w: at revision %d the backup has %d keys (sha256 %s), the cluster %d (sha256 %s)",
-						errMismatch, rep.Digest.Revision, rep.Digest.Keys, rep.Digest.SHA256, live.Keys, live.SHA256)
+					mismatch = fmt.Errorf("%w: the backup has %s; the cluster has %s", errMismatch, rep.Digest, live)
 				default:
 					out["live"] = "equal"
 				}
 			}
 			if err := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "chain\t%s and %d deltas\nrevision\t%d\nkeys\t%d\nsha256\t%s\n", rep.Chain.Full.Key, len(rep.Chain.Deltas), rep.Digest.Revision, rep.Digest.Keys, rep.Digest.SHA256)
-				if v, ok := out["live"]; ok {
-					fmt.Fprintf(w, "live cluster\t%v\n", v)
+				switch v := out["live"].(type) {
+				case restore.Digest:
+					fmt.Fprintf(w, "live cluster\tDIFFERS: %s\n", v)
+				case string:
+					fmt.Fprintf(w, "live cluster\t%s\n", v)
 				}
 			}); err != nil {
 				return err

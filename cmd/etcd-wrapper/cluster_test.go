@@ -119,7 +119,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 		sidecars[nd.name] = start(t, "sidecar "+nd.name, backupBin, env, append([]string{"serve", "--store", storeURL, "--endpoints", endpoints(nodes),
 			"--member-endpoint", nd.client, "--listen", strings.TrimPrefix(strings.TrimPrefix(apis[nd.name], "http://"), "https://"),
 			"--token-file", token, "--peers", strings.Join(peers, ","),
-			"--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "-1s", "--follow-interval", "100ms",
+			"--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s", "--follow-interval", "100ms",
 			"--work-dir", t.TempDir()}, sec.backupFlags()...)...)
 	}
 	for _, nd := range nodes {
@@ -217,9 +217,22 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	}
 	t.Logf("%d writes acknowledged, none failed, while %s rejoined", len(load.writes), victim.name)
 
-	// Quorum loss: everything killed, every data dir deleted.
+	// Quorum loss: everything killed, every data dir deleted, once the
+	// store holds enough of this load's writes for the check below to
+	// mean something (a loaded machine writes fewer in a given time).
 	load = writeLoad(cli)
-	time.Sleep(time.Second)
+	etcdtest.Eventually(t, "60 of the load's writes backed up", 60*time.Second, func() bool {
+		backedUp := lastBackedUp(t, storeURL)
+		n := 0
+		load.mu.Lock()
+		for _, rev := range load.writes {
+			if rev <= backedUp {
+				n++
+			}
+		}
+		load.mu.Unlock()
+		return n >= 60
+	})
 	for _, p := range sidecars {
 		p.kill(t)
 	}

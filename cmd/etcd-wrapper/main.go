@@ -89,6 +89,12 @@ Exit codes:
 			}
 			conn := etcd.Apply(wrapper.ClientConn(o.Config))
 			o.Conn = &conn
+			if err := errors.Join(
+				cli.Durations{{"sidecar-timeout", o.SidecarTimeout, false}, {"join-timeout", o.JoinTimeout, false}}.Check(),
+				cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1),
+				cli.URLs("peer-endpoints", o.Endpoints...)); err != nil {
+				return err
+			}
 			o.Init = wrapper.Init(init)
 			switch {
 			case o.Init != wrapper.InitSelf && o.Init != wrapper.InitSidecar:
@@ -146,6 +152,7 @@ Exit codes:
 	cli.KeepMovedAside(f, &o.KeepMovedAside)
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
 	logFlags.Flags(f)
+	cmd.AddCommand(cli.Version(func() bool { return false }))
 	cli.Strict(cmd)
 	cmd.SetArgs(args)
 

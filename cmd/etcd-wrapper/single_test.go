@@ -113,7 +113,7 @@ func initSidecar(t *testing.T, sec *secure) {
 	api := fmt.Sprintf("127.0.0.1:%d", port)
 	sc := start(t, "sidecar", backupBin, nil, append([]string{"serve", "--store", storeURL, "--endpoints", nd.client, "--listen", api,
 		"--token-file", token, "--restore-root", filepath.Dir(nd.dir), "--delta-period", "200ms", "--full-schedule", "@every 1h",
-		"--follow-interval", "100ms", "--gc-period", "-1s", "--work-dir", work}, sec.backupFlags()...)...)
+		"--follow-interval", "100ms", "--gc-period", "0s", "--work-dir", work}, sec.backupFlags()...)...)
 	args := []string{"--config", nd.config, "--listen", nd.health, "--init", "sidecar", "--sidecar-url", sec.scheme() + "://" + api}
 	if sec == nil {
 		args = append(args, "--sidecar-token-file", token)

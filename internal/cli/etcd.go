@@ -41,7 +41,7 @@ func (e *Etcd) Check() error {
 	if name, _, ok := strings.Cut(e.User, ":"); ok {
 		return fmt.Errorf("--user %s:…: a password on the command line shows in ps; put it in a file and give --password-file", name)
 	}
-	return nil
+	return Durations{{"dial-timeout", e.DialTimeout, false}, {"command-timeout", e.CommandTimeout, false}}.Check()
 }
 
 // Apply puts the flags that were given over base, a connection that
