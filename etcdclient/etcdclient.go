@@ -278,6 +278,9 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 	actx, cancel := context.WithTimeout(ctx, c.RequestTimeout)
 	defer cancel()
 	st, err := cli.AuthStatus(actx)
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("no answer within the request timeout of %s: %w", c.RequestTimeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: ask whether authentication is on: %w", c.name(), err)
 	}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -341,5 +343,286 @@ func TestStoreKeepsClusterIdentity(t *testing.T) {
 	ok(t, nil, append([]string{"snapshot", "--delta", "--store", s.url}, rConn...)...)
 	if l := list(t, s); len(l.Chains) != 2 || len(l.Chains[1].Deltas) != 1 || l.Chains[1].Problem != "" {
 		t.Fatalf("the restored cluster's delta: %+v", l)
+	}
+}
+
+// Item: exit codes come from error types. A failure whose message reads
+// like a usage error is 1; cobra's own command-line errors are 2.
+func TestExitCodesFromTypes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"nope"}, 2, `unknown command "nope"`},
+		{[]string{"list", "--nope"}, 2, "unknown flag: --nope"},
+		{[]string{"list", "-z"}, 2, "unknown shorthand flag"},
+		{[]string{"list", "extra"}, 2, `unknown command "extra"`},
+		{[]string{"list", "--store"}, 2, "flag needs an argument"},
+		{[]string{"restore", "--revision", "abc"}, 2, `invalid argument "abc"`},
+		{[]string{"list", "--store", "s4://b/p"}, 2, `unknown scheme "s4"`},
+		// A runtime failure that says "invalid argument" stays a failure.
+		{[]string{"restore", "--store", "file://" + t.TempDir(), "--data-dir", filepath.Join(t.TempDir(), "d")}, 1, "no full snapshot"},
+	} {
+		r := etcdBackup(t, nil, tc.args...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "panic") {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s", tc.args, r.code, tc.code, tc.want, r.stderr)
+		}
+	}
+}
+
+// Item: one config file serves serve and the operator commands; ETCDKIT_
+// variables are checked; a list for a one-value flag is refused.
+func TestConfigAcrossCommands(t *testing.T) {
+	st := "file://" + t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "sidecar.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("store: " + st + "\nlisten: 127.0.0.1:0\ntoken-file: /x\ndelta-period: 5s\nrestore-root: /var/lib\nendpoints: [http://127.0.0.1:1, http://127.0.0.1:2]\n")
+	if out := ok(t, nil, "list", "--config", cfg); !strings.Contains(out, "CHAIN") {
+		t.Fatalf("list with serve's config:\n%s", out)
+	}
+	if out := ok(t, []string{"ETCDKIT_CONFIG=" + cfg}, "list"); !strings.Contains(out, "CHAIN") {
+		t.Fatalf("list with ETCDKIT_CONFIG:\n%s", out)
+	}
+	write("store: " + st + "\nlisten: 127.0.0.1:0\nlisten-addr: x\n")
+	if r := etcdBackup(t, nil, "list", "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, `config key "listen-addr" is not a flag of etcd-backup`) {
+		t.Fatalf("an unknown key: exit %d %s", r.code, r.stderr)
+	}
+	write("store: [" + st + ", file:///other]\n")
+	if r := etcdBackup(t, nil, "list", "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, "a list, but --store takes one value") {
+		t.Fatalf("a list for --store: exit %d %s", r.code, r.stderr)
+	}
+	if r := etcdBackup(t, []string{"ETCDKIT_STROE=" + st}, "list", "--store", st); r.code != 2 || !strings.Contains(r.stderr, "ETCDKIT_STROE is not a flag") {
+		t.Fatalf("a misspelled variable: exit %d %s", r.code, r.stderr)
+	}
+	// A variable of another command is not this one's business.
+	if out := ok(t, []string{"ETCDKIT_DELTA_PERIOD=5s"}, "list", "--store", st); !strings.Contains(out, "CHAIN") {
+		t.Fatalf("list with serve's variable:\n%s", out)
+	}
+}
+
+// Items: flags out of range are refused with the range; --peers must be
+// URLs.
+func TestFlagRanges(t *testing.T) {
+	st := "file://" + t.TempDir()
+	serve := []string{"serve", "--store", st, "--token-file", "/x", "--listen", "127.0.0.1:0"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(serve, "--delta-period", "-1s"), "--delta-period -1s: 0 (off) or more"},
+		{append(serve, "--gc-period", "-5m"), "--gc-period -5m0s: 0 (off) or more"},
+		{append(serve, "--follow-interval", "0s"), "--follow-interval 0s: more than 0"},
+		{append(serve, "--delta-memory-limit", "0"), "--delta-memory-limit 0: 1048576 or more"},
+		{append(serve, "--peers", "m1=etcd-1:8080"), `--peers m1 "etcd-1:8080": not a URL`},
+		{[]string{"gc", "--store", st, "--retention-policy", "limit-based", "--max-fulls", "0"}, "--max-fulls 0: 1 or more"},
+		{[]string{"list", "--store", st, "--command-timeout", "-1s"}, "--command-timeout -1s: more than 0"},
+		{[]string{"restore", "--store", st, "--data-dir", "/tmp/x", "--keep-moved-aside", "-2"}, "--keep-moved-aside -2: -1 or more"},
+	} {
+		r := etcdBackup(t, nil, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, want 2 and %q:\n%s", tc.args[len(tc.args)-2:], r.code, tc.want, r.stderr)
+		}
+	}
+}
+
+// Items: version and build info; list of a path that does not exist; a
+// chain with a problem makes list exit non-zero.
+func TestVersionAndList(t *testing.T) {
+	out := ok(t, nil, "version")
+	if !strings.Contains(out, "etcd-backup ") || !strings.Contains(out, "go go1.") || !strings.Contains(out, "etcd v3.") {
+		t.Fatalf("version:\n%s", out)
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(ok(t, nil, "version", "-o", "json")), &v); err != nil || !strings.HasPrefix(v["etcd_version"], "v3.") {
+		t.Fatalf("version -o json: %v %v", v, err)
+	}
+	_, conn := secureMember(t)
+	p := startServe(t, conn, "file://"+t.TempDir())
+	uploading(t, p)
+	m := apiCall(t, p, "GET", "/metrics", "").body
+	for _, series := range []string{`etcdkit_build_info{commit="",etcd_version="v3.`, "go_goroutines ", "process_resident_memory_bytes "} {
+		if !strings.Contains(m, series) {
+			t.Errorf("/metrics has no %s", series)
+		}
+	}
+
+	missing := filepath.Join(t.TempDir(), "typo")
+	r := etcdBackup(t, nil, "list", "--store", "file://"+missing)
+	if r.code != 1 || !strings.Contains(r.stderr, "the directory does not exist") {
+		t.Fatalf("list of a missing path: exit %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("list created %s: %v", missing, err)
+	}
+	t.Logf("a user sees: %s", strings.TrimSpace(r.stderr))
+
+	dir := t.TempDir()
+	stURL := "file://" + dir
+	ok(t, nil, append([]string{"snapshot", "--store", stURL}, conn...)...)
+	// A delta whose full is gone: the chain cannot be restored whole.
+	if err := os.WriteFile(filepath.Join(dir, "v2", "Incr-00009000-00009010-1796000000"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = etcdBackup(t, nil, "list", "--store", stURL)
+	if r.code != 1 || !strings.Contains(r.stdout, "!") || !strings.Contains(r.stderr, "cannot be restored whole") {
+		t.Fatalf("list with a problem row: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// Items: one JSON style (snake_case keys, hex member IDs, seconds);
+// compact twice and of a chain without deltas does nothing and says so;
+// moved-aside data dirs are pruned to --keep-moved-aside.
+func TestJSONCompactAndPrune(t *testing.T) {
+	c, conn := secureMember(t)
+	s := storeUnderTest{url: "file://" + t.TempDir()}
+	base := append([]string{"--store", s.url}, conn...)
+	ok(t, nil, append([]string{"snapshot"}, base...)...)
+	compactOnce := func() map[string]any {
+		t.Helper()
+		var out map[string]any
+		if err := json.Unmarshal([]byte(ok(t, nil, "compact", "--store", s.url, "-o", "json")), &out); err != nil {
+			t.Fatal(err)
+		}
+		snakeCase(t, "compact", out)
+		return out
+	}
+	if out := compactOnce(); out["unchanged"] != true {
+		t.Fatalf("compact of a chain without deltas: %v", out)
+	}
+	if table := ok(t, nil, "compact", "--store", s.url); !strings.Contains(table, "nothing to compact") {
+		t.Fatalf("compact's table: %s", table)
+	}
+	if _, err := c.Client(t).Put(t.Context(), "/more", "x"); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, nil, append([]string{"snapshot", "--delta"}, base...)...)
+	if out := compactOnce(); out["unchanged"] != false {
+		t.Fatalf("compact of a chain with a delta: %v", out)
+	}
+	if out := compactOnce(); out["unchanged"] != true {
+		t.Fatalf("compact twice: %v", out)
+	}
+	if l := list(t, s); len(l.Chains) != 2 {
+		t.Fatalf("two compactions in a row wrote two fulls: %+v", l)
+	}
+
+	var d map[string]any
+	if err := json.Unmarshal([]byte(ok(t, nil, append([]string{"defrag", "--dry-run", "-o", "json"}, conn...)...)), &d); err != nil {
+		t.Fatal(err)
+	}
+	snakeCase(t, "defrag", d)
+	id := d["members"].([]any)[0].(map[string]any)["id"].(string)
+	status, err := c.Client(t).Status(t.Context(), c.Endpoints()[0])
+	if err != nil || id != strconv.FormatUint(status.Header.MemberId, 16) {
+		t.Fatalf("defrag's member id %q, the member's %x (%v)", id, status.Header.MemberId, err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(ok(t, nil, append([]string{"verify", "--store", s.url, "--against", c.Endpoints()[0], "-o", "json"}, conn[2:]...)...)), &v); err != nil {
+		t.Fatal(err)
+	}
+	snakeCase(t, "verify", v)
+	p := startServe(t, conn, s.url)
+	uploading(t, p)
+	a := apiCall(t, p, "POST", "/v1/defrag", `{"dry_run": true}`)
+	var api map[string]any
+	if err := json.Unmarshal([]byte(a.body), &api); err != nil || a.code != 200 {
+		t.Fatalf("POST /v1/defrag: %d %s", a.code, a.body)
+	}
+	snakeCase(t, "POST /v1/defrag", api)
+
+	// Three restores into one data dir: the default keeps the newest
+	// moved-aside dir; --keep-moved-aside 2 keeps two.
+	dataDir := filepath.Join(t.TempDir(), "data")
+	for range 3 {
+		ok(t, nil, "restore", "--store", s.url, "--data-dir", dataDir)
+		time.Sleep(1100 * time.Millisecond) // names are to the second
+	}
+	if aside, _ := filepath.Glob(dataDir + ".bak-*"); len(aside) != 1 {
+		t.Fatalf("moved aside after three restores: %v", aside)
+	}
+	ok(t, nil, "restore", "--store", s.url, "--data-dir", dataDir, "--keep-moved-aside", "2")
+	if aside, _ := filepath.Glob(dataDir + ".bak-*"); len(aside) != 2 {
+		t.Fatalf("moved aside with --keep-moved-aside 2: %v", aside)
+	}
+}
+
+var snakeKey = regexp.MustCompile(`^[a-z0-9]+(_[a-z0-9]+)*$`)
+
+// snakeCase fails on any key of v, at any depth, that is not snake_case.
+func snakeCase(t *testing.T, what string, v any) {
+	t.Helper()
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if !snakeKey.MatchString(k) {
+				t.Errorf("%s: key %q is not snake_case", what, k)
+			}
+			snakeCase(t, what, e)
+		}
+	case []any:
+		for _, e := range v {
+			snakeCase(t, what, e)
+		}
+	}
+}
+
+// silent accepts connections and never answers, as a member or a store
+// behind a dead link does.
+func silent(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Item: no command waits forever on a member or a store that does not
+// answer; the error names what did not answer.
+func TestCommandsHaveDeadlines(t *testing.T) {
+	addr := silent(t)
+	_, conn := secureMember(t)
+	st := "file://" + t.TempDir()
+	ok(t, nil, append([]string{"snapshot", "--store", st}, conn...)...)
+	env := []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=b", "AWS_CONFIG_FILE=/nonexistent", "AWS_SHARED_CREDENTIALS_FILE=/nonexistent"}
+	fast := []string{"--dial-timeout", "1s", "--command-timeout", "2s"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "--store", "s3://b/p?endpoint=http://" + addr + "&path-style=true&region=us-east-1", "--store-timeout", "2s"}, "no answer within 2s"},
+		{append([]string{"snapshot", "--store", st, "--endpoints", "http://" + addr}, fast...), "etcd http://" + addr + ": ask whether authentication is on: no answer within the request timeout of 2s"},
+		{append([]string{"defrag", "--endpoints", "http://" + addr}, fast...), "etcd http://" + addr},
+		{append([]string{"verify", "--store", st, "--against", "http://127.0.0.1:1"}, fast...), "etcd http://127.0.0.1:1"},
+	} {
+		start := time.Now()
+		r := etcdBackup(t, env, tc.args...)
+		took := time.Since(start)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || took > 20*time.Second {
+			t.Errorf("%s: exit %d after %s, want 1 and %q:\n%s", tc.args[0], r.code, took.Round(time.Millisecond), tc.want, r.stderr)
+		}
+		t.Logf("%s, after %s, a user sees: %s", tc.args[0], took.Round(100*time.Millisecond), strings.TrimSpace(r.stderr))
 	}
 }

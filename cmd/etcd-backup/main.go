@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,14 +38,16 @@ var errMismatch = errors.New("verification failed")
 
 // globals are the flags every command shares.
 type globals struct {
-	config    string
-	storeURL  string
-	endpoints []string
-	etcd      cli.Etcd
-	logFlags  cli.Log
-	output    string
-	codec     cli.Codec
-	log       *slog.Logger
+	config   string
+	storeURL string
+	// storeTimeout bounds the store standing still.
+	storeTimeout time.Duration
+	endpoints    []string
+	etcd         cli.Etcd
+	logFlags     cli.Log
+	output       string
+	codec        cli.Codec
+	log          *slog.Logger
 	// progress is stderr: the restore's bar, and the log written above it.
 	progress *cli.Progress
 }
@@ -90,6 +93,7 @@ Exit codes:
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
 	pf.StringVar(&g.storeURL, "store", "", "where the backups are: file:///path, s3://bucket/prefix, gs://…, azblob://…")
+	pf.DurationVar(&g.storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
 	pf.StringSliceVar(&g.endpoints, "endpoints", []string{"http://127.0.0.1:2379"}, "etcd client URLs")
 	g.etcd.Flags(pf)
 	g.logFlags.Flags(pf)
@@ -122,11 +126,7 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if g.storeURL == "" {
 		return nil, cli.Usage(errors.New("--store is required"))
 	}
-	st, err := store.Open(ctx, g.storeURL)
-	if errors.Is(err, store.ErrBadURL) {
-		return nil, cli.Usage(fmt.Errorf("--store: %w", err))
-	}
-	return st, err
+	return cli.OpenStore(ctx, g.storeURL, g.storeTimeout)
 }
 
 // snapshotCodec builds the codec from the flags.

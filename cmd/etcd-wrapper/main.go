@@ -14,7 +14,6 @@ import (
 
 	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/store"
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
@@ -35,6 +34,7 @@ func run(args []string) int {
 		logFlags                                cli.Log
 		etcd                                    cli.Etcd
 		sidecarTLS                              tlsfiles.Files
+		storeTimeout                            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "etcd-wrapper --config etcd.yaml",
@@ -103,9 +103,7 @@ Exit codes:
 				return cli.Usage(errors.New("--init sidecar needs --sidecar-url"))
 			}
 			if storeURL != "" {
-				if o.Store, err = store.Open(ctx, storeURL); errors.Is(err, store.ErrBadURL) {
-					return cli.Usage(fmt.Errorf("--store: %w", err))
-				} else if err != nil {
+				if o.Store, err = cli.OpenStore(ctx, storeURL, storeTimeout); err != nil {
 					return err
 				}
 			}
@@ -138,6 +136,7 @@ Exit codes:
 	f.StringVar(&flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
 	f.StringVar(&init, "init", "self", "who prepares the data dir: self or sidecar")
 	f.StringVar(&storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
+	f.DurationVar(&storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
 	codec.Flags(f)
 	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
 	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's API, for --init=sidecar")
