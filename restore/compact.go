@@ -1,8 +1,10 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/scratch"
@@ -48,6 +50,8 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 		return Compaction{}, err
 	}
 	if len(chain.Deltas) == 0 {
+		// What killed compactions left is still cleared, as by any run.
+		scratch.Sweep(cmp.Or(opts.WorkDir, os.TempDir()), "etcdkit-compact-")
 		opts.Logger.Info("chain not compacted: it has no deltas", "full", chain.Full.Key)
 		return Compaction{Chain: chain, Snapshot: chain.Full, Unchanged: true, InputBytes: chain.Full.Size,
 			OutputBytes: chain.Full.Size, Took: time.Since(start)}, nil

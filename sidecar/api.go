@@ -274,7 +274,9 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 }
 
 // backupState is the uploader's backups as /readyz shows them, and how
-// long they have not succeeded (0 while they do).
+// long they have not succeeded (0 while they do): "ok", "failing"
+// (attempts fail and are retried), or "stopped" (the Snapshotter stopped
+// and no snapshot has succeeded since it was started again).
 func (s *Sidecar) backupState(st snapshot.Status) (map[string]any, time.Duration) {
 	s.mu.Lock()
 	stoppedSince, stopErr := s.stoppedSince, s.stopErr

@@ -252,6 +252,7 @@ func (s *Sidecar) startUploading(ctx context.Context) {
 	uctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	s.uploading, s.stopUp, s.upDone = true, cancel, done
+	s.stoppedSince, s.stopErr = time.Time{}, nil
 	s.mu.Unlock()
 	s.metrics.uploader.Set(1)
 	s.log.Info("sidecar: the member leads; this sidecar uploads")
@@ -291,10 +292,9 @@ func (s *Sidecar) runSnapshotter(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
+		// stoppedSince stays until a snapshot succeeds: a Snapshotter
+		// that stops again at once has not recovered.
 		wait = min(2*wait, 5*time.Minute)
-		s.mu.Lock()
-		s.stoppedSince, s.stopErr = time.Time{}, nil
-		s.mu.Unlock()
 	}
 }
 
@@ -378,6 +378,7 @@ func (s *Sidecar) result(r snapshot.Result) {
 		return
 	}
 	s.mu.Lock()
+	s.stoppedSince, s.stopErr = time.Time{}, nil
 	switch r.Op {
 	case snapshot.OpFull:
 		s.fullRev, s.chainDeltas, s.chainRevs = r.Snapshot.LastRevision, 0, 0

@@ -17,9 +17,10 @@ import (
 var (
 	// ErrNotRunning is returned by on-demand snapshots while Run is not running.
 	ErrNotRunning = errors.New("the snapshotter is not running")
-	// ErrStoreAhead stops Run: the store holds revisions the cluster has not
-	// reached, so its backups are another cluster's, or the cluster was
-	// restored without a revision bump. Snapshotting on would mix the two.
+	// ErrStoreAhead: the store holds revisions the cluster has not reached,
+	// so its backups are another cluster's, or the cluster was restored
+	// without a revision bump. Snapshotting on would mix the two, so Run
+	// writes nothing and tries again with backoff, a failure each time.
 	ErrStoreAhead = errors.New("the store's backups are ahead of the cluster")
 )
 

@@ -418,7 +418,7 @@ func TestFlagRanges(t *testing.T) {
 		{append(serve, "--delta-period", "-1s"), "--delta-period -1s: 0 (off) or more"},
 		{append(serve, "--gc-period", "-5m"), "--gc-period -5m0s: 0 (off) or more"},
 		{append(serve, "--follow-interval", "0s"), "--follow-interval 0s: more than 0"},
-		{append(serve, "--delta-memory-limit", "0"), "--delta-memory-limit 0: 1048576 or more"},
+		{append(serve, "--delta-memory-limit", "0"), "--delta-memory-limit 0: 1 or more"},
 		{append(serve, "--peers", "m1=etcd-1:8080"), `--peers m1 "etcd-1:8080": not a URL`},
 		{[]string{"gc", "--store", st, "--retention-policy", "limit-based", "--max-fulls", "0"}, "--max-fulls 0: 1 or more"},
 		{[]string{"list", "--store", st, "--command-timeout", "-1s"}, "--command-timeout -1s: more than 0"},

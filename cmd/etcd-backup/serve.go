@@ -153,7 +153,7 @@ func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, 
 	}).Check(); err != nil {
 		return err
 	}
-	if err := cli.AtLeast("delta-memory-limit", memoryLimit, 1<<20); err != nil {
+	if err := cli.AtLeast("delta-memory-limit", memoryLimit, 1); err != nil {
 		return err
 	}
 	if err := cli.AtLeast("compact-after", o.CompactAfter, 0); err != nil {

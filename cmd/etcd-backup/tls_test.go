@@ -145,20 +145,8 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	cli := c.Client(t)
 
 	storeURL := "file://" + filepath.Join(dir, "store")
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	port, err := etcdtest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &sidecarProc{name: "serve", url: fmt.Sprintf("http://127.0.0.1:%d", port), args: []string{"serve", "--store", storeURL,
-		"--endpoints", c.Endpoints()[0], "--cacert", sec.CA.File, "--cert", cert, "--key", key,
-		"--user", "backup", "--password-file", sec.PasswordFile("backup"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s",
-		"--follow-interval", "100ms", "--work-dir", t.TempDir()}}
-	p.start(t)
+	p := startServe(t, []string{"--endpoints", c.Endpoints()[0], "--cacert", sec.CA.File, "--cert", cert, "--key", key,
+		"--user", "backup", "--password-file", sec.PasswordFile("backup")}, storeURL)
 	st, err := store.Open(ctx, storeURL)
 	if err != nil {
 		t.Fatal(err)
@@ -211,11 +199,6 @@ func TestServeRotatesItsCertificate(t *testing.T) {
 	if err := <-p.exited; err != nil {
 		t.Fatalf("serve after SIGTERM: %v\n%s", err, p.logs.String())
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("serve's log:\n%s", p.logs.String())
-		}
-	})
 	chain, rep := chaintest.Check(t, st, cli, chaintest.Options{Current: true})
 	t.Logf("one process throughout; the chain: full at %d, %d deltas to %d, equal to the cluster", chain.Full.LastRevision, len(chain.Deltas), rep.Digest.Revision)
 	if !strings.Contains(p.logs.String(), "reloaded changed files") {

@@ -97,10 +97,20 @@ func TestWrapperRefusalsAndUsage(t *testing.T) {
 		{[]string{"--config", noDataDir, "--listen", nd.health}, `"data-dir" is not set`},
 		{append(args, "extra"), `unknown command "extra"`},
 		{append(args, "--keep-moved-aside", "x"), `invalid argument "x"`},
+		{append(args, "--peer-endpoints", "etcd-1:2379"), `--peer-endpoints "etcd-1:2379": not a URL`},
+		{append(args, "--join-timeout", "-1s"), "--join-timeout -1s: more than 0"},
 	} {
 		p := start(t, "wrapper", wrapperBin, nil, tc.args...)
 		if code := p.wait(t, 30*time.Second); code != 2 || !strings.Contains(p.output(), tc.want) {
 			t.Errorf("%v: exit %d, want 2 and %q:\n%s", tc.args[len(tc.args)-2:], code, tc.want, tail(p.output(), 3))
 		}
+	}
+}
+
+// Item: the wrapper says what it was built from.
+func TestWrapperVersion(t *testing.T) {
+	p := start(t, "wrapper", wrapperBin, nil, "version")
+	if code := p.wait(t, 10*time.Second); code != 0 || !strings.Contains(p.output(), "etcd-wrapper ") || !strings.Contains(p.output(), "etcd v3.") {
+		t.Fatalf("version: exit %d\n%s", code, p.output())
 	}
 }

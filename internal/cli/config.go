@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -79,7 +80,7 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 			}
 		}
 	})
-	for _, k := range sortedKeys(file) {
+	for _, k := range slices.Sorted(maps.Keys(file)) {
 		if !known[k] && !all[k] {
 			errs = append(errs, fmt.Sprintf("config key %q is not a flag of %s", k, cmd.Root().Name()))
 		}
@@ -105,15 +106,6 @@ func allFlags(root *cobra.Command) map[string]bool {
 	}
 	walk(root)
 	return all
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // EnvName is the environment variable of a flag.

@@ -40,3 +40,14 @@ func TestLogFlags(t *testing.T) {
 		t.Error("--log-level loud accepted")
 	}
 }
+
+// A panic is a bug, reported with its trace, and exits 1: Go's runtime
+// would exit 2, the binaries' code for a usage error.
+func TestMainTurnsAPanicIntoOne(t *testing.T) {
+	if code := Main("test", func() int { panic("boom") }); code != 1 {
+		t.Fatalf("a panic exited %d", code)
+	}
+	if code := Main("test", func() int { return 2 }); code != 2 {
+		t.Fatalf("a usage error exited %d", code)
+	}
+}
