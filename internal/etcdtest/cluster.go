@@ -527,14 +527,34 @@ func FreeURLs() (peer, client url.URL, err error) {
 	return peer, client, nil
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// handedOut are the ports FreePort returned in this process: the kernel
+// may give a port just released to the next listener, and one cluster
+// was once handed the same port for two members.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a loopback TCP port that was free a moment ago and
+// that it has not returned before in this process.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("pick a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			return 0, err
+		}
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
+	return 0, errors.New("pick a free port: the kernel keeps giving ports already handed out")
 }
 
 func isAddrInUse(err error) bool {
