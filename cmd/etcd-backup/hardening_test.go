@@ -89,6 +89,10 @@ func TestMissingSpoolDirectory(t *testing.T) {
 	}
 }
 
+// apiClient bounds every API call of the tests: a sidecar that hangs
+// fails the test instead of stalling it.
+var apiClient = &http.Client{Timeout: 30 * time.Second}
+
 // answer is one API call's status and body.
 type answer struct {
 	code int
@@ -109,7 +113,7 @@ func apiCallBody(t *testing.T, p *sidecarProc, method, path string, body io.Read
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer tok")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		// Not serving yet: callers that wait read code 0.
 		return answer{0, err.Error()}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -95,11 +94,11 @@ func checkChain(ctx context.Context, st store.Store, cli *clientv3.Client, stric
 	if err != nil || !strict {
 		return nil //nolint:nilerr // no chain yet: nobody's to refuse
 	}
-	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	id, err := snapshot.IdentityOf(ctx, cli)
 	if err != nil {
-		return fmt.Errorf("cluster identity: %w", err)
+		return err
 	}
-	if err := snapshot.CheckChain(ctx, st, chain, strconv.FormatUint(resp.Header.ClusterId, 16)); err != nil {
+	if err := snapshot.CheckChain(ctx, st, chain, id.ClusterID); err != nil {
 		return fmt.Errorf("%w (a full snapshot with --allow-new-chain)", err)
 	}
 	return nil
