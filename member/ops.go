@@ -11,9 +11,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/datadir"
 )
 
 // RetryOptions bound the membership calls that etcd refuses for a while
@@ -178,84 +175,14 @@ func UpdatePeerURLs(ctx context.Context, cli *clientv3.Client, id uint64, peerUR
 	return nil
 }
 
-// ApplyOptions configures Apply.
-type ApplyOptions struct {
-	RetryOptions
-	// Conn is how the endpoints are reached (TLS, authentication); its
-	// endpoints are ignored: Config.Endpoints are. With authentication
-	// on, its user needs the root role for membership changes.
-	Conn etcdclient.Config
-	// Timeout bounds the dial of the endpoints. Default 5 s.
-	Timeout time.Duration
-	// Now names a moved-aside data dir. Default time.Now.
-	Now func() time.Time
-	// KeepMovedAside is how many moved-aside data dirs are kept, the one
-	// a rejoin makes included. Default 1; negative keeps them all.
-	KeepMovedAside int
-}
-
-// Apply carries out the membership part of a plan, in an order that a
-// crash at any step leaves a state the next Decide picks up from:
-//   - Rejoin: move the data dir aside, remove the member, add it as a
-//     learner;
-//   - JoinAsLearner: add it as a learner, unless it is listed already.
-//
-// It returns the plan with the initial cluster etcd must start with and
-// the member's ID. Other actions are returned as they are.
-func Apply(ctx context.Context, cfg Config, p Plan, o ApplyOptions) (Plan, error) {
-	if p.Action != Rejoin && p.Action != JoinAsLearner {
-		return p, nil
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	o.RetryOptions = o.withDefaults()
-	conn := o.Conn.With(cfg.Endpoints...)
-	conn.DialTimeout, conn.RequireRoot = o.Timeout, true
-	cli, err := etcdclient.New(ctx, conn)
-	if err != nil {
-		return p, fmt.Errorf("member %s: %w", cfg.Name, err)
-	}
-	defer func() { _ = cli.Close() }()
-	if p.Action == Rejoin {
-		aside, err := datadir.MoveAside(cfg.DataDir, o.Now())
-		if err != nil {
-			return p, fmt.Errorf("member %s: %w", cfg.Name, err)
-		}
-		o.Logger.Info("member: data dir moved aside", "member", cfg.Name, "to", aside)
-		prune(o.Logger, cfg.DataDir, o.KeepMovedAside, aside)
-		if p.ID != 0 {
-			if err := Remove(ctx, cli, p.ID, o.RetryOptions); err != nil {
-				return p, err
-			}
-			p.ID = 0
-		}
-	}
-	if p.ID == 0 {
-		m, members, err := AddLearner(ctx, cli, cfg.PeerURLs, o.RetryOptions)
-		if err != nil {
-			return p, err
-		}
-		p.ID = m.ID
-		p.InitialCluster = initialCluster(members, cfg)
-		o.Logger.Info("member: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
-		settle(ctx, cli, 10*time.Second, o.Logger)
-	}
-	p.ClusterState, p.Learner = "existing", true
-	return p, nil
-}
-
-// settle waits, for at most timeout, until every started member has
+// Settle waits, for at most timeout, until every started member has
 // applied the raft log as far as the leader had when it was called. A
 // joining member asks its peers for the membership and believes the first
 // that answers; a follower that has not yet applied the add still lists
 // the old members, and etcd then refuses to start ("member count is
 // unequal"). Members that do not answer are skipped: the joining member
 // cannot ask them either.
-func settle(ctx context.Context, cli *clientv3.Client, timeout time.Duration, log *slog.Logger) {
+func Settle(ctx context.Context, cli *clientv3.Client, timeout time.Duration, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := cli.MemberList(ctx)

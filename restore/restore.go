@@ -38,6 +38,10 @@ type Target struct {
 // latest chain, four objects at a time.
 type Source struct {
 	Target Target
+	// Chain, when set, is restored instead of the chain Target picks
+	// from a listing of the store: a caller that listed and checked the
+	// catalog already (a start-up) hands its choice down.
+	Chain *snap.Chain
 	// Codec decrypts encrypted snapshots (its Identities).
 	Codec snap.Codec
 	// Concurrency of downloads. Default 4.
@@ -189,8 +193,10 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return Result{}, err
 	}
 	start := time.Now()
-	chain, err := Chain(ctx, st, opts.Target)
-	if err != nil {
+	var chain snap.Chain
+	if opts.Chain != nil {
+		chain = *opts.Chain
+	} else if chain, err = Chain(ctx, st, opts.Target); err != nil {
 		return Result{}, err
 	}
 	parent := filepath.Dir(opts.DataDir)

@@ -13,77 +13,30 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdkit/etcdkit/sidecar/api"
+
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/validate"
+	"github.com/etcdkit/etcdkit/startup"
 )
 
-// forwardedHeader marks a call a follower forwarded, so it is never
-// forwarded twice.
-const forwardedHeader = "X-Etcdkit-Forwarded"
-
-// maxBody bounds request bodies: they are small JSON documents.
-const maxBody = 1 << 20
-
-// SnapshotView is a snapshot as the API shows it.
-type SnapshotView struct {
-	Key           string    `json:"key"`
-	Kind          string    `json:"kind"`
-	StartRevision int64     `json:"start_revision"`
-	LastRevision  int64     `json:"last_revision"`
-	Created       time.Time `json:"created"`
-	Size          int64     `json:"size"`
-	Compression   string    `json:"compression,omitempty"`
-	Encrypted     bool      `json:"encrypted,omitempty"`
-}
-
-// ChainView is a full snapshot and its deltas.
-type ChainView struct {
-	// ClusterID is the cluster the chain was taken of (hex), "" when the
-	// chain has no identity record.
-	ClusterID    string         `json:"cluster_id,omitempty"`
-	Full         SnapshotView   `json:"full"`
-	Deltas       []SnapshotView `json:"deltas"`
-	LastRevision int64          `json:"last_revision"`
-	Size         int64          `json:"size"`
-}
-
 // ViewOf shows a snapshot.
-func ViewOf(s snapshot.Snapshot) SnapshotView {
-	return SnapshotView{Key: s.Key, Kind: string(s.Kind), StartRevision: s.StartRevision, LastRevision: s.LastRevision,
+func ViewOf(s snapshot.Snapshot) api.SnapshotView {
+	return api.SnapshotView{Key: s.Key, Kind: string(s.Kind), StartRevision: s.StartRevision, LastRevision: s.LastRevision,
 		Created: s.Created.UTC(), Size: s.Size, Compression: string(s.Compression), Encrypted: s.Encrypted}
 }
 
 // ChainViewOf shows a chain.
-func ChainViewOf(c snapshot.Chain) ChainView {
-	v := ChainView{Full: ViewOf(c.Full), Deltas: []SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
+func ChainViewOf(c snapshot.Chain) api.ChainView {
+	v := api.ChainView{Full: ViewOf(c.Full), Deltas: []api.SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
 	for _, d := range c.Deltas {
 		v.Deltas = append(v.Deltas, ViewOf(d))
 		v.Size += d.Size
 	}
 	return v
-}
-
-// RestoreRequest asks the sidecar to build a member's data dir.
-type RestoreRequest struct {
-	// DataDir must lie under the sidecar's restore root.
-	DataDir             string   `json:"data_dir"`
-	Name                string   `json:"name,omitempty"`
-	PeerURLs            []string `json:"peer_urls,omitempty"`
-	InitialCluster      string   `json:"initial_cluster,omitempty"`
-	InitialClusterToken string   `json:"initial_cluster_token,omitempty"`
-	// Revision or Time pick a point to restore; neither: the latest.
-	Revision int64     `json:"revision,omitempty"`
-	Time     time.Time `json:"time,omitzero"`
-	// IfNeeded validates the data dir first and restores only when its
-	// verdict calls for it.
-	IfNeeded bool `json:"if_needed,omitempty"`
-	// MultiMember: the member's peers hold the data; a damaged data dir is
-	// then theirs to refill (the job says rejoin-as-learner).
-	MultiMember bool `json:"multi_member,omitempty"`
 }
 
 // Handler serves the API: health and metrics open, the rest behind the
@@ -154,6 +107,7 @@ func (s *Sidecar) Handler() http.Handler {
 		return map[string]any{"snapshot": ViewOf(c.Snapshot), "revisions": c.Revisions, "input_bytes": c.InputBytes,
 			"output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}, err
 	}))
+	route("/v1/validate", http.MethodPost, false, s.validateDataDir)
 	route("/v1/restore", http.MethodPost, false, s.startRestore)
 	mux.HandleFunc("/v1/restore/{id}", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -184,10 +138,10 @@ var (
 	errBusy       = errors.New("busy: the same operation is running")
 )
 
-// readBody reads a request body of at most maxBody bytes: a longer one
+// readBody reads a request body of at most api.MaxBody bytes: a longer one
 // is refused whole, never cut and read as something else.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return nil, fmt.Errorf("%w: the body is over %d bytes", errTooLarge, tooLarge.Limit)
@@ -311,7 +265,7 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
-	chains := []ChainView{}
+	chains := []api.ChainView{}
 	for _, c := range cat.Chains() {
 		chains = append(chains, ChainViewOf(c))
 	}
@@ -350,7 +304,7 @@ func (s *Sidecar) uploaderOnly(f func(http.ResponseWriter, *http.Request) (any, 
 			}
 			return body, http.StatusOK, nil
 		}
-		if r.Header.Get(forwardedHeader) != "" {
+		if r.Header.Get(api.ForwardedHeader) != "" {
 			return nil, http.StatusServiceUnavailable, fmt.Errorf("%w (forwarded here, leadership is moving)", ErrNotUploader)
 		}
 		return nil, 0, s.forward(w, r)
@@ -397,7 +351,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	req.Header.Set("Authorization", r.Header.Get("Authorization"))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(forwardedHeader, s.opts.Endpoint)
+	req.Header.Set(api.ForwardedHeader, s.opts.Endpoint)
 	resp, err := s.peerHTTP.Do(req)
 	if explained := s.peers.Explain(err); explained != nil {
 		err = explained
@@ -407,29 +361,23 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer func() { _ = resp.Body.Close() }()
 	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.Header().Set(forwardedHeader, base)
+	w.Header().Set(api.ForwardedHeader, base)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 	return nil
 }
 
 func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int, error) {
-	var req RestoreRequest
+	var req api.RestoreRequest
 	if err := decode(w, r, &req); err != nil {
 		return nil, status(err), err
-	}
-	if s.opts.RestoreRoot == "" {
-		return nil, http.StatusForbidden, errors.New("this sidecar restores no data dirs: it has no restore root")
 	}
 	if req.Revision < 0 {
 		return nil, http.StatusBadRequest, fmt.Errorf("revision %d: a revision is positive (leave it out for the latest)", req.Revision)
 	}
-	if !filepath.IsAbs(req.DataDir) {
-		return nil, http.StatusBadRequest, fmt.Errorf("data_dir %q: give an absolute path under %s", req.DataDir, s.opts.RestoreRoot)
-	}
-	dir, err := underRoot(s.opts.RestoreRoot, req.DataDir)
+	dir, code, err := s.restorable(req.DataDir)
 	if err != nil {
-		return nil, http.StatusForbidden, err
+		return nil, code, err
 	}
 	req.DataDir = dir
 	if !req.IfNeeded {
@@ -447,6 +395,22 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 	}
 	go s.runRestore(context.WithoutCancel(r.Context()), job.ID, req)
 	return map[string]string{"id": job.ID, "status": "/v1/restore/" + job.ID}, http.StatusAccepted, nil
+}
+
+// restorable is dir, resolved, when this sidecar may build or judge it:
+// an absolute path under its restore root.
+func (s *Sidecar) restorable(dir string) (string, int, error) {
+	if s.opts.RestoreRoot == "" {
+		return "", http.StatusForbidden, errors.New("this sidecar prepares no data dirs: it has no restore root")
+	}
+	if !filepath.IsAbs(dir) {
+		return "", http.StatusBadRequest, fmt.Errorf("data_dir %q: give an absolute path under %s", dir, s.opts.RestoreRoot)
+	}
+	real, err := underRoot(s.opts.RestoreRoot, dir)
+	if err != nil {
+		return "", http.StatusForbidden, err
+	}
+	return real, http.StatusOK, nil
 }
 
 // underRoot resolves dir, an absolute path, through every symlink of its
@@ -498,68 +462,115 @@ func resolve(path string) (string, error) {
 	}
 }
 
-// runRestore validates (when asked) and restores, recording every step in
-// the job.
-func (s *Sidecar) runRestore(ctx context.Context, id string, req RestoreRequest) {
-	finish := func(f func(*Job)) {
-		s.jobs.update(id, func(j *Job) {
+// source is how this sidecar prepares a data dir: in its own process,
+// from its store.
+func (s *Sidecar) source(progress func(restore.Progress)) *startup.Local {
+	return &startup.Local{Store: s.opts.Store, Codec: s.opts.Snapshots.Codec, KeepMovedAside: s.opts.KeepMovedAside,
+		Progress: progress, Logger: s.log}
+}
+
+// validateDataDir answers POST /v1/validate: the facts a caller's start-up
+// decides from, found here.
+func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, int, error) {
+	var req api.ValidateRequest
+	if err := decode(w, r, &req); err != nil {
+		return nil, status(err), err
+	}
+	dir, code, err := s.restorable(req.DataDir)
+	if err != nil {
+		return nil, code, err
+	}
+	cfg := startup.Config{DataDir: dir, Name: req.Name, Token: req.InitialClusterToken, InitialCluster: req.InitialCluster,
+		CleanShutdown: req.Sanity}
+	start := time.Now()
+	chk, err := s.source(nil).Check(r.Context(), cfg)
+	s.metrics.took("validation", start)
+	if err != nil {
+		return nil, http.StatusBadGateway, err
+	}
+	return api.Validation{Verdict: string(chk.Verdict), Reason: chk.Reason, Revision: chk.Revision,
+		Backups: chk.Backups, BackupRevision: chk.BackupRevision}, http.StatusOK, nil
+}
+
+// runRestore runs the restore a job asks for. With IfNeeded it runs the
+// start-up's decision first, and restores only when it says so; the
+// membership actions it may decide are the caller's to carry out.
+func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequest) {
+	finish := func(f func(*api.Job)) {
+		s.jobs.update(id, func(j *api.Job) {
 			f(j)
-			if j.State == JobRunning {
-				j.State = JobSucceeded
+			if j.State == api.JobRunning {
+				j.State = api.JobSucceeded
 			}
 			j.Finished = time.Now().UTC()
 		})
 	}
-	if req.IfNeeded {
-		start := time.Now()
-		rep, err := validate.DataDir(ctx, req.DataDir, validate.Options{Mode: validate.Full, Store: s.opts.Store,
-			Name: req.Name, Token: req.InitialClusterToken, MultiMember: req.MultiMember, Logger: s.log})
-		s.metrics.took("validation", start)
-		if err != nil {
-			finish(func(j *Job) { j.State, j.Error = JobFailed, err.Error() })
-			return
-		}
-		action, reason := validate.Decide(rep, req.MultiMember)
-		s.jobs.update(id, func(j *Job) { j.Verdict, j.Reason = string(rep.Verdict), reason })
-		switch action {
-		case validate.Start:
-			finish(func(j *Job) { j.Action = "none" })
-			return
-		case validate.Bootstrap:
-			if req.MultiMember || !s.hasBackups(ctx) {
-				finish(func(j *Job) { j.Action = "none" })
-				return
-			}
-		case validate.RejoinAsLearner:
-			finish(func(j *Job) { j.Action = string(action) })
-			return
-		case validate.Refuse:
-			finish(func(j *Job) { j.State, j.Action, j.Error = JobFailed, string(action), reason })
-			return
-		}
+	progress := func(p restore.Progress) {
+		s.jobs.update(id, func(j *api.Job) {
+			j.BytesDownloaded, j.BytesTotal, j.Replayed = p.BytesDownloaded, p.BytesTotal, p.Revisions
+		})
 	}
 	start := time.Now()
+	if req.IfNeeded {
+		src := s.source(progress)
+		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
+			Token: req.InitialClusterToken, Endpoints: req.Endpoints}
+		// A lone member's defaults, as a restore's.
+		if cfg.Name == "" {
+			cfg.Name = "default"
+		}
+		if len(cfg.PeerURLs) == 0 {
+			cfg.PeerURLs = []string{"http://localhost:2380"}
+		}
+		if cfg.InitialCluster == "" {
+			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
+		}
+		chk, err := src.Check(ctx, cfg)
+		s.metrics.took("validation", start)
+		if err != nil {
+			finish(func(j *api.Job) { j.State, j.Error = api.JobFailed, err.Error() })
+			return
+		}
+		s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
+		p, err := startup.Decide(ctx, cfg, chk, startup.Options{Conn: s.opts.Conn, Logger: s.log})
+		if err != nil {
+			finish(func(j *api.Job) { j.State, j.Error = api.JobFailed, err.Error() })
+			return
+		}
+		s.jobs.update(id, func(j *api.Job) { j.Reason = p.Reason })
+		switch p.Action {
+		case startup.Restart, startup.Bootstrap:
+			finish(func(j *api.Job) { j.Action = "none" })
+			return
+		case startup.Rejoin, startup.JoinAsLearner:
+			finish(func(j *api.Job) { j.Action = string(p.Action) })
+			return
+		case startup.Refuse:
+			finish(func(j *api.Job) { j.State, j.Action, j.Error = api.JobFailed, string(p.Action), p.Reason })
+			return
+		}
+		start = time.Now()
+		res, err := src.Restore(ctx, cfg, p)
+		s.restored(id, start, res.Revision, res.Revisions, err)
+		return
+	}
 	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
-		Source: restore.Source{
-			Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec, Logger: s.log,
-			Progress: func(p restore.Progress) {
-				s.jobs.update(id, func(j *Job) {
-					j.BytesDownloaded, j.BytesTotal, j.Replayed = p.BytesDownloaded, p.BytesTotal, p.Revisions
-				})
-			},
-		},
+		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec,
+			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
 	})
-	s.metrics.took("restore", start)
-	if err != nil {
-		finish(func(j *Job) { j.State, j.Error = JobFailed, err.Error() })
-		return
-	}
-	finish(func(j *Job) { j.Action, j.Revision, j.Revisions = "restored", res.Revision, res.Revisions })
+	s.restored(id, start, res.Revision, res.Revisions, err)
 }
 
-func (s *Sidecar) hasBackups(ctx context.Context) bool {
-	cat, err := snapshot.List(ctx, s.opts.Store)
-	return err == nil && len(cat.Fulls()) > 0
+// restored ends a restore job.
+func (s *Sidecar) restored(id string, start time.Time, rev, revs int64, err error) {
+	s.metrics.took("restore", start)
+	s.jobs.update(id, func(j *api.Job) {
+		j.State, j.Action, j.Revision, j.Revisions = api.JobSucceeded, "restored", rev, revs
+		if err != nil {
+			j.State, j.Action, j.Error = api.JobFailed, "", err.Error()
+		}
+		j.Finished = time.Now().UTC()
+	})
 }

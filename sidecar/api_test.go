@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/sidecar/api"
+
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -42,17 +43,17 @@ func TestAPI(t *testing.T) {
 
 	// Snapshots on demand, then the chain view.
 	put(t, cli, 50, "/api/")
-	var full sidecar.SnapshotView
+	var full api.SnapshotView
 	if code, _ := call(t, "POST", base+"/v1/snapshots/full", token, "", &full); code != http.StatusOK || full.Kind != "Full" || full.LastRevision == 0 {
 		t.Fatalf("full: %d %+v", code, full)
 	}
 	put(t, cli, 20, "/api2/")
-	var delta sidecar.SnapshotView
+	var delta api.SnapshotView
 	if code, _ := call(t, "POST", base+"/v1/snapshots/delta", token, "", &delta); code != http.StatusOK || delta.Kind != "Incr" || delta.LastRevision <= full.LastRevision {
 		t.Fatalf("delta: %d %+v", code, delta)
 	}
 	// The same through the Go client.
-	client := &sidecar.Client{URL: base, Token: token}
+	client := &api.Client{URL: base, Token: token}
 	if f, err := client.Full(context.Background()); err != nil || f.Kind != "Full" || f.LastRevision < delta.LastRevision {
 		t.Fatalf("Client.Full: %+v %v", f, err)
 	}
@@ -60,15 +61,15 @@ func TestAPI(t *testing.T) {
 	if d, err := client.Delta(context.Background()); err != nil || d.Kind != "Incr" || d.LastRevision <= delta.LastRevision {
 		t.Fatalf("Client.Delta: %+v %v", d, err)
 	}
-	if _, err := (&sidecar.Client{URL: base, Token: "wrong"}).Full(context.Background()); err == nil {
+	if _, err := (&api.Client{URL: base, Token: "wrong"}).Full(context.Background()); err == nil {
 		t.Fatal("Client.Full with a wrong token succeeded")
 	}
-	var list struct{ Chains []sidecar.ChainView }
+	var list struct{ Chains []api.ChainView }
 	if code, _ := call(t, "GET", base+"/v1/snapshots", token, "", &list); code != http.StatusOK || len(list.Chains) == 0 {
 		t.Fatalf("list: %d %+v", code, list)
 	}
 	var latest struct {
-		Chain        sidecar.ChainView
+		Chain        api.ChainView
 		LastRevision int64 `json:"last_revision"`
 		Problem      string
 	}
@@ -105,7 +106,7 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("defrag: %d %+v", code, d)
 	}
 	var comp struct {
-		Snapshot  sidecar.SnapshotView
+		Snapshot  api.SnapshotView
 		Revisions int64
 	}
 	if code, _ := call(t, "POST", base+"/v1/compact", token, "", &comp); code != http.StatusOK || comp.Snapshot.Kind != "Full" || comp.Snapshot.LastRevision < delta.LastRevision {
@@ -122,15 +123,15 @@ func TestAPI(t *testing.T) {
 	if code, _ := call(t, "POST", base+"/v1/restore", token, `{"data_dir": "`+dir+`", "name": "m0", "peer_urls": ["http://127.0.0.1:2380"]}`, &started); code != http.StatusAccepted || started.ID == "" {
 		t.Fatalf("restore: %d %+v", code, started)
 	}
-	var job sidecar.Job
+	var job api.Job
 	etcdtest.Eventually(t, "the restore job ends", 60*time.Second, func() bool {
 		call(t, "GET", base+"/v1/restore/"+started.ID, token, "", &job)
-		return job.State != sidecar.JobRunning
+		return job.State != api.JobRunning
 	})
 	for range 3 {
-		var again sidecar.Job
+		var again api.Job
 		call(t, "GET", base+"/v1/restore/"+started.ID, token, "", &again)
-		if again.State != sidecar.JobSucceeded || again.Action != "restored" || again.Revision != job.Revision || again.Revision < delta.LastRevision {
+		if again.State != api.JobSucceeded || again.Action != "restored" || again.Revision != job.Revision || again.Revision < delta.LastRevision {
 			t.Fatalf("restore job read again: %+v (first %+v)", again, job)
 		}
 	}
@@ -142,10 +143,19 @@ func TestAPI(t *testing.T) {
 	call(t, "POST", base+"/v1/restore", token, `{"data_dir": "`+dir+`", "name": "m0", "if_needed": true}`, &started)
 	etcdtest.Eventually(t, "the second job ends", 30*time.Second, func() bool {
 		call(t, "GET", base+"/v1/restore/"+started.ID, token, "", &job)
-		return job.State != sidecar.JobRunning
+		return job.State != api.JobRunning
 	})
-	if job.State != sidecar.JobSucceeded || job.Action != "none" || job.Verdict != "Valid" {
+	if job.State != api.JobSucceeded || job.Action != "none" || job.Verdict != "Valid" {
 		t.Fatalf("restore if needed of a sound dir: %+v", job)
+	}
+	// The facts a caller's start-up decides from.
+	var v api.Validation
+	if code, body := call(t, "POST", base+"/v1/validate", token, `{"data_dir": "`+dir+`", "name": "m0"}`, &v); code != http.StatusOK ||
+		v.Verdict != "Valid" || !v.Backups || v.BackupRevision != job.Revision || v.Revision != job.Revision {
+		t.Fatalf("validate a restored data dir: %d %s", code, body)
+	}
+	if code, body := call(t, "POST", base+"/v1/validate", token, `{"data_dir": "/elsewhere"}`, nil); code != http.StatusForbidden {
+		t.Fatalf("validate outside the restore root: %d %s", code, body)
 	}
 	if code, _ := call(t, "GET", base+"/v1/restore/nope", token, "", nil); code != http.StatusNotFound {
 		t.Errorf("unknown job: %d", code)
@@ -195,7 +205,7 @@ func TestAPI(t *testing.T) {
 		{`etcdkit_chain_revisions`, func(v float64) bool { return v >= 0 }},
 		{`etcdkit_delta_pending_events`, func(v float64) bool { return v >= 0 }},
 		{`etcdkit_operation_duration_seconds_count{operation="restore"}`, func(v float64) bool { return v == 1 }},
-		{`etcdkit_operation_duration_seconds_count{operation="validation"}`, func(v float64) bool { return v == 1 }},
+		{`etcdkit_operation_duration_seconds_count{operation="validation"}`, func(v float64) bool { return v == 2 }}, // if_needed and /v1/validate
 		{`etcdkit_operation_duration_seconds_count{operation="defrag"}`, func(v float64) bool { return v == 1 }},
 		{`etcdkit_operation_duration_seconds_count{operation="compaction"}`, func(v float64) bool { return v == 1 }},
 	} {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/sidecar/api"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/defrag"
@@ -123,21 +125,21 @@ func TestClientCertificates(t *testing.T) {
 	defer func() { cancel(); <-ran }()
 	etcdtest.Eventually(t, "the sidecar uploads", 10*time.Second, sc.Uploader)
 
-	withCert := &sidecar.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}}
+	withCert := &api.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}}
 	if _, err := withCert.Full(context.Background()); err != nil {
 		t.Errorf("with a client certificate: %v", err)
 	}
-	if _, err := (&sidecar.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
+	if _, err := (&api.Client{URL: srv.URL, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("with neither certificate nor token: %v", err)
 	}
-	if _, err := (&sidecar.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err != nil {
+	if _, err := (&api.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{CA: ca.File}}).Full(context.Background()); err != nil {
 		t.Errorf("with the token: %v", err)
 	}
-	noCA := &sidecar.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{Names: tlsfiles.Names{CA: "--sidecar-cacert"}}}
+	noCA := &api.Client{URL: srv.URL, Token: token, TLS: tlsfiles.Files{Names: tlsfiles.Names{CA: "--sidecar-cacert"}}}
 	if _, err := noCA.Full(context.Background()); err == nil || !strings.Contains(err.Error(), "give the CA bundle that signed it with --sidecar-cacert") {
 		t.Errorf("without the CA bundle: %v", err)
 	}
-	plain := &sidecar.Client{URL: strings.Replace(srv.URL, "https://", "http://", 1), Token: token}
+	plain := &api.Client{URL: strings.Replace(srv.URL, "https://", "http://", 1), Token: token}
 	if _, err := plain.Full(context.Background()); err == nil || !strings.Contains(err.Error(), "use an https:// URL") {
 		t.Errorf("http:// to the HTTPS API: %v", err)
 	}

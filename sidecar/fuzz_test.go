@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/etcdkit/etcdkit/sidecar/api"
 )
 
 // The API decodes bodies from the network: any bytes are a request or a
@@ -20,7 +22,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var restore RestoreRequest
+		var restore api.RestoreRequest
 		err := decode(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/v1/restore", bytes.NewReader(body)), &restore)
 		if err != nil && !errors.Is(err, errBadRequest) && !errors.Is(err, errTooLarge) {
 			t.Fatalf("%q: %v is not a bad request", body, err)

@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/sidecar/api"
+
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/sidecar"
 )
 
 // Three sidecars under a write load: only the one beside the leader
@@ -49,7 +50,7 @@ func TestUploaderFollowsTheLeader(t *testing.T) {
 			follower = m.Name
 		}
 	}
-	var full sidecar.SnapshotView
+	var full api.SnapshotView
 	code, h := call(t, "POST", sidecars[follower].srv.URL+"/v1/snapshots/full", token, "", &full)
 	if code != http.StatusOK || full.Kind != "Full" || h.Get("X-Etcdkit-Forwarded") == "" {
 		t.Fatalf("full through follower %s: %d %+v, forwarded to %q", follower, code, full, h.Get("X-Etcdkit-Forwarded"))

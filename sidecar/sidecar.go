@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/defrag"
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
@@ -35,6 +36,10 @@ type Options struct {
 	Client   *clientv3.Client
 	Endpoint string
 	Store    store.Store
+	// Conn is how the members a restore request names (its endpoints)
+	// are reached, when it asks to restore only if needed: TLS and
+	// authentication as for Client.
+	Conn etcdclient.Config
 	// Snapshots configures the Snapshotter the uploader runs. Its
 	// BeforeUpload and OnResult, when set, run after the sidecar's own.
 	Snapshots snapshot.Options

@@ -3,7 +3,6 @@ package snapshot
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +10,9 @@ import (
 	"os"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/internal/revision"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -261,70 +260,11 @@ func (sp *spool) discard() {
 	}
 }
 
-var (
-	bucketKey  = []byte("key")
-	bucketMeta = []byte("meta")
-	metaKeys   = [][]byte{[]byte("finishedCompactRev"), []byte("scheduledCompactRev")}
-)
-
 // DatabaseRevision reads the revision of an etcd bbolt database the way
 // etcd's mvcc store does when it opens one: the newest revision in the key
 // bucket, raised to the compaction revisions (a compaction may have removed
 // the newest revision's tombstones), and at least 1.
-func DatabaseRevision(path string) (int64, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
-	if err != nil {
-		return 0, fmt.Errorf("database %s: %w", path, err)
-	}
-	defer func() { _ = db.Close() }()
-	var rev int64
-	err = db.View(func(tx *bolt.Tx) error {
-		rev, err = TxRevision(tx)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("database %s: %w", path, err)
-	}
-	return rev, nil
-}
-
-// TxRevision reads the revision of an etcd database inside a bbolt
-// transaction, as DatabaseRevision does.
-func TxRevision(tx *bolt.Tx) (int64, error) {
-	rev := int64(1)
-	keys := tx.Bucket(bucketKey)
-	if keys == nil {
-		return 0, errors.New("no key bucket: not an etcd v3 database")
-	}
-	if k, _ := keys.Cursor().Last(); k != nil {
-		r, err := mainRevision(k)
-		if err != nil {
-			return 0, fmt.Errorf("key bucket: %w", err)
-		}
-		rev = max(rev, r)
-	}
-	if meta := tx.Bucket(bucketMeta); meta != nil {
-		for _, name := range metaKeys {
-			if v := meta.Get(name); v != nil {
-				r, err := mainRevision(v)
-				if err != nil {
-					return 0, fmt.Errorf("meta %s: %w", name, err)
-				}
-				rev = max(rev, r)
-			}
-		}
-	}
-	return rev, nil
-}
-
-// mainRevision decodes etcd's revision bytes: 8 bytes big-endian main
-// revision, '_', 8 bytes sub revision, and an optional tombstone mark.
-func mainRevision(b []byte) (int64, error) {
-	if len(b) < 17 || b[8] != '_' {
-		return 0, fmt.Errorf("%x is not a revision", b)
-	}
-	return int64(binary.BigEndian.Uint64(b[:8])), nil
-}
+func DatabaseRevision(path string) (int64, error) { return revision.OfFile(path) }
 
 func logger(l *slog.Logger) *slog.Logger {
 	if l == nil {

@@ -3,9 +3,9 @@
 // file that decided it, the revisions involved and how long each check
 // took. It never modifies the data dir.
 //
-// It owns the checks (DataDir), the guard file that ties a data dir to its
-// member and cluster (WriteGuard), and the mapping of a verdict to an
-// action (Decide). It does not act on a verdict: restoring is package
-// restore's, membership changes are package member's, and the wrapper
-// decides when to validate.
+// It owns the checks (DataDir) and the guard file that ties a data dir to
+// its member and cluster (WriteGuard). It is a leaf: it reads bbolt, the
+// WAL and snap files, and takes the backups' revision as an input rather
+// than reading a store. It does not act on a verdict: package startup
+// decides what a verdict means for a member.
 package validate

@@ -15,8 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/internal/revision"
 	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
 
@@ -57,10 +56,10 @@ type Options struct {
 	Mode Mode
 	// Name and Token, when set, must match the data dir's guard file.
 	Name, Token string
-	// BackupRevision, when not 0, is the newest revision on the store;
-	// Store, when set and BackupRevision is 0, is read for it.
+	// BackupRevision is the newest revision the backups hold, 0 when
+	// there are none: a data dir behind it is Behind. The caller reads
+	// the store (package startup does, once per start-up).
 	BackupRevision int64
-	Store          store.Store
 	// MultiMember skips the Behind check: peers catch a member up.
 	MultiMember bool
 	// LockTimeout is how long the database's lock is waited for before
@@ -98,9 +97,12 @@ func (r *Report) verdict(v Verdict, file, format string, args ...any) Report {
 }
 
 // DataDir checks an etcd data dir and returns its verdict. It never
-// modifies the data dir. An error means the checks themselves could not
-// run (the store could not be read, say); damage is a verdict, not an error.
+// modifies the data dir. Damage is a verdict, not an error; an error means
+// the checks themselves could not run (ctx ended).
 func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
+	if err := ctx.Err(); err != nil {
+		return Report{}, err
+	}
 	if opts.Mode == "" {
 		opts.Mode = Sanity
 	}
@@ -195,13 +197,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if opts.MultiMember {
 		return r.verdict(Valid, "", "%s; peers bring a member of a multi-member cluster up to date", sound), nil
 	}
-	if err := timed("backup", func() error {
-		var err error
-		r.BackupRevision, err = backupRevision(ctx, opts)
-		return err
-	}); err != nil {
-		return *r, err
-	}
+	r.BackupRevision = opts.BackupRevision
 	if r.BackupRevision > r.Revision+r.WALEntries {
 		return r.verdict(Behind, dbPath, "the database is at revision %d with %d WAL entries to apply; the backups reach revision %d", r.Revision, r.WALEntries, r.BackupRevision), nil
 	}
@@ -251,7 +247,7 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, c
 			cindex = binary.BigEndian.Uint64(v)
 		}
 		var err error
-		rev, err = snapshot.TxRevision(tx)
+		rev, err = revision.OfTx(tx)
 		return err
 	})
 	if err != nil {
@@ -262,25 +258,3 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, c
 
 // requiredBuckets are those every etcd 3.5+ database has.
 var requiredBuckets = []string{"key", "meta", "lease", "members", "cluster"}
-
-// backupRevision is the newest revision on the store, or the given one.
-func backupRevision(ctx context.Context, opts Options) (int64, error) {
-	if opts.BackupRevision > 0 || opts.Store == nil {
-		return opts.BackupRevision, nil
-	}
-	cat, err := snapshot.List(ctx, opts.Store)
-	if err != nil {
-		return 0, err
-	}
-	chain, err := cat.Latest()
-	if errors.Is(err, snapshot.ErrNoFull) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	if chain, err = chain.Check(); err != nil {
-		return 0, err
-	}
-	return chain.LastRevision(), nil
-}

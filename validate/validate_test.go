@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
-	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
@@ -127,27 +125,6 @@ func TestLockedWhileRunning(t *testing.T) {
 	check(t, c.Members[0].Dir, validate.Options{}, validate.Locked, "db")
 }
 
-func TestDecide(t *testing.T) {
-	for _, tc := range []struct {
-		v     validate.Verdict
-		peers bool
-		want  validate.Action
-	}{
-		{validate.Valid, false, validate.Start},
-		{validate.Empty, true, validate.Bootstrap},
-		{validate.Behind, false, validate.RestoreFromBackup},
-		{validate.Behind, true, validate.Start},
-		{validate.Corrupt, false, validate.RestoreFromBackup},
-		{validate.Corrupt, true, validate.RejoinAsLearner},
-		{validate.Locked, true, validate.Refuse},
-		{validate.WrongVolume, false, validate.Refuse},
-	} {
-		if got, why := validate.Decide(validate.Report{Verdict: tc.v, Reason: "r"}, tc.peers); got != tc.want || why == "" {
-			t.Errorf("%s with peers %v: %s (%q), want %s", tc.v, tc.peers, got, why, tc.want)
-		}
-	}
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -171,9 +148,8 @@ func flip(t *testing.T, path string, offsets ...int64) {
 	}
 }
 
-// A data dir older than the store's backups is Behind, with the backup
-// revision read from the store.
-func TestBehindTheStore(t *testing.T) {
+// A data dir older than the backups' revision is Behind.
+func TestBehindTheBackups(t *testing.T) {
 	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{})
 	m := c.Members[0]
@@ -189,12 +165,7 @@ func TestBehindTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.NewFile(t.TempDir())
-	must(t, err)
-	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	r := check(t, old, validate.Options{Store: st}, validate.Behind, "db")
+	r := check(t, old, validate.Options{BackupRevision: res.LastRevision}, validate.Behind, "db")
 	if r.BackupRevision != res.LastRevision || r.Revision >= r.BackupRevision {
 		t.Fatalf("revision %d, backup %d (workload ended at %d)", r.Revision, r.BackupRevision, res.LastRevision)
 	}

@@ -15,9 +15,9 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/restore"
-	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
@@ -58,8 +58,8 @@ type Options struct {
 	// ClientConn(Config), what etcd's own configuration says.
 	Conn *etcdclient.Config
 	// Sidecar is the API InitSidecar asks; SidecarTimeout bounds how long
-	// it is retried (default 5 min).
-	Sidecar        *sidecar.Client
+	// a sidecar that does not answer yet is waited for (default 5 min).
+	Sidecar        *api.Client
 	SidecarTimeout time.Duration
 	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
 	// its data dir aside and rejoin when there is no store: its peers hold
@@ -190,130 +190,29 @@ func Run(ctx context.Context, o Options) error {
 	}
 }
 
-// prepare validates the data dir and acts on the verdict until the
-// member may start, and returns the plan it starts with.
-func prepare(ctx context.Context, o Options, log *slog.Logger) (member.Plan, error) {
+// prepare runs the start-up with the source the division gives: the
+// store in this process, or the sidecar's API.
+func prepare(ctx context.Context, o Options, log *slog.Logger) (startup.Plan, error) {
 	cfg := o.Config
-	mcfg := member.Config{
+	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
+	scfg := startup.Config{
 		Name: cfg.Name, DataDir: cfg.Dir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
-		InitialCluster: cfg.InitialCluster, ClusterState: cfg.ClusterState, Endpoints: o.Endpoints,
+		InitialCluster: cfg.InitialCluster, Token: cfg.InitialClusterToken, ClusterState: cfg.ClusterState,
+		Endpoints: o.Endpoints, CleanShutdown: err == nil,
 	}
-	peers, err := types.NewURLsMap(cfg.InitialCluster)
-	if err != nil {
-		return member.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
+	if _, err := types.NewURLsMap(cfg.InitialCluster); err != nil {
+		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
 	}
-	multi := len(peers) > 1
+	var src startup.Source = &startup.Local{Store: o.Store, Codec: o.Codec, KeepMovedAside: o.KeepMovedAside, Logger: log}
 	if o.Init == InitSidecar {
-		if err := sidecarInit(ctx, o, multi, log); err != nil {
-			return member.Plan{}, err
-		}
+		src = startup.Remote{Client: o.Sidecar, Wait: o.SidecarTimeout, Logger: log}
 	}
-	mode := validate.Full
-	if _, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker)); err == nil {
-		mode = validate.Sanity
-	}
-	rep, err := validate.DataDir(ctx, cfg.Dir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.InitialClusterToken,
-		Store: o.Store, MultiMember: multi, Logger: o.Logger})
+	p, err := startup.Prepare(ctx, scfg, src, startup.Options{Conn: *o.Conn, WipeOnCorrupt: o.WipeOnCorrupt,
+		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, Logger: log})
 	if err != nil {
-		return member.Plan{}, fmt.Errorf("wrapper: validate %s: %w", cfg.Dir, err)
-	}
-	log.Info("wrapper: data dir validated", "mode", mode, "verdict", rep.Verdict, "reason", rep.Reason, "revision", rep.Revision)
-	if rep.Verdict == validate.Corrupt && o.Store == nil && !o.WipeOnCorrupt {
-		return member.Plan{}, fmt.Errorf("wrapper: refusing to start: %s; give --store to restore from backups, or --on-corrupt=wipe when the other members hold the data", rep.Reason)
-	}
-	if o.Store != nil {
-		cat, err := snapshot.List(ctx, o.Store)
-		if err != nil {
-			return member.Plan{}, fmt.Errorf("wrapper: %w", err)
-		}
-		mcfg.Backups = len(cat.Fulls()) > 0
-	}
-	deadline := time.Now().Add(o.JoinTimeout)
-	var p member.Plan
-	for {
-		if p, err = member.Decide(ctx, mcfg, rep.Verdict, member.DecideOptions{Conn: *o.Conn, Logger: o.Logger}); err != nil {
-			return p, err
-		}
-		if !p.Retry {
-			break
-		}
-		if time.Now().After(deadline) {
-			return p, fmt.Errorf("wrapper: refusing to start after %s: %s", o.JoinTimeout, p.Reason)
-		}
-		log.Info("wrapper: waiting", "reason", p.Reason)
-		select {
-		case <-ctx.Done():
-			return p, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-	log.Info("wrapper: decided", "action", p.Action, "reason", p.Reason)
-	switch p.Action {
-	case member.Refuse:
-		reason := p.Reason
-		if rep.Verdict == validate.Locked || rep.Verdict == validate.WrongVolume {
-			// The verdict alone does not say whose data dir, or who holds it.
-			reason += ": " + rep.Reason
-		}
-		return p, fmt.Errorf("wrapper: refusing to start: %s", reason)
-	case member.Restore:
-		if o.Store == nil {
-			return p, fmt.Errorf("wrapper: refusing to start: %s, and there is no store to restore from (--store)", p.Reason)
-		}
-		res, err := restore.Restore(ctx, o.Store, restore.Options{
-			Source: restore.Source{Codec: o.Codec, Logger: o.Logger}, DataDir: cfg.Dir, Name: cfg.Name,
-			PeerURLs: mcfg.PeerURLs, InitialCluster: p.InitialCluster, InitialClusterToken: cfg.InitialClusterToken,
-			KeepMovedAside: o.KeepMovedAside,
-		})
-		if err != nil {
-			// Starting on the older data dir would serve a past the
-			// backups have moved beyond: an operator chooses.
-			return p, fmt.Errorf("wrapper: refusing to start: %s, and the restore failed (the data dir is as it was): %w", p.Reason, err)
-		}
-		log.Info("wrapper: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
-	case member.Rejoin, member.JoinAsLearner:
-		if p, err = member.Apply(ctx, mcfg, p, member.ApplyOptions{Conn: *o.Conn, KeepMovedAside: o.KeepMovedAside, RetryOptions: member.RetryOptions{Logger: o.Logger}}); err != nil {
-			return p, err
-		}
+		return p, fmt.Errorf("wrapper: %w", err)
 	}
 	return p, nil
-}
-
-// sidecarInit has the sidecar validate and, if needed, restore the data
-// dir, retrying a sidecar that does not answer yet.
-func sidecarInit(ctx context.Context, o Options, multi bool, log *slog.Logger) error {
-	cfg := o.Config
-	req := sidecar.RestoreRequest{DataDir: cfg.Dir, Name: cfg.Name, PeerURLs: urls(cfg.AdvertisePeerUrls),
-		InitialCluster: cfg.InitialCluster, InitialClusterToken: cfg.InitialClusterToken, IfNeeded: true, MultiMember: multi}
-	if !multi {
-		req.InitialCluster = ""
-	}
-	deadline := time.Now().Add(o.SidecarTimeout)
-	wait := time.Second
-	for attempt := 1; ; attempt++ {
-		job, err := o.Sidecar.Restore(ctx, req, 0)
-		if err == nil && job.State == sidecar.JobSucceeded {
-			log.Info("wrapper: the sidecar prepared the data dir", "verdict", job.Verdict, "action", job.Action, "revision", job.Revision)
-			return nil
-		}
-		if err == nil {
-			return fmt.Errorf("wrapper: the sidecar could not prepare the data dir: %s %s", job.Error, job.Reason)
-		}
-		if tlsErr := (*tlsfiles.Error)(nil); errors.As(err, &tlsErr) {
-			// Waiting does not mend a certificate.
-			return fmt.Errorf("wrapper: %w", err)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("wrapper: the sidecar did not prepare the data dir within %s: %w", o.SidecarTimeout, err)
-		}
-		log.Warn("wrapper: waiting for the sidecar", "attempt", attempt, "retry_in", wait, "error", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 15*time.Second)
-	}
 }
 
 // promote promotes this learner once it has caught up.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -67,7 +68,7 @@ func gcCmd(g *globals) *cobra.Command {
 				return err
 			}
 			deleted, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
-			views := make([]sidecar.SnapshotView, 0, len(deleted))
+			views := make([]api.SnapshotView, 0, len(deleted))
 			for _, s := range deleted {
 				views = append(views, sidecar.ViewOf(s))
 			}

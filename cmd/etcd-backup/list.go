@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -38,7 +39,7 @@ func listCmd(g *globals) *cobra.Command {
 				return err
 			}
 			type chainOut struct {
-				sidecar.ChainView
+				api.ChainView
 				Problem string `json:"problem,omitempty"`
 			}
 			chains := []chainOut{}
@@ -66,7 +67,7 @@ func listCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(w, "CHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
 				for i, c := range chains {
 					cluster := cmp.Or(c.ClusterID, "-")
-					row := func(v sidecar.SnapshotView) {
+					row := func(v api.SnapshotView) {
 						fmt.Fprintf(w, "%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
 							size(v.Size), age(now.Sub(v.Created)), codecOf(v), v.Key)
 					}
@@ -88,7 +89,7 @@ func listCmd(g *globals) *cobra.Command {
 	}
 }
 
-func codecOf(v sidecar.SnapshotView) string {
+func codecOf(v api.SnapshotView) string {
 	c := v.Compression
 	if c == "" {
 		c = "none"

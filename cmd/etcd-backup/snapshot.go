@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -66,7 +67,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			views := make([]sidecar.SnapshotView, 0, len(taken))
+			views := make([]api.SnapshotView, 0, len(taken))
 			for _, s := range taken {
 				views = append(views, sidecar.ViewOf(s))
 			}

@@ -18,7 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 )
 
 // acked logs every write the cluster acknowledged, with its revision.
@@ -145,7 +145,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 			if nd.name == leader {
 				continue
 			}
-			var full sidecar.SnapshotView
+			var full api.SnapshotView
 			etcdtest.Eventually(t, "a follower's sidecar forwards a full snapshot", 30*time.Second, func() bool {
 				var err error
 				full, err = sec.sidecar(apis[nd.name]).Full(ctx)
@@ -252,7 +252,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	for _, nd := range nodes {
 		nd.ready(t, 120*time.Second)
 	}
-	if !strings.Contains(wrappers[nodes[0].name].output(), "wrapper: restored") {
+	if !strings.Contains(wrappers[nodes[0].name].output(), "startup: restored") {
 		t.Fatalf("the first wrapper did not restore:\n%s", wrappers[nodes[0].name].output())
 	}
 	// With authentication, the restored cluster logs root in: its users

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/internal/cli"
-	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
@@ -116,7 +116,7 @@ Exit codes:
 			}
 			if sidecarURL != "" {
 				sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
-				o.Sidecar = &sidecar.Client{URL: sidecarURL, TLS: sidecarTLS}
+				o.Sidecar = &api.Client{URL: sidecarURL, TLS: sidecarTLS}
 				if err := o.Sidecar.Check(); err != nil {
 					return cli.Usage(err)
 				}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/pki"
-	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -129,6 +129,6 @@ func (s *secure) backupFlags() []string {
 }
 
 // sidecar is a client of a sidecar's API with the operator's certificate.
-func (s *secure) sidecar(url string) *sidecar.Client {
-	return &sidecar.Client{URL: url, TLS: tlsfiles.Files{CA: s.ca.File, Cert: s.operator.CertFile, Key: s.operator.KeyFile}}
+func (s *secure) sidecar(url string) *api.Client {
+	return &api.Client{URL: url, TLS: tlsfiles.Files{CA: s.ca.File, Cert: s.operator.CertFile, Key: s.operator.KeyFile}}
 }

@@ -122,8 +122,8 @@ func initSidecar(t *testing.T, sec *secure) {
 	}
 	p := start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 60*time.Second)
-	if out := p.output(); !strings.Contains(out, "the sidecar prepared the data dir") || !strings.Contains(out, "action=none") {
-		t.Fatalf("the first start was not left to bootstrap by the sidecar:\n%s", out)
+	if out := p.output(); !strings.Contains(out, "verdict=Empty") || !strings.Contains(out, "startup: decided action=bootstrap") {
+		t.Fatalf("the first start did not bootstrap on the sidecar's verdict:\n%s", out)
 	}
 	cli := client(t, nd.client, sec)
 	if sec != nil {
@@ -153,8 +153,8 @@ func initSidecar(t *testing.T, sec *secure) {
 	corrupt(t, nd.dir)
 	p = start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 60*time.Second)
-	if !strings.Contains(p.output(), "the sidecar prepared the data dir") || !strings.Contains(p.output(), "action=restored") {
-		t.Fatalf("the wrapper's log does not say the sidecar restored:\n%s", p.output())
+	if out := p.output(); !strings.Contains(out, "startup: decided action=restore") || !strings.Contains(out, "startup: restored") {
+		t.Fatalf("the wrapper's log does not say the sidecar restored:\n%s", out)
 	}
 	got, err := client(t, nd.client, sec).Get(context.Background(), "/init/", clientv3.WithPrefix())
 	if err != nil || got.Count != want.Count {

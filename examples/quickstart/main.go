@@ -12,6 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
@@ -89,7 +90,7 @@ func run() error {
 		return err
 	}
 	defer stopSidecar()
-	api := &sidecar.Client{URL: url, Token: token}
+	client := &api.Client{URL: url, Token: token}
 	r.step("start its sidecar (as serve)", "API %s, uploading: its member leads", url)
 
 	written := map[string]string{}
@@ -97,7 +98,7 @@ func run() error {
 		return err
 	}
 	r.step("write 1000 keys", "")
-	full, err := api.Full(ctx)
+	full, err := client.Full(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func run() error {
 		if err := demo.Write(ctx, cli, written, fmt.Sprintf("delta%d", i), n); err != nil {
 			return err
 		}
-		delta, err := api.Delta(ctx)
+		delta, err := client.Delta(ctx)
 		if err != nil {
 			return err
 		}
@@ -120,7 +121,7 @@ func run() error {
 		return err
 	}
 	r.step("stop the member, damage its DB", "cut to 32 KiB")
-	rep, err := validate.DataDir(ctx, cfg.Dir, validate.Options{Store: st})
+	rep, err := validate.DataDir(ctx, cfg.Dir, validate.Options{})
 	if err != nil {
 		return err
 	}

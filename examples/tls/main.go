@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -157,22 +158,22 @@ func run() error {
 	if err := demo.Write(ctx, admin, written, "tls", 200); err != nil {
 		return err
 	}
-	api := &sidecar.Client{URL: apiURL, TLS: tlsfiles.Files{CA: ca.File, Cert: op.CertFile, Key: op.KeyFile}}
-	full, err := api.Full(ctx)
+	client := &api.Client{URL: apiURL, TLS: tlsfiles.Files{CA: ca.File, Cert: op.CertFile, Key: op.KeyFile}}
+	full, err := client.Full(ctx)
 	if err != nil {
 		return err
 	}
 	if err := demo.Write(ctx, admin, written, "tls-more", 100); err != nil {
 		return err
 	}
-	delta, err := api.Delta(ctx)
+	delta, err := client.Delta(ctx)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("through the API with the operator's certificate: a full snapshot to revision %d, a delta to %d\n", full.LastRevision, delta.LastRevision)
 
 	// Without the CA bundle, a client is told which setting to give.
-	noCA := &sidecar.Client{URL: apiURL, TLS: tlsfiles.Files{Names: tlsfiles.Names{CA: "--sidecar-cacert"}}}
+	noCA := &api.Client{URL: apiURL, TLS: tlsfiles.Files{Names: tlsfiles.Names{CA: "--sidecar-cacert"}}}
 	_, err = noCA.Full(ctx)
 	fmt.Printf("a client without the CA bundle is told: %v\n", err)
 

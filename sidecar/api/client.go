@@ -1,9 +1,10 @@
-package sidecar
+package api
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,25 @@ import (
 
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
+
+// ErrRefused matches an answer that refuses the request itself (4xx):
+// asking again does not change it.
+var ErrRefused = errors.New("the sidecar refused the request")
+
+// Error is an answer other than 2xx, with the API's message.
+type Error struct {
+	URL     string
+	Status  string
+	Code    int
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("sidecar %s: %s: %s", e.URL, e.Status, e.Message) }
+
+// Is matches ErrRefused for 4xx answers but a timeout or too many requests.
+func (e *Error) Is(target error) bool {
+	return target == ErrRefused && e.Code/100 == 4 && e.Code != http.StatusRequestTimeout && e.Code != http.StatusTooManyRequests
+}
 
 // Client calls a sidecar's API: what a wrapper that leaves start-up to the
 // sidecar needs, and snapshots on demand.
@@ -90,6 +110,14 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest, poll time.Dura
 	}
 }
 
+// Validate asks the sidecar for a data dir's verdict and what its store
+// holds. The full checks read every page: it waits as long as ctx lets it.
+func (c *Client) Validate(ctx context.Context, req ValidateRequest) (Validation, error) {
+	var v Validation
+	err := c.call(ctx, false, http.MethodPost, "/v1/validate", req, &v)
+	return v, err
+}
+
 // Full asks the sidecar to take a full snapshot now.
 func (c *Client) Full(ctx context.Context) (SnapshotView, error) {
 	var v SnapshotView
@@ -142,7 +170,7 @@ func (c *Client) call(ctx context.Context, prompt bool, method, path string, bod
 		return fmt.Errorf("sidecar %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
 		return fmt.Errorf("sidecar %s: %w", url, err)
 	}
@@ -152,7 +180,7 @@ func (c *Client) call(ctx context.Context, prompt bool, method, path string, bod
 		if e.Error == "" && strings.Contains(string(b), "HTTP request to an HTTPS server") {
 			return fmt.Errorf("sidecar %s: the sidecar serves HTTPS: use an https:// URL", url)
 		}
-		return fmt.Errorf("sidecar %s: %s: %s", url, resp.Status, e.Error)
+		return &Error{URL: url, Status: resp.Status, Code: resp.StatusCode, Message: e.Error}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("sidecar %s: %w", url, err)

@@ -1,13 +1,11 @@
-package member
+package startup
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -24,6 +22,9 @@ type Config struct {
 	ClientURLs []string
 	// InitialCluster is etcd's --initial-cluster: name=peerURL,...
 	InitialCluster string
+	// Token is etcd's --initial-cluster-token: the data dir's guard must
+	// match it, and a restore builds the cluster under it.
+	Token string
 	// ClusterState is etcd's --initial-cluster-state as configured: "new"
 	// (the default) or "existing".
 	ClusterState string
@@ -31,12 +32,15 @@ type Config struct {
 	// (each member's, or one service's). None: the cluster is not asked,
 	// and a multi-member cluster is taken as not running.
 	Endpoints []string
-	// Backups: the store holds a chain to restore from. An empty cluster
-	// with backups is restored by its first member (the first of the
-	// initial cluster), which the others then join, rather than
-	// bootstrapped empty.
-	Backups bool
+	// CleanShutdown: the member stopped cleanly last time (the wrapper's
+	// marker says so), so the sanity checks of its data dir suffice;
+	// otherwise the full ones run.
+	CleanShutdown bool
 }
+
+// multiMember says whether the initial cluster lists other members: their
+// peers then bring a member up to date, and hold the data it loses.
+func (c Config) multiMember() bool { return len(parseCluster(c.InitialCluster)) > 1 }
 
 // Action is what a member must do before etcd starts.
 type Action string
@@ -80,18 +84,6 @@ type Plan struct {
 	Retry bool
 }
 
-// DecideOptions configures Decide. The zero value asks each endpoint
-// over a plain connection with a 5 s timeout.
-type DecideOptions struct {
-	// Conn is how the endpoints are reached (TLS, authentication); its
-	// endpoints are ignored: Config.Endpoints are asked one at a time.
-	Conn etcdclient.Config
-	// Timeout bounds each call to an endpoint. Default 5 s.
-	Timeout time.Duration
-	// Logger: nil discards.
-	Logger *slog.Logger
-}
-
 // cluster is what the endpoints say about the running cluster.
 type cluster struct {
 	// answered lists the endpoints whose member answered Status: a
@@ -103,45 +95,41 @@ type cluster struct {
 	listErr error
 }
 
-// Decide says what this member must do before etcd starts, from its data
-// dir's verdict and the cluster its endpoints reach. It changes nothing:
-// Apply carries out the membership part of the plan.
-func Decide(ctx context.Context, cfg Config, verdict validate.Verdict, opts DecideOptions) (Plan, error) {
-	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+// Decide says what this member must do before etcd starts, from what
+// its Source found (the data dir's verdict, the backups) and the cluster
+// its endpoints reach. It changes nothing: Prepare carries the plan out.
+func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error) {
+	o = o.withDefaults()
 	if cfg.Name == "" || len(cfg.PeerURLs) == 0 {
-		return Plan{}, errors.New("member: the configuration needs the member's name and peer URLs")
+		return Plan{}, errors.New("startup: the configuration needs the member's name and peer URLs")
 	}
-	if verdict == validate.Locked || verdict == validate.WrongVolume {
+	if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume {
 		// Nothing the cluster says changes this.
-		return decide(cfg, verdict, cluster{}), nil
+		return decide(cfg, chk, cluster{}), nil
 	}
-	c, err := probe(ctx, cfg.Endpoints, opts)
+	c, err := probe(ctx, cfg.Endpoints, o)
 	if err != nil {
 		return Plan{}, err
 	}
-	opts.Logger.Info("member: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
+	o.Logger.Info("startup: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
 		"members", len(c.members), "list_error", c.listErr)
-	p := decide(cfg, verdict, c)
-	opts.Logger.Info("member: decided", "action", p.Action, "reason", p.Reason,
+	p := decide(cfg, chk, c)
+	o.Logger.Info("startup: decided", "action", p.Action, "reason", p.Reason,
 		"initial_cluster", p.InitialCluster, "state", p.ClusterState)
 	return p, nil
 }
 
 // decide is Decide's table, apart from the network.
-func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
+func decide(cfg Config, chk Check, c cluster) Plan {
+	verdict := chk.Verdict
 	running := len(c.answered) > 0
 	self := c.find(cfg)
 	state := cfg.ClusterState
 	if state == "" {
 		state = "new"
 	}
-	alone := len(parseCluster(cfg.InitialCluster)) <= 1
-	noQuorum := fmt.Sprintf("a cluster answers at %s but cannot list its members (%v): it has no quorum; bring its members back, or recover it from a backup (member.RecoverQuorum)", strings.Join(c.answered, ", "), c.listErr)
+	alone := !cfg.multiMember()
+	noQuorum := fmt.Sprintf("a cluster answers at %s but cannot list its members (%v): it has no quorum; bring its members back, or recover it from a backup (startup.RecoverQuorum)", strings.Join(c.answered, ", "), c.listErr)
 
 	switch verdict {
 	case validate.Locked, validate.WrongVolume:
@@ -164,16 +152,22 @@ func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
 			return Plan{Action: Refuse, Reason: "the data dir is empty and " + noQuorum}
 		case running && self != nil && self.Name == "":
 			return c.plan(cfg, JoinAsLearner, self, "the cluster lists this member as added but not started")
+		case running && self != nil && len(self.ClientURLs) == 0 && state != "existing":
+			// A member of the initial cluster that never started has its
+			// name but has published no client URLs: it holds no vote to
+			// lose, and starts as the others did.
+			return Plan{Action: Bootstrap, Reason: "the cluster lists this member from its initial cluster and it never started: it joins the bootstrap",
+				InitialCluster: cfg.InitialCluster, ClusterState: "new", ID: self.ID}
 		case running && self != nil:
 			return c.plan(cfg, Rejoin, self, "the cluster lists this member but its data dir is empty: it must not vote before it holds the log again")
 		case running:
 			return c.plan(cfg, JoinAsLearner, nil, "the data dir is empty and a cluster runs without this member: scale up")
 		case state == "existing":
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
-		case cfg.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
+		case chk.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
 			return Plan{Action: Restore, Reason: "no member answers and the store holds backups: this member, the first of the initial cluster, restores them alone and the others join it",
 				InitialCluster: initialCluster(nil, cfg), ClusterState: "new"}
-		case cfg.Backups:
+		case chk.Backups:
 			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("no member answers and the store holds backups: waiting for %s, the first of the initial cluster, to restore them", firstMember(cfg.InitialCluster))}
 		}
 		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.InitialCluster, ClusterState: "new"}
@@ -186,7 +180,7 @@ func decide(cfg Config, verdict validate.Verdict, c cluster) Plan {
 		case alone:
 			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
 		}
-		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and no other member answers at %v: wait for them, or recover the cluster from a backup (member.RecoverQuorum)", verdict, cfg.Endpoints)}
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and no other member answers at %v: wait for them, or recover the cluster from a backup (startup.RecoverQuorum)", verdict, cfg.Endpoints)}
 	}
 	return Plan{Action: Refuse, Reason: "unknown verdict " + string(verdict)}
 }
@@ -261,7 +255,7 @@ func parseCluster(s string) map[string][]string {
 // for the member list. An endpoint that refuses this member's TLS or
 // credentials is an error, not a member that is down: deciding without
 // its answer could start a second cluster beside the running one.
-func probe(ctx context.Context, endpoints []string, opts DecideOptions) (cluster, error) {
+func probe(ctx context.Context, endpoints []string, opts Options) (cluster, error) {
 	var c cluster
 	for _, ep := range endpoints {
 		conn := opts.Conn.With(ep)
@@ -271,7 +265,7 @@ func probe(ctx context.Context, endpoints []string, opts DecideOptions) (cluster
 		case errors.Is(err, etcdclient.ErrUnreachable):
 			continue
 		case errors.Is(err, etcdclient.ErrSettings):
-			return c, fmt.Errorf("member: %w", err)
+			return c, fmt.Errorf("startup: %w", err)
 		case err != nil:
 			// It answers but cannot log this member in: no quorum.
 			c.answered = append(c.answered, ep)

@@ -1,4 +1,4 @@
-package member
+package startup
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -36,7 +37,7 @@ type RecoverOptions struct {
 	// is the caller's way of running etcd: in process, or a process.
 	Start func(ctx context.Context, m Config, p Plan) error
 	// Retry bounds the add and promote of each member.
-	Retry RetryOptions
+	Retry member.RetryOptions
 	// Now names moved-aside data dirs. Default time.Now.
 	Now func() time.Time
 	// KeepMovedAside is how many moved-aside data dirs are kept beside
@@ -56,7 +57,7 @@ type RecoverOptions struct {
 // every data dir it replaces is moved aside, never deleted.
 func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (restore.Result, error) {
 	if len(o.Members) == 0 || o.Start == nil {
-		return restore.Result{}, errors.New("member: recover quorum: members and a Start function are required")
+		return restore.Result{}, errors.New("startup: recover quorum: members and a Start function are required")
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -72,38 +73,38 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
 	})
 	if err != nil {
-		return res, fmt.Errorf("member: recover quorum: restore %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Name, err)
 	}
-	o.Logger.Info("member: restored", "member", first.Name, "revision", res.Revision, "moved_aside", res.MovedAside)
+	o.Logger.Info("startup: restored", "member", first.Name, "revision", res.Revision, "moved_aside", res.MovedAside)
 	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
-		return res, fmt.Errorf("member: recover quorum: start %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: start %s: %w", first.Name, err)
 	}
 	conn := o.Conn.With(first.ClientURLs...)
 	conn.RequireRoot = true
 	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {
-		return res, fmt.Errorf("member: recover quorum: %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: %s: %w", first.Name, err)
 	}
 	defer func() { _ = cli.Close() }()
 	for _, m := range o.Members[1:] {
 		aside, err := datadir.MoveAside(m.DataDir, o.Now())
 		if err != nil {
-			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
 		prune(o.Logger, m.DataDir, o.KeepMovedAside, aside)
-		added, members, err := AddLearner(ctx, cli, m.PeerURLs, o.Retry)
+		added, members, err := member.AddLearner(ctx, cli, m.PeerURLs, o.Retry)
 		if err != nil {
-			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
 		p := Plan{Action: JoinAsLearner, Reason: "recovering quorum", InitialCluster: initialCluster(members, m),
 			ClusterState: "existing", ID: added.ID, Learner: true}
 		if err := o.Start(ctx, m, p); err != nil {
-			return res, fmt.Errorf("member: recover quorum: start %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: start %s: %w", m.Name, err)
 		}
-		if err := PromoteWhenReady(ctx, cli, added.ID, o.Retry); err != nil {
-			return res, fmt.Errorf("member: recover quorum: %s: %w", m.Name, err)
+		if err := member.PromoteWhenReady(ctx, cli, added.ID, o.Retry); err != nil {
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
-		o.Logger.Info("member: rejoined", "member", m.Name, "moved_aside", aside)
+		o.Logger.Info("startup: rejoined", "member", m.Name, "moved_aside", aside)
 	}
 	return res, nil
 }
@@ -113,8 +114,8 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 func prune(log *slog.Logger, dataDir string, keep int, just string) {
 	removed, err := datadir.Prune(dataDir, keep, just)
 	if err != nil {
-		log.Warn("member: prune moved-aside data dirs", "data-dir", dataDir, "error", err)
+		log.Warn("startup: prune moved-aside data dirs", "data-dir", dataDir, "error", err)
 	} else if len(removed) > 0 {
-		log.Info("member: pruned moved-aside data dirs", "removed", removed)
+		log.Info("startup: pruned moved-aside data dirs", "removed", removed)
 	}
 }

@@ -1,0 +1,120 @@
+package api
+
+import "time"
+
+// MaxBody bounds request and answer bodies: they are small JSON documents.
+const MaxBody = 1 << 20
+
+// ForwardedHeader marks a call a follower's sidecar forwarded to the
+// uploader's, so it is never forwarded twice.
+const ForwardedHeader = "X-Etcdkit-Forwarded"
+
+// SnapshotView is a snapshot as the API shows it.
+type SnapshotView struct {
+	Key           string    `json:"key"`
+	Kind          string    `json:"kind"`
+	StartRevision int64     `json:"start_revision"`
+	LastRevision  int64     `json:"last_revision"`
+	Created       time.Time `json:"created"`
+	Size          int64     `json:"size"`
+	Compression   string    `json:"compression,omitempty"`
+	Encrypted     bool      `json:"encrypted,omitempty"`
+}
+
+// ChainView is a full snapshot and its deltas.
+type ChainView struct {
+	// ClusterID is the cluster the chain was taken of (hex), "" when the
+	// chain has no identity record.
+	ClusterID    string         `json:"cluster_id,omitempty"`
+	Full         SnapshotView   `json:"full"`
+	Deltas       []SnapshotView `json:"deltas"`
+	LastRevision int64          `json:"last_revision"`
+	Size         int64          `json:"size"`
+}
+
+// ValidateRequest asks the sidecar for a data dir's verdict and what its
+// store holds: the facts a start-up decides from (POST /v1/validate).
+type ValidateRequest struct {
+	// DataDir must lie under the sidecar's restore root.
+	DataDir             string `json:"data_dir"`
+	Name                string `json:"name,omitempty"`
+	InitialClusterToken string `json:"initial_cluster_token,omitempty"`
+	// InitialCluster, as etcd's flag takes it: when it lists other
+	// members, their peers bring this one up to date, so a data dir
+	// behind the backups is not Behind.
+	InitialCluster string `json:"initial_cluster,omitempty"`
+	// Sanity runs the quick checks only (the member stopped cleanly);
+	// default the full ones.
+	Sanity bool `json:"sanity,omitempty"`
+}
+
+// Validation answers a ValidateRequest.
+type Validation struct {
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	File    string `json:"file,omitempty"`
+	// Revision is the data dir's; BackupRevision the newest the backups
+	// hold, 0 without Backups.
+	Revision       int64 `json:"revision"`
+	Backups        bool  `json:"backups"`
+	BackupRevision int64 `json:"backup_revision,omitempty"`
+}
+
+// RestoreRequest asks the sidecar to build a member's data dir
+// (POST /v1/restore).
+type RestoreRequest struct {
+	// DataDir must lie under the sidecar's restore root.
+	DataDir             string   `json:"data_dir"`
+	Name                string   `json:"name,omitempty"`
+	PeerURLs            []string `json:"peer_urls,omitempty"`
+	InitialCluster      string   `json:"initial_cluster,omitempty"`
+	InitialClusterToken string   `json:"initial_cluster_token,omitempty"`
+	// Revision or Time pick a point to restore; neither: the latest.
+	Revision int64     `json:"revision,omitempty"`
+	Time     time.Time `json:"time,omitzero"`
+	// IfNeeded has the sidecar run the start-up decision first (Name,
+	// PeerURLs and InitialCluster are the member's, as for a restore) and
+	// restore only when it says so; the job's action says what was
+	// decided. A member of a running cluster never restores: the job
+	// then names the membership action the caller carries out.
+	IfNeeded bool `json:"if_needed,omitempty"`
+	// Endpoints reach the other members' client URLs, for IfNeeded to
+	// ask whether a cluster runs. None: a multi-member cluster is taken
+	// as not running.
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+// JobState is where a restore job is.
+type JobState string
+
+const (
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+)
+
+// Job is a restore requested through the API. Reading it changes
+// nothing: a caller may poll it as often as it likes.
+type Job struct {
+	ID      string         `json:"id"`
+	State   JobState       `json:"state"`
+	Request RestoreRequest `json:"request"`
+	// Verdict is the data dir's, when the request asked to restore only
+	// if needed.
+	Verdict string `json:"verdict,omitempty"`
+	// Action is what the start-up decided and the job did: "none" (the
+	// data dir is fit to start on, or to bootstrap), "restored", or what
+	// the caller must do ("rejoin", "join-as-learner").
+	Action string `json:"action,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Revision restored; Revisions replayed from deltas.
+	Revision  int64     `json:"revision,omitempty"`
+	Revisions int64     `json:"revisions,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished,omitzero"`
+	// Progress while running.
+	BytesDownloaded int64 `json:"bytes_downloaded"`
+	BytesTotal      int64 `json:"bytes_total"`
+	Replayed        int64 `json:"replayed"`
+}

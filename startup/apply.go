@@ -1,0 +1,59 @@
+package startup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/member"
+)
+
+// Apply carries out the membership part of a plan, in an order that a
+// crash at any step leaves a state the next Decide picks up from:
+//   - Rejoin: move the data dir aside, remove the member, add it as a
+//     learner;
+//   - JoinAsLearner: add it as a learner, unless it is listed already.
+//
+// It returns the plan with the initial cluster etcd must start with and
+// the member's ID. Other actions are returned as they are.
+func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
+	if p.Action != Rejoin && p.Action != JoinAsLearner {
+		return p, nil
+	}
+	o = o.withDefaults()
+	conn := o.Conn.With(cfg.Endpoints...)
+	conn.DialTimeout, conn.RequireRoot = o.Timeout, true
+	cli, err := etcdclient.New(ctx, conn)
+	if err != nil {
+		return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
+	}
+	defer func() { _ = cli.Close() }()
+	if p.Action == Rejoin {
+		aside, err := datadir.MoveAside(cfg.DataDir, o.Now())
+		if err != nil {
+			return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
+		}
+		o.Logger.Info("startup: data dir moved aside", "member", cfg.Name, "to", aside)
+		prune(o.Logger, cfg.DataDir, o.KeepMovedAside, aside)
+		if p.ID != 0 {
+			if err := member.Remove(ctx, cli, p.ID, o.Retry); err != nil {
+				return p, err
+			}
+			p.ID = 0
+		}
+	}
+	if p.ID == 0 {
+		m, members, err := member.AddLearner(ctx, cli, cfg.PeerURLs, o.Retry)
+		if err != nil {
+			return p, err
+		}
+		p.ID = m.ID
+		p.InitialCluster = initialCluster(members, cfg)
+		o.Logger.Info("startup: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
+		member.Settle(ctx, cli, 10*time.Second, o.Logger)
+	}
+	p.ClusterState, p.Learner = "existing", true
+	return p, nil
+}

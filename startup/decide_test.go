@@ -1,0 +1,83 @@
+package startup
+
+import (
+	"errors"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// The decision table, on cluster states that are hard to stage with real
+// members: a removed member with sound data, an added one not started, a
+// lone member's damage, and a cluster without quorum.
+func TestDecideTable(t *testing.T) {
+	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380,c=http://c:2380"}
+	alone := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}
+	others := []*pb.Member{
+		{ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}},
+		{ID: 3, Name: "c", PeerURLs: []string{"http://c:2380"}},
+	}
+	listed := append([]*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}, ClientURLs: []string{"http://a:2379"}}}, others...)
+	// A member of the initial cluster that never started: named, no
+	// client URLs published.
+	neverStarted := append([]*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}}}, others...)
+	unstarted := append([]*pb.Member{{ID: 1, PeerURLs: []string{"http://a:2380"}}}, others...)
+	running := func(m []*pb.Member) cluster { return cluster{answered: []string{"http://b:2379"}, members: m} }
+	noQuorum := cluster{answered: []string{"http://b:2379"}, listErr: errors.New("context deadline exceeded")}
+	existing := self
+	existing.ClusterState = "existing"
+	second := self
+	second.Name, second.PeerURLs = "b", []string{"http://b:2380"}
+
+	for _, tc := range []struct {
+		name    string
+		cfg     Config
+		verdict validate.Verdict
+		backups bool
+		c       cluster
+		want    Action
+		id      uint64
+	}{
+		{"sound and listed", self, validate.Valid, false, running(listed), Restart, 1},
+		{"sound, no cluster answers", self, validate.Valid, false, cluster{}, Restart, 0},
+		{"sound but removed", self, validate.Valid, false, running(others), Rejoin, 0},
+		{"empty, added not started", self, validate.Empty, false, running(unstarted), JoinAsLearner, 1},
+		{"empty, in the initial cluster, never started", self, validate.Empty, false, running(neverStarted), Bootstrap, 1},
+		{"empty, never started, to join", existing, validate.Empty, false, running(neverStarted), Rejoin, 1},
+		{"empty and listed", self, validate.Empty, false, running(listed), Rejoin, 1},
+		{"empty, not listed", self, validate.Empty, false, running(others), JoinAsLearner, 0},
+		{"empty, no quorum", self, validate.Empty, false, noQuorum, Refuse, 0},
+		{"empty, nobody answers", self, validate.Empty, false, cluster{}, Bootstrap, 0},
+		{"empty, nobody answers, backups, first member", self, validate.Empty, true, cluster{}, Restore, 0},
+		{"empty, nobody answers, backups, another member", second, validate.Empty, true, cluster{}, Refuse, 0},
+		{"empty, to join but nobody answers", existing, validate.Empty, false, cluster{}, Refuse, 0},
+		{"corrupt, cluster runs", self, validate.Corrupt, false, running(listed), Rejoin, 1},
+		{"corrupt, no quorum", self, validate.Corrupt, false, noQuorum, Refuse, 0},
+		{"corrupt, peers silent", self, validate.Corrupt, false, cluster{}, Refuse, 0},
+		{"corrupt and alone", alone, validate.Corrupt, false, cluster{}, Restore, 0},
+		{"behind and alone", alone, validate.Behind, false, cluster{}, Restore, 0},
+		{"locked", self, validate.Locked, false, running(listed), Refuse, 0},
+		{"another member's volume", self, validate.WrongVolume, false, running(listed), Refuse, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := decide(tc.cfg, Check{Verdict: tc.verdict, Store: tc.backups, Backups: tc.backups}, tc.c)
+			if p.Action != tc.want || p.ID != tc.id {
+				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
+			}
+			if tc.name == "empty, nobody answers, backups, another member" && !p.Retry {
+				t.Fatalf("a member waiting for the first one to restore must retry: %+v", p)
+			}
+			if p.Action == Restore && tc.backups && p.InitialCluster != "a=http://a:2380" {
+				t.Fatalf("the restoring member starts alone: %q", p.InitialCluster)
+			}
+			if (p.Action == Rejoin || p.Action == JoinAsLearner) && (p.ClusterState != "existing" || !p.Learner) {
+				t.Fatalf("a join must start as a learner of the existing cluster: %+v", p)
+			}
+			if p.Action == JoinAsLearner && tc.c.members != nil && p.InitialCluster != "a=http://a:2380,b=http://b:2380,c=http://c:2380" {
+				t.Fatalf("initial cluster %q", p.InitialCluster)
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package startup
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// Options configures Prepare and Decide. The zero value asks each
+// endpoint over a plain connection with a 5 s timeout, refuses to wipe a
+// corrupt data dir without backups, and waits up to 5 min for the first
+// member to restore a cluster this one joins.
+type Options struct {
+	// Conn is how the endpoints are reached (TLS, authentication); its
+	// endpoints are ignored: Config.Endpoints are asked one at a time.
+	// With authentication on, membership changes need the root role.
+	Conn etcdclient.Config
+	// Timeout bounds each call to an endpoint. Default 5 s.
+	Timeout time.Duration
+	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
+	// its data dir aside and rejoin when its source has no store: its
+	// peers hold the data. Without it, Corrupt and no store refuse.
+	WipeOnCorrupt bool
+	// JoinTimeout bounds the wait for the first member to restore a
+	// cluster this one then joins. Default 5 min.
+	JoinTimeout time.Duration
+	// KeepMovedAside is how many moved-aside data dirs a rejoin keeps.
+	// Default 1; negative keeps them all.
+	KeepMovedAside int
+	// Retry bounds the membership calls of a join or rejoin.
+	Retry member.RetryOptions
+	// Now names moved-aside data dirs. Default time.Now.
+	Now func() time.Time
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	if o.JoinTimeout <= 0 {
+		o.JoinTimeout = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Retry.Logger == nil {
+		o.Retry.Logger = o.Logger
+	}
+	return o
+}
+
+// Prepare runs the start-up: src checks the data dir and the backups,
+// Decide says what to do, and Prepare does it: a restore through src, a
+// join or rejoin through Apply. It returns the plan etcd starts with, or
+// an error that says why the member must not start. A member waiting for
+// the first member to restore (the plan's Retry) decides again every 2 s,
+// for at most JoinTimeout.
+func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, error) {
+	o = o.withDefaults()
+	log := o.Logger
+	chk, err := src.Check(ctx, cfg)
+	if err != nil {
+		return Plan{}, err
+	}
+	log.Info("startup: data dir validated", "clean_shutdown", cfg.CleanShutdown, "verdict", chk.Verdict, "reason", chk.Reason,
+		"revision", chk.Revision, "backups", chk.Backups, "backup_revision", chk.BackupRevision)
+	if chk.Verdict == validate.Corrupt && !chk.Store && !o.WipeOnCorrupt {
+		return Plan{Action: Refuse}, fmt.Errorf("refusing to start: %s; give a store to restore from backups (--store), or let the member wipe it (--on-corrupt=wipe) when the other members hold the data", chk.Reason)
+	}
+	deadline := time.Now().Add(o.JoinTimeout)
+	var p Plan
+	for {
+		if p, err = Decide(ctx, cfg, chk, o); err != nil {
+			return p, err
+		}
+		if !p.Retry {
+			break
+		}
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("refusing to start after %s: %s", o.JoinTimeout, p.Reason)
+		}
+		log.Info("startup: waiting", "reason", p.Reason)
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	switch p.Action {
+	case Refuse:
+		reason := p.Reason
+		if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume {
+			// The verdict alone does not say whose data dir, or who holds it.
+			reason += ": " + chk.Reason
+		}
+		return p, fmt.Errorf("refusing to start: %s", reason)
+	case Restore:
+		if !chk.Store {
+			return p, fmt.Errorf("refusing to start: %s, and there is no store to restore from (--store)", p.Reason)
+		}
+		res, err := src.Restore(ctx, cfg, p)
+		if err != nil {
+			// Starting on the older data dir would serve a past the
+			// backups have moved beyond: an operator chooses.
+			return p, fmt.Errorf("refusing to start: %s, and the restore failed (the data dir is as it was): %w", p.Reason, err)
+		}
+		log.Info("startup: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
+	case Rejoin, JoinAsLearner:
+		return Apply(ctx, cfg, p, o)
+	}
+	return p, nil
+}

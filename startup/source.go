@@ -1,0 +1,202 @@
+package startup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tlsfiles"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// Source is where a start-up's data comes from: it judges the member's
+// data dir beside what the backups hold, and rebuilds the data dir from
+// them when the plan says so.
+type Source interface {
+	// Check validates the data dir (the sanity checks after a clean
+	// shutdown, the full ones otherwise) and reads what the backups hold.
+	Check(ctx context.Context, cfg Config) (Check, error)
+	// Restore rebuilds the data dir from the backups Check found, for the
+	// plan's initial cluster. A failed restore leaves the data dir as it
+	// was.
+	Restore(ctx context.Context, cfg Config, p Plan) (Restored, error)
+}
+
+// Check is what a Source found.
+type Check struct {
+	Verdict validate.Verdict
+	// Reason says which check decided the verdict and why.
+	Reason string
+	// Revision is the data dir's.
+	Revision int64
+	// Store: the source has a store to restore from; Backups: it holds a
+	// chain, reaching BackupRevision.
+	Store          bool
+	Backups        bool
+	BackupRevision int64
+}
+
+// Restored reports a restore.
+type Restored struct {
+	// Revision the data dir holds; Revisions replayed from deltas.
+	Revision, Revisions int64
+	// MovedAside is where the previous data dir went, "" if none.
+	MovedAside string
+}
+
+// Local validates, reads the store and restores in this process. The
+// catalog is listed once, by Check; the chain it picked is the one
+// Restore rebuilds. A Local serves one start-up at a time.
+type Local struct {
+	// Store holds the backups; nil: none.
+	Store store.Store
+	// Codec reads encrypted backups.
+	Codec snapshot.Codec
+	// KeepMovedAside is how many moved-aside data dirs a restore keeps.
+	// Default 1; negative keeps them all.
+	KeepMovedAside int
+	// Progress, when set, follows a restore.
+	Progress func(restore.Progress)
+	// Logger: nil discards.
+	Logger *slog.Logger
+
+	chain *snapshot.Chain
+}
+
+// Check implements Source.
+func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
+	chk := Check{Store: l.Store != nil}
+	l.chain = nil
+	if l.Store != nil {
+		cat, err := snapshot.List(ctx, l.Store)
+		if err != nil {
+			return chk, err
+		}
+		chain, err := cat.Latest()
+		switch {
+		case errors.Is(err, snapshot.ErrNoFull):
+		case err != nil:
+			return chk, err
+		default:
+			if chain, err = chain.Check(); err != nil {
+				return chk, err
+			}
+			l.chain = &chain
+			chk.Backups, chk.BackupRevision = true, chain.LastRevision()
+		}
+	}
+	mode := validate.Full
+	if cfg.CleanShutdown {
+		mode = validate.Sanity
+	}
+	rep, err := validate.DataDir(ctx, cfg.DataDir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.Token,
+		BackupRevision: chk.BackupRevision, MultiMember: cfg.multiMember(), Logger: l.Logger})
+	if err != nil {
+		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
+	}
+	chk.Verdict, chk.Reason, chk.Revision = rep.Verdict, rep.Reason, rep.Revision
+	return chk, nil
+}
+
+// Restore implements Source: it rebuilds the chain Check picked.
+func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+	if l.Store == nil {
+		return Restored{}, errors.New("there is no store to restore from")
+	}
+	res, err := restore.Restore(ctx, l.Store, restore.Options{
+		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger},
+		DataDir: cfg.DataDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
+		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside,
+	})
+	if err != nil {
+		return Restored{}, err
+	}
+	return Restored{Revision: res.Revision, Revisions: res.Revisions, MovedAside: res.MovedAside}, nil
+}
+
+// Remote has a sidecar's API validate and restore: the sidecar holds the
+// store and the rights to it, this process decides.
+type Remote struct {
+	Client *api.Client
+	// Wait bounds how long a sidecar that does not answer yet (it starts
+	// beside the member) is waited for. Default 5 min.
+	Wait time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// Check implements Source through POST /v1/validate.
+func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
+	req := api.ValidateRequest{DataDir: cfg.DataDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
+		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown}
+	var v api.Validation
+	err := r.retry(ctx, func() error {
+		var err error
+		v, err = r.Client.Validate(ctx, req)
+		return err
+	})
+	if err != nil {
+		return Check{}, err
+	}
+	return Check{Verdict: validate.Verdict(v.Verdict), Reason: v.Reason, Revision: v.Revision,
+		Store: true, Backups: v.Backups, BackupRevision: v.BackupRevision}, nil
+}
+
+// Restore implements Source through POST /v1/restore.
+func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+	req := api.RestoreRequest{DataDir: cfg.DataDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
+		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token}
+	var job api.Job
+	err := r.retry(ctx, func() error {
+		var err error
+		job, err = r.Client.Restore(ctx, req, 0)
+		return err
+	})
+	if err != nil {
+		return Restored{}, err
+	}
+	if job.State != api.JobSucceeded {
+		return Restored{}, fmt.Errorf("the sidecar's restore job %s failed: %s", job.ID, job.Error)
+	}
+	return Restored{Revision: job.Revision, Revisions: job.Revisions}, nil
+}
+
+// retry calls f until the sidecar answers, backing off from 1 s to 15 s,
+// for at most r.Wait. A TLS file that does not load, or a certificate
+// the sidecar refuses, is not waited out.
+func (r Remote) retry(ctx context.Context, f func() error) error {
+	wait, limit := time.Second, r.Wait
+	if limit <= 0 {
+		limit = 5 * time.Minute
+	}
+	log := r.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	deadline := time.Now().Add(limit)
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if tlsErr := (*tlsfiles.Error)(nil); errors.As(err, &tlsErr) || errors.Is(err, api.ErrRefused) {
+			return err
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the sidecar did not answer within %s: %w", limit, err)
+		}
+		log.Warn("startup: waiting for the sidecar", "attempt", attempt, "retry_in", wait, "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 15*time.Second)
+	}
+}
