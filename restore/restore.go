@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -203,9 +202,9 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	unlock, err := lockDataDir(opts.DataDir)
+	unlock, err := datadir.LockBuild(opts.DataDir)
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer unlock()
 	// Held to the swap: an etcd running on the old data dir would keep
@@ -413,39 +412,18 @@ func checkSpace(dir string, chain snap.Chain) error {
 		deltas = max(deltas, d.Size*4)
 	}
 	need := 2*db + 8*deltas + 128<<20
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(dir, &fs); err != nil {
+	free, err := datadir.FreeSpace(dir)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("restore: free space of %s: %w", dir, err)
 	}
-	if free := int64(fs.Bavail) * fs.Bsize; free < need {
+	if free < need {
 		return fmt.Errorf("restore into %s: %w: %d MiB free, about %d MiB needed for the database, the data dir built from it and the deltas; free space or restore elsewhere",
 			dir, ErrNoSpace, free>>20, need>>20)
 	}
 	return nil
-}
-
-// lockDataDir keeps two restores from building the same data dir at once,
-// and, once held, removes what restores killed before were building
-// (DataDir.tmp-*): under the lock nobody else is building them. The lock
-// is a file beside the data dir, DataDir.restore-lock, while it runs.
-func lockDataDir(dataDir string) (unlock func(), err error) {
-	f, err := os.OpenFile(dataDir+".restore-lock", os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("restore: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("restore into %s: another restore of it is running (%w)", dataDir, err)
-	}
-	stale, _ := filepath.Glob(dataDir + ".tmp-*")
-	for _, dir := range stale {
-		_ = os.RemoveAll(dir)
-	}
-	// Removed while held, so a data dir keeps no company once restored.
-	return func() {
-		_ = os.Remove(f.Name())
-		_ = f.Close()
-	}, nil
 }
 
 // swapIn puts the built data dir in place, moving an existing one aside.

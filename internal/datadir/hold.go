@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // ErrInUse is a data dir whose database another process holds open.
@@ -26,9 +25,9 @@ func Hold(dir string) (release func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := tryLock(f); err != nil {
 		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, errBusy) {
 			return nil, fmt.Errorf("data dir %s: %w: another process (a running etcd) holds %s; stop etcd first, then restore", dir, ErrInUse, db)
 		}
 		return nil, fmt.Errorf("data dir %s: lock %s: %w", dir, db, err)

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -172,8 +171,7 @@ func (s *Server) start(ctx context.Context) error {
 	cmd := exec.Command(s.prog, s.args()...)
 	logs := &tail{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	// The emulator dies with the test process, even when that one is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("emulator %s: start %s: %w", s.Kind, s.prog, err)
 	}
@@ -226,7 +224,7 @@ func (s *Server) halt() {
 	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	killGroup(cmd.Process.Pid)
 	<-exited
 }
 

@@ -1,0 +1,16 @@
+//go:build !unix
+
+package datadir
+
+import (
+	"errors"
+	"os"
+)
+
+// tryLock cannot lock here: data dirs are prepared on unix systems, where
+// etcd's own lock is a flock.
+func tryLock(*os.File) error { return nil }
+
+// FreeSpace is unknown here: errors.ErrUnsupported, and the caller skips
+// its check.
+func FreeSpace(string) (int64, error) { return 0, errors.ErrUnsupported }
