@@ -16,8 +16,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
 )
 
 // etcdTools builds etcdctl and etcdutl from tools/etcd, after checking that

@@ -15,7 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -108,7 +108,7 @@ func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapsh
 	if err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
-	s, err := snapshot.New(m.cli, st, snapshot.Options{
+	s, err := snapshot.New(m.cli, st, snapshot.SnapshotterOptions{
 		FullSchedule: "@every 24h", DeltaPeriod: 10 * time.Second, DeltaMemoryLimit: 64 << 20, RetentionPeriod: -1,
 	})
 	if err != nil {
@@ -327,7 +327,7 @@ func childCompact(ctx context.Context, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := restore.Compact(ctx, st, restore.CompactOptions{WorkDir: filepath.Dir(*dir)})
+	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(*dir)})
 	if err != nil {
 		return nil, err
 	}

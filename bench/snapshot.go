@@ -257,7 +257,7 @@ func childDeltas(ctx context.Context, args []string) (any, error) {
 	defer func() { _ = cli.Close() }()
 	var res deltaResult
 	var mu sync.Mutex
-	s, err := snapshot.New(cli, st, snapshot.Options{
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
 		FullSchedule: "@every 24h", DeltaPeriod: *period, DeltaMemoryLimit: *limit, RetentionPeriod: -1,
 		Codec: snapshot.Codec{Compression: snapshot.Zstd},
 		OnResult: func(r snapshot.Result) {

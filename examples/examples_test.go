@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"

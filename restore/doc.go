@@ -14,9 +14,9 @@
 //
 // Verify does the same replay without a data dir and sums the keyspace;
 // LiveDigest sums a live cluster the same way, so equal digests prove a
-// backup exact.
+// backup exact. Consolidate folds a chain into one new full snapshot.
 //
-// It does not choose which member restores or when (package member and
-// the binaries do), and it does not write snapshots, except through
-// package snapshot.
+// It does not choose which member restores or when (package startup
+// does), and it does not write snapshots, except through package
+// snapshot. The data dir's locks and free space are internal/datadir's.
 package restore

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -71,7 +71,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 	}
 
 	results := make(chan snapshot.Result, 1000)
-	s, err := snapshot.New(cli, st, snapshot.Options{
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
 		FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
 		RetentionPeriod: -1, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
 		Codec:    snapshot.Codec{Compression: snapshot.Zstd},

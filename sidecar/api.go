@@ -39,9 +39,13 @@ func ChainViewOf(c snapshot.Chain) api.ChainView {
 	return v
 }
 
-// Handler serves the API: health and metrics open, the rest behind the
-// bearer token or a client certificate.
-func (s *Sidecar) Handler() http.Handler {
+// Handler serves the API: health and metrics open, the rest behind auth's
+// credential.
+func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
+	au, err := auth.authenticator(s.log)
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	route := func(path, method string, open bool, h func(http.ResponseWriter, *http.Request) (any, int, error)) {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +55,7 @@ func (s *Sidecar) Handler() http.Handler {
 				return
 			}
 			if !open {
-				if err := s.authenticate(r); err != nil {
+				if err := au.check(r); err != nil {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="etcdkit"`)
 					writeError(w, http.StatusUnauthorized, err)
 					return
@@ -115,7 +119,7 @@ func (s *Sidecar) Handler() http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, fmt.Errorf("%s takes GET, not %s", r.URL.Path, r.Method))
 			return
 		}
-		if err := s.authenticate(r); err != nil {
+		if err := au.check(r); err != nil {
 			writeError(w, http.StatusUnauthorized, err)
 			return
 		}
@@ -129,7 +133,7 @@ func (s *Sidecar) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s", r.URL.Path))
 	})
-	return mux
+	return mux, nil
 }
 
 var (

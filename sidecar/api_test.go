@@ -13,7 +13,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/sidecar/api"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/validate"
 )

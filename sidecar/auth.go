@@ -12,10 +12,37 @@ import (
 	"github.com/etcdkit/etcdkit/internal/reload"
 )
 
-// tokenFile reads the bearer token from a file, again when the file
-// changes, so a rotated secret takes effect without a restart.
-func tokenFile(path string, log *slog.Logger) (*reload.File[string], error) {
-	f := reload.New(func() (string, error) {
+// Auth is the API's credential. It is required where the API is mounted
+// (Handler, Serve), not by New: a sidecar embedded in a process that
+// serves no API needs none.
+type Auth struct {
+	// TokenFile holds the bearer token the API requires; it is read
+	// again when it changes, so a rotated secret takes effect without a
+	// restart.
+	TokenFile string
+	// ClientCerts accepts any request that carries a client certificate
+	// the server's TLS configuration verified.
+	ClientCerts bool
+}
+
+// Check says whether the credential can be used: one is given, and the
+// token file reads.
+func (a Auth) Check() error {
+	_, err := a.authenticator(nil)
+	return err
+}
+
+// authenticator checks requests against a.
+func (a Auth) authenticator(log *slog.Logger) (*authenticator, error) {
+	if a.TokenFile == "" && !a.ClientCerts {
+		return nil, errors.New("sidecar: the API needs a token file or client certificates (mTLS)")
+	}
+	au := &authenticator{clientCerts: a.ClientCerts}
+	if a.TokenFile == "" {
+		return au, nil
+	}
+	path := a.TokenFile
+	au.token = reload.New(func() (string, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return "", fmt.Errorf("token file: %w", err)
@@ -26,22 +53,29 @@ func tokenFile(path string, log *slog.Logger) (*reload.File[string], error) {
 		}
 		return v, nil
 	}, log, path)
-	_, err := f.Get()
-	return f, err
+	if _, err := au.token.Get(); err != nil {
+		return nil, fmt.Errorf("sidecar: %w", err)
+	}
+	return au, nil
+}
+
+type authenticator struct {
+	token       *reload.File[string]
+	clientCerts bool
 }
 
 var errUnauthenticated = errors.New("unauthenticated: send Authorization: Bearer <token> or a client certificate")
 
-// authenticate accepts a request with a verified client certificate (when
-// client certificates are the API's credential) or the bearer token.
-func (s *Sidecar) authenticate(r *http.Request) error {
-	if s.opts.ClientCertAuth && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+// check accepts a request with a verified client certificate (when client
+// certificates are a credential) or the bearer token.
+func (a *authenticator) check(r *http.Request) error {
+	if a.clientCerts && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		return nil
 	}
-	if s.auth == nil {
+	if a.token == nil {
 		return errUnauthenticated
 	}
-	want, err := s.auth.Get()
+	want, err := a.token.Get()
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/defrag"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
@@ -30,8 +30,8 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, TokenFile: s.tokenFile, WorkDir: t.TempDir(),
-		Snapshots:      snapshot.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
+		Snapshots:      snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
 		DefragSchedule: "@every 1s",
 		Defrag:         defrag.Options{Compact: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
 		CompactAfter:   200, Follow: memberFollow,
@@ -106,13 +106,17 @@ func TestClientCertificates(t *testing.T) {
 
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,
-		TokenFile: s.tokenFile, ClientCertAuth: true, WorkDir: t.TempDir(),
-		Snapshots: snapshot.Options{RetentionPeriod: -1},
+		WorkDir:   t.TempDir(),
+		Snapshots: snapshot.SnapshotterOptions{RetentionPeriod: -1},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(sc.Handler())
+	h, err := sc.Handler(sidecar.Auth{TokenFile: s.tokenFile, ClientCerts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
 	if srv.TLS, err = (tlsfiles.Files{CA: ca.File, Cert: server.CertFile, Key: server.KeyFile}).NewServer(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/etcdkit/etcdkit/sidecar/api"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
 )
 
 // Three sidecars under a write load: only the one beside the leader

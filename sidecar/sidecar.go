@@ -17,7 +17,6 @@ import (
 
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -28,8 +27,7 @@ import (
 // ErrNotUploader fences an upload: this sidecar's member no longer leads.
 var ErrNotUploader = errors.New("this sidecar is not the uploader: its member does not lead")
 
-// Options configures a Sidecar. Client, Endpoint and Store are required,
-// and the API needs TokenFile or ClientCertAuth.
+// Options configures a Sidecar. Client, Endpoint and Store are required.
 type Options struct {
 	// Client reaches the cluster; Endpoint is this sidecar's own member's
 	// client URL.
@@ -42,7 +40,7 @@ type Options struct {
 	Conn etcdclient.Config
 	// Snapshots configures the Snapshotter the uploader runs. Its
 	// BeforeUpload and OnResult, when set, run after the sidecar's own.
-	Snapshots snapshot.Options
+	Snapshots snapshot.SnapshotterOptions
 	// DefragSchedule is a cron expression for defragmentation by the
 	// uploader, with Defrag's options (its policy skips members with
 	// little to reclaim, so a frequent schedule acts on the threshold).
@@ -65,11 +63,6 @@ type Options struct {
 	// Peers maps member names to their sidecars' base URLs, where a
 	// follower forwards mutating calls.
 	Peers map[string]string
-	// TokenFile holds the bearer token the API requires; it is read again
-	// when it changes. ClientCertAuth instead accepts any request that
-	// carries a client certificate the server's TLS config verified.
-	TokenFile      string
-	ClientCertAuth bool
 	// MaxBackupAge: /readyz answers 503 once this sidecar uploads and its
 	// backups have failed, or its Snapshotter has been stopped, for longer.
 	// Default 10 min.
@@ -99,7 +92,6 @@ type Sidecar struct {
 	defrag   cron.Schedule
 	metrics  *metrics
 	registry *prometheus.Registry
-	auth     *reload.File[string]
 	peers    *tlsfiles.Client
 	peerHTTP *http.Client
 	jobs     *jobs
@@ -127,9 +119,6 @@ func New(o Options) (*Sidecar, error) {
 	if o.Client == nil || o.Endpoint == "" || o.Store == nil {
 		return nil, errors.New("sidecar: a client, the member's endpoint and a store are required")
 	}
-	if o.TokenFile == "" && !o.ClientCertAuth {
-		return nil, errors.New("sidecar: the API needs a token file or client certificates (mTLS)")
-	}
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
 	}
@@ -151,12 +140,6 @@ func New(o Options) (*Sidecar, error) {
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
-	if o.TokenFile != "" {
-		var err error
-		if s.auth, err = tokenFile(o.TokenFile, o.Logger); err != nil {
-			return nil, fmt.Errorf("sidecar: %w", err)
-		}
-	}
 	var err error
 	if s.peers, err = o.PeerTLS.NewClient(o.Logger); err != nil {
 		return nil, fmt.Errorf("sidecar: the other sidecars' TLS: %w", err)
@@ -407,14 +390,14 @@ func (s *Sidecar) result(r snapshot.Result) {
 }
 
 // Compact compacts the latest chain into a new full snapshot, locally.
-func (s *Sidecar) Compact(ctx context.Context) (restore.Compaction, error) {
+func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 	defer func() {
 		s.mu.Lock()
 		s.compacting = false
 		s.mu.Unlock()
 	}()
 	start := time.Now()
-	c, err := restore.Compact(ctx, s.opts.Store, restore.CompactOptions{
+	c, err := restore.Consolidate(ctx, s.opts.Store, restore.ConsolidateOptions{
 		Source:  restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log},
 		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
 		WorkDir: s.opts.WorkDir,

@@ -15,7 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -64,14 +64,16 @@ func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *ru
 	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
-		Snapshots: snapshot.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
-		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers, TokenFile: s.tokenFile,
+		Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers,
 		Follow: memberFollow,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = sc.Handler()
+	if srv.Config.Handler, err = sc.Handler(sidecar.Auth{TokenFile: s.tokenFile}); err != nil {
+		t.Fatal(err)
+	}
 	srv.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{sc: sc, srv: srv, cancel: cancel, done: make(chan struct{})}

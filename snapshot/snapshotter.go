@@ -24,10 +24,10 @@ var (
 	ErrStoreAhead = errors.New("the store's backups are ahead of the cluster")
 )
 
-// Options configures a Snapshotter. The zero value takes a full snapshot
-// every hour, a delta 20 s after its first event or at 50 MiB of events,
-// and applies the Exponential retention every minute.
-type Options struct {
+// SnapshotterOptions configures a Snapshotter. The zero value takes a
+// full snapshot every hour, a delta 20 s after its first event or at
+// 50 MiB of events, and applies the Exponential retention every minute.
+type SnapshotterOptions struct {
 	// FullSchedule is a cron expression (5 fields, or descriptors such as
 	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
 	FullSchedule string
@@ -70,7 +70,7 @@ type Options struct {
 	Now func() time.Time
 }
 
-func (o Options) withDefaults() Options {
+func (o SnapshotterOptions) withDefaults() SnapshotterOptions {
 	if o.FullSchedule == "" {
 		o.FullSchedule = "0 * * * *"
 	}
@@ -140,7 +140,7 @@ type Status struct {
 type Snapshotter struct {
 	cli      *clientv3.Client
 	st       store.Store
-	opts     Options
+	opts     SnapshotterOptions
 	schedule cron.Schedule
 	log      *slog.Logger
 	reqs     chan request
@@ -155,7 +155,7 @@ type request struct {
 }
 
 // New checks opts and returns a Snapshotter for the member cli talks to.
-func New(cli *clientv3.Client, st store.Store, opts Options) (*Snapshotter, error) {
+func New(cli *clientv3.Client, st store.Store, opts SnapshotterOptions) (*Snapshotter, error) {
 	opts = opts.withDefaults()
 	schedule, err := cron.ParseStandard(opts.FullSchedule)
 	if err != nil {
@@ -231,6 +231,10 @@ type loop struct {
 	// flight finish.
 	upCtx    context.Context
 	upCancel context.CancelFunc
+	// The schedule's timers. deltaDue is when deltaTimer fires, zero
+	// while it is stopped.
+	fullTimer, deltaTimer, gcTimer *time.Timer
+	deltaDue                       time.Time
 }
 
 type upload struct {
@@ -270,117 +274,129 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 }
 
 func (l *loop) run(ctx context.Context) error {
-	fullTimer, deltaTimer, gcTimer := stoppedTimer(), stoppedTimer(), stoppedTimer()
+	l.fullTimer, l.deltaTimer, l.gcTimer = stoppedTimer(), stoppedTimer(), stoppedTimer()
 	defer func() {
-		for _, t := range []*time.Timer{l.retry, fullTimer, deltaTimer, gcTimer} {
+		for _, t := range []*time.Timer{l.retry, l.fullTimer, l.deltaTimer, l.gcTimer} {
 			t.Stop()
 		}
 	}()
-	nextFull := func() { fullTimer.Reset(l.schedule.Next(l.opts.Now()).Sub(l.opts.Now())) }
-	// The period runs from the oldest buffered event, so no event waits
-	// longer than the period before its delta is written.
-	var deltaDue time.Time
-	armDelta := func() {
-		// While unhealthy the retry writes the buffer, not the period.
-		if len(l.capture.pending) == 0 || l.opts.DeltaPeriod <= 0 || !l.healthy() || l.uploading {
-			deltaTimer.Stop()
-			deltaDue = time.Time{}
-			return
-		}
-		if due := l.capture.pending[0].Time.Add(l.opts.DeltaPeriod); !due.Equal(deltaDue) {
-			deltaDue = due
-			deltaTimer.Reset(due.Sub(l.opts.Now()))
-		}
-	}
 	if l.opts.RetentionPeriod > 0 {
-		gcTimer.Reset(l.opts.RetentionPeriod)
+		l.gcTimer.Reset(l.opts.RetentionPeriod)
 	}
 	for {
-		armDelta()
+		l.armDelta()
 		if l.healthy() && l.opts.DeltaPeriod > 0 {
 			l.capture.start(ctx)
 		}
 		select {
 		case <-ctx.Done():
 			return l.stop()
-
 		case <-l.retry.C:
-			reason := "retry"
-			if !l.started {
-				if err := l.startup(ctx); err != nil {
-					l.fail(OpFull, "startup", err)
-					continue
-				}
-				reason = "startup"
-				nextFull()
-			}
-			switch {
-			case l.needFull != "":
-				l.full(ctx, l.needFull)
-			case l.opts.DeltaPeriod > 0:
-				l.delta(ctx, reason)
-			default:
-				l.succeed()
-			}
-
+			l.retried(ctx)
 		case wr, ok := <-l.capture.watching():
-			if !ok {
-				l.capture.stop()
-				if ctx.Err() == nil {
-					l.fail(OpDelta, "watch", errors.New("watch closed"))
-				}
-				continue
-			}
-			if err := l.capture.add(wr); err != nil {
-				if errors.Is(err, ErrCompacted) {
-					l.needFull, l.chained = "compacted", false
-				}
-				l.fail(OpDelta, "watch", err)
-				continue
-			}
-			l.publish()
-			if l.capture.due() {
-				l.startUpload("memory-limit")
-			}
-
+			l.watched(ctx, wr, ok)
 		case u := <-l.uploads:
 			l.landed(u)
 			if l.healthy() && l.capture.due() {
 				l.startUpload("memory-limit")
 			}
-
-		case <-deltaTimer.C:
-			deltaDue = time.Time{}
+		case <-l.deltaTimer.C:
+			l.deltaDue = time.Time{}
 			if l.healthy() {
 				l.startUpload("period")
 			}
-
-		case <-fullTimer.C:
+		case <-l.fullTimer.C:
 			if l.started {
 				l.full(ctx, "schedule")
 			}
-			nextFull()
-
-		case <-gcTimer.C:
+			l.nextFull()
+		case <-l.gcTimer.C:
 			l.gc(ctx)
-			gcTimer.Reset(l.opts.RetentionPeriod)
-
+			l.gcTimer.Reset(l.opts.RetentionPeriod)
 		case req := <-l.reqs:
-			var r Result
-			switch {
-			case !l.started:
-				r = Result{Op: req.op, Err: errors.New("the snapshotter has not started: the store or the cluster is unreachable")}
-			case req.op == OpFull:
-				r = l.full(ctx, "on-demand")
-				nextFull()
-			case l.needFull != "":
-				r = Result{Op: OpDelta, Err: fmt.Errorf("a full snapshot is due first (%s)", l.needFull)}
-			default:
-				r = l.delta(ctx, "on-demand")
-			}
-			req.reply <- r
+			req.reply <- l.demanded(ctx, req.op)
 		}
 	}
+}
+
+// nextFull arms the full snapshot's timer for the schedule's next time.
+func (l *loop) nextFull() {
+	l.fullTimer.Reset(l.schedule.Next(l.opts.Now()).Sub(l.opts.Now()))
+}
+
+// armDelta arms the delta's timer from the oldest buffered event, so no
+// event waits longer than the period before its delta is written.
+func (l *loop) armDelta() {
+	// While unhealthy the retry writes the buffer, not the period.
+	if len(l.capture.pending) == 0 || l.opts.DeltaPeriod <= 0 || !l.healthy() || l.uploading {
+		l.deltaTimer.Stop()
+		l.deltaDue = time.Time{}
+		return
+	}
+	if due := l.capture.pending[0].Time.Add(l.opts.DeltaPeriod); !due.Equal(l.deltaDue) {
+		l.deltaDue = due
+		l.deltaTimer.Reset(due.Sub(l.opts.Now()))
+	}
+}
+
+// retried makes the attempt a failure postponed: the start-up while it has
+// not succeeded, then the full snapshot due or the pending delta.
+func (l *loop) retried(ctx context.Context) {
+	reason := "retry"
+	if !l.started {
+		if err := l.startup(ctx); err != nil {
+			l.fail(OpFull, "startup", err)
+			return
+		}
+		reason = "startup"
+		l.nextFull()
+	}
+	switch {
+	case l.needFull != "":
+		l.full(ctx, l.needFull)
+	case l.opts.DeltaPeriod > 0:
+		l.delta(ctx, reason)
+	default:
+		l.succeed()
+	}
+}
+
+// watched buffers a watch response's events, and starts an upload when
+// the buffer reaches its memory limit.
+func (l *loop) watched(ctx context.Context, wr clientv3.WatchResponse, ok bool) {
+	if !ok {
+		l.capture.stop()
+		if ctx.Err() == nil {
+			l.fail(OpDelta, "watch", errors.New("watch closed"))
+		}
+		return
+	}
+	if err := l.capture.add(wr); err != nil {
+		if errors.Is(err, ErrCompacted) {
+			l.needFull, l.chained = "compacted", false
+		}
+		l.fail(OpDelta, "watch", err)
+		return
+	}
+	l.publish()
+	if l.capture.due() {
+		l.startUpload("memory-limit")
+	}
+}
+
+// demanded takes the snapshot a caller asked for (TakeFull, TakeDelta).
+func (l *loop) demanded(ctx context.Context, op Operation) Result {
+	switch {
+	case !l.started:
+		return Result{Op: op, Err: errors.New("the snapshotter has not started: the store or the cluster is unreachable")}
+	case op == OpFull:
+		r := l.full(ctx, "on-demand")
+		l.nextFull()
+		return r
+	case l.needFull != "":
+		return Result{Op: OpDelta, Err: fmt.Errorf("a full snapshot is due first (%s)", l.needFull)}
+	}
+	return l.delta(ctx, "on-demand")
 }
 
 // healthy: deltas continue the chain and nothing waits for a retry.

@@ -13,7 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -29,7 +29,7 @@ type running struct {
 	all []snapshot.Result
 }
 
-func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.Options) *running {
+func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.SnapshotterOptions) *running {
 	t.Helper()
 	r := &running{done: make(chan error, 1), results: make(chan snapshot.Result, 1000)}
 	if opts.FullSchedule == "" {
@@ -163,7 +163,7 @@ func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 		codec := snapshot.Codec{Compression: snapshot.Zstd}
-		r := start(t, cli, st, snapshot.Options{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
+		r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
 		if res := r.await(t, snapshot.OpFull); res.Reason != "no full snapshot" {
 			t.Fatalf("first full: reason %q", res.Reason)
 		}
@@ -194,7 +194,7 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 	const limit = 64 << 10
-	r := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
+	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
 	r.await(t, snapshot.OpFull)
 
 	value := string(make([]byte, 2048))
@@ -270,7 +270,7 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 
-	a := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	a := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
 	a.await(t, snapshot.OpFull)
 	before, err := (etcdtest.Workload{Ops: 100, Seed: 6}).Run(ctx, cli)
 	if err != nil {
@@ -286,7 +286,7 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	b := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
 	first := b.await(t, snapshot.OpDelta)
 	if first.Reason != "startup" || first.Snapshot.StartRevision != before.LastRevision+1 || first.Snapshot.LastRevision != while.LastRevision {
 		t.Fatalf("first delta after restart: %s (%s), want %d-%d", first.Snapshot.Key, first.Reason, before.LastRevision+1, while.LastRevision)
@@ -308,7 +308,7 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 
-	a := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	a := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
 	a.await(t, snapshot.OpFull)
 	a.stop(t)
 	res, err := (etcdtest.Workload{Ops: 50, Seed: 8}).Run(ctx, cli)
@@ -318,7 +318,7 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	if _, err := cli.Compact(ctx, res.LastRevision); err != nil {
 		t.Fatal(err)
 	}
-	b := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	b := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
 	full := b.await(t, snapshot.OpFull)
 	if full.Reason != "compacted" || full.Snapshot.LastRevision != res.LastRevision {
 		t.Fatalf("full after compaction: %s (%s)", full.Snapshot.Key, full.Reason)
@@ -341,7 +341,7 @@ func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
 	var refused atomic.Int32
 	// Allowed a new chain, as another cluster, it still must not write
 	// below the chain ahead.
-	s, err := snapshot.New(fresh.Client(t), st, snapshot.Options{AllowNewChain: true, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	s, err := snapshot.New(fresh.Client(t), st, snapshot.SnapshotterOptions{AllowNewChain: true, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 		OnResult: func(r snapshot.Result) {
 			if errors.Is(r.Err, snapshot.ErrStoreAhead) {
 				refused.Add(1)
@@ -388,7 +388,7 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 
 	var fenced atomic.Int32
 	fenced.Store(2)
-	r := start(t, cli, st, snapshot.Options{
+	r := start(t, cli, st, snapshot.SnapshotterOptions{
 		DeltaPeriod: 100 * time.Millisecond,
 		// Fencing: the first two uploads are refused, as for a sidecar
 		// that is not the uploader yet.
@@ -427,14 +427,14 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 
 func TestOnDemandNeedsRun(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := snapshot.New(c.Client(t), newStore(t), snapshot.Options{})
+	s, err := snapshot.New(c.Client(t), newStore(t), snapshot.SnapshotterOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.TakeFull(context.Background()); !errors.Is(err, snapshot.ErrNotRunning) {
 		t.Fatalf("TakeFull before Run: %v", err)
 	}
-	if _, err := snapshot.New(c.Client(t), newStore(t), snapshot.Options{FullSchedule: "every hour"}); err == nil {
+	if _, err := snapshot.New(c.Client(t), newStore(t), snapshot.SnapshotterOptions{FullSchedule: "every hour"}); err == nil {
 		t.Fatal("a bad schedule was accepted")
 	}
 }
@@ -446,7 +446,7 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
 	st := newStore(t)
-	r := start(t, cli, st, snapshot.Options{DeltaPeriod: time.Hour})
+	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
 	first := r.await(t, snapshot.OpFull)
 	res, err := (etcdtest.Workload{Ops: 80, Seed: 12}).Run(ctx, cli)
 	if err != nil {

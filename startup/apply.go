@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/member"
 )
@@ -23,9 +22,7 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 		return p, nil
 	}
 	o = o.withDefaults()
-	conn := o.Conn.With(cfg.Endpoints...)
-	conn.DialTimeout, conn.RequireRoot = o.Timeout, true
-	cli, err := etcdclient.New(ctx, conn)
+	cli, err := membershipClient(ctx, o.Conn, o.Timeout, cfg.Endpoints)
 	if err != nil {
 		return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
 	}

@@ -79,9 +79,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
 		return res, fmt.Errorf("startup: recover quorum: start %s: %w", first.Name, err)
 	}
-	conn := o.Conn.With(first.ClientURLs...)
-	conn.RequireRoot = true
-	cli, err := etcdclient.New(ctx, conn)
+	cli, err := membershipClient(ctx, o.Conn, 0, first.ClientURLs)
 	if err != nil {
 		return res, fmt.Errorf("startup: recover quorum: %s: %w", first.Name, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/snapshot"

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/validate"
 	"github.com/etcdkit/etcdkit/validate/internal/files"
 )

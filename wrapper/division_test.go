@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -101,11 +101,15 @@ var divisions = []division{
 		}
 		t.Cleanup(func() { _ = cli.Close() })
 		sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: st,
-			TokenFile: token, RestoreRoot: root, WorkDir: filepath.Join(root, "work")})
+			RestoreRoot: root, WorkDir: filepath.Join(root, "work")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(sc.Handler())
+		h, err := sc.Handler(sidecar.Auth{TokenFile: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
 		return func(cfg *embed.Config) wrapper.Options {
 			return wrapper.Options{Config: cfg, Init: wrapper.InitSidecar, Sidecar: &api.Client{URL: srv.URL, Token: "tok"}}

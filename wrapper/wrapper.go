@@ -223,16 +223,8 @@ func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
 	if len(eps) == 0 {
 		eps = urls(o.Config.AdvertiseClientUrls)
 	}
-	conn := o.Conn.With(eps...)
-	conn.RequireRoot = true
-	cli, err := etcdclient.New(ctx, conn)
-	if err != nil {
-		log.Error("wrapper: promote", "error", err)
-		return
-	}
-	defer func() { _ = cli.Close() }()
 	id := uint64(e.Server.MemberID())
-	if err := member.PromoteWhenReady(ctx, cli, id, member.RetryOptions{Deadline: 10 * time.Minute, Logger: o.Logger}); err != nil {
+	if err := startup.Promote(ctx, *o.Conn, eps, id, member.RetryOptions{Deadline: 10 * time.Minute, Logger: o.Logger}); err != nil {
 		log.Error("wrapper: promote", "error", err)
 		return
 	}

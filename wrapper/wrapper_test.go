@@ -12,7 +12,7 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/wrapper"
 )

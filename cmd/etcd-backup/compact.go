@@ -24,7 +24,7 @@ func compactCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := restore.Compact(ctx, st, restore.CompactOptions{
+			c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{
 				Source:  src,
 				Full:    snapshot.FullOptions{Codec: src.Codec, SpoolDir: workDir, Logger: g.log},
 				WorkDir: workDir,

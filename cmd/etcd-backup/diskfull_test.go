@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"

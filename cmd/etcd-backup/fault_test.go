@@ -15,8 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"

@@ -20,9 +20,9 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )

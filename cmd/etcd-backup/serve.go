@@ -1,19 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/cli"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -24,6 +19,7 @@ func serveCmd(g *globals) *cobra.Command {
 		o                        sidecar.Options
 		ret                      retention
 		memberEndpoint, listen   string
+		tokenFile                string
 		tlsCert, tlsKey, tlsCA   string
 		peerTLS                  tlsfiles.Files
 		memoryLimit              int64
@@ -67,49 +63,34 @@ it uploads the pending delta and exits 0.`,
 			if memberEndpoint == "" {
 				memberEndpoint = g.endpoints[0]
 			}
-			o.Client, o.Endpoint, o.Store, o.Logger = etcd, memberEndpoint, st, g.log
+			o.Client, o.Endpoint, o.Store, o.Conn, o.Logger = etcd, memberEndpoint, st, conn, g.log
 			// On the command line 0 is off; in the options, negative.
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
 			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS
 			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
-			// Refused handshakes go to the log, not to stderr in another format.
-			srv := &http.Server{Addr: listen, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)}
+			so := sidecar.ServeOptions{Listen: listen, Auth: sidecar.Auth{TokenFile: tokenFile}, ShutdownTimeout: shutdown,
+				OnListening: func(addr string) {
+					g.log.Info("etcd-backup: serving", "listen", addr, "member", memberEndpoint, "store", g.storeURL)
+				}}
 			if tlsCert != "" || tlsKey != "" {
 				files := tlsfiles.Files{CA: tlsCA, Cert: tlsCert, Key: tlsKey, Names: tlsfiles.Names{CA: "--client-ca", Cert: "--tls-cert", Key: "--tls-key"}}
-				if srv.TLSConfig, err = files.NewServer(g.log); err != nil {
+				if so.TLS, err = files.NewServer(g.log); err != nil {
 					return cli.Usage(err)
 				}
-				o.ClientCertAuth = tlsCA != ""
+				so.Auth.ClientCerts = tlsCA != ""
 			} else if tlsCA != "" {
 				return cli.Usage(errors.New("--client-ca needs --tls-cert and --tls-key"))
+			}
+			if err := so.Auth.Check(); err != nil {
+				return cli.Usage(err)
 			}
 			sc, err := sidecar.New(o)
 			if err != nil {
 				return cli.Usage(err)
 			}
-			srv.Handler = sc.Handler()
-			ln, err := net.Listen("tcp", listen)
-			if err != nil {
-				return fmt.Errorf("listen %s: %w", listen, err)
-			}
-			served := make(chan error, 1)
-			go func() {
-				if srv.TLSConfig != nil {
-					served <- srv.ServeTLS(ln, "", "")
-				} else {
-					served <- srv.Serve(ln)
-				}
-			}()
-			g.log.Info("etcd-backup: serving", "listen", ln.Addr().String(), "member", memberEndpoint, "store", g.storeURL)
-			runErr := sc.Run(ctx)
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
+			runErr := sc.Serve(ctx, so)
 			g.log.Info("etcd-backup: stopped")
 			return runErr
 		},
@@ -123,7 +104,7 @@ it uploads the pending delta and exits 0.`,
 	f.StringVar(&peerTLS.CA, "sidecar-cacert", "", "CA bundle that signed the other sidecars' certificates, for calls forwarded to them (--peers)")
 	f.StringVar(&peerTLS.Cert, "sidecar-cert", "", "client certificate presented to the other sidecars, where they take client certificates")
 	f.StringVar(&peerTLS.Key, "sidecar-key", "", "the client certificate's key")
-	f.StringVar(&o.TokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
 	f.StringVar(&fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
 	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta (0: no deltas, full snapshots only)")
 	f.Int64Var(&memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
 	"github.com/etcdkit/etcdkit/store"
 )
 

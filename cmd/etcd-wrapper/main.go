@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdkit/etcdkit/internal/cli"
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/internal/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
 
@@ -25,6 +26,16 @@ func client(t *testing.T, eps string, sec *secure) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
+}
+
+// logged says whether a line of out holds every one of parts.
+func logged(out string, parts ...string) bool {
+	for line := range strings.SplitSeq(out, "\n") {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
 }
 
 func corrupt(t *testing.T, dir string) {
@@ -122,7 +133,7 @@ func initSidecar(t *testing.T, sec *secure) {
 	}
 	p := start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 60*time.Second)
-	if out := p.output(); !strings.Contains(out, "verdict=Empty") || !strings.Contains(out, "startup: decided action=bootstrap") {
+	if out := p.output(); !strings.Contains(out, "verdict=Empty") || !logged(out, "startup: decided", "action=bootstrap") {
 		t.Fatalf("the first start did not bootstrap on the sidecar's verdict:\n%s", out)
 	}
 	cli := client(t, nd.client, sec)
@@ -153,7 +164,7 @@ func initSidecar(t *testing.T, sec *secure) {
 	corrupt(t, nd.dir)
 	p = start(t, "wrapper", wrapperBin, nil, args...)
 	nd.ready(t, 60*time.Second)
-	if out := p.output(); !strings.Contains(out, "startup: decided action=restore") || !strings.Contains(out, "startup: restored") {
+	if out := p.output(); !logged(out, "startup: decided", "action=restore") || !strings.Contains(out, "startup: restored") {
 		t.Fatalf("the wrapper's log does not say the sidecar restored:\n%s", out)
 	}
 	got, err := client(t, nd.client, sec).Get(context.Background(), "/init/", clientv3.WithPrefix())

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -65,14 +64,10 @@ func run(config, storeURL string, runFor time.Duration) error {
 		return err
 	}
 	defer func() { _ = cli.Close() }()
-	// One process needs no API between its parts, but the sidecar's
-	// options ask for a credential; the token file is never served here.
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("unused"), 0o600); err != nil {
-		return err
-	}
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, TokenFile: token, WorkDir: dir, Logger: log,
-		Snapshots: snapshot.Options{DeltaPeriod: time.Second}})
+	// One process needs no API between its parts: the sidecar runs
+	// without one, and so needs no credential.
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
+		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Second}})
 	if err != nil {
 		return err
 	}

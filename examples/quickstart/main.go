@@ -73,19 +73,14 @@ func run() error {
 		return err
 	}
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: endpoint, Store: st, TokenFile: tokenFile, WorkDir: dir, Logger: log,
-		Snapshots: snapshot.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1},
+		Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
+		Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1},
 		Follow:    member.FollowOptions{Interval: 100 * time.Millisecond},
 	})
 	if err != nil {
 		return err
 	}
-	url, stopAPI, err := demo.Serve(sc.Handler(), nil)
-	if err != nil {
-		return err
-	}
-	defer stopAPI()
-	stopSidecar, err := demo.Sidecar(sc, true)
+	url, stopSidecar, err := demo.Serve(sc, sidecar.ServeOptions{Auth: sidecar.Auth{TokenFile: tokenFile}}, true)
 	if err != nil {
 		return err
 	}

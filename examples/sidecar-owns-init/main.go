@@ -53,18 +53,13 @@ func run() error {
 	if err := os.WriteFile(token, []byte("secret"), 0o600); err != nil {
 		return err
 	}
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, TokenFile: token, WorkDir: dir,
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		RestoreRoot: dir, Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: snapshot.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
 	if err != nil {
 		return err
 	}
-	url, stopAPI, err := demo.Serve(sc.Handler(), nil)
-	if err != nil {
-		return err
-	}
-	defer stopAPI()
-	stopSidecar, err := demo.Sidecar(sc, false)
+	url, stopSidecar, err := demo.Serve(sc, sidecar.ServeOptions{Auth: sidecar.Auth{TokenFile: token}}, false)
 	if err != nil {
 		return err
 	}

@@ -130,9 +130,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, ClientCertAuth: true, WorkDir: dir,
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: snapshot.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
 	if err != nil {
 		return err
 	}
@@ -141,12 +141,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	apiURL, stopAPI, err := demo.Serve(sc.Handler(), serverTLS)
-	if err != nil {
-		return err
-	}
-	defer stopAPI()
-	stopSidecar, err := demo.Sidecar(sc, true)
+	apiURL, stopSidecar, err := demo.Serve(sc, sidecar.ServeOptions{TLS: serverTLS, Auth: sidecar.Auth{ClientCerts: true}}, true)
 	if err != nil {
 		return err
 	}

@@ -55,12 +55,8 @@ func run() error {
 		return err
 	}
 	defer func() { _ = cli.Close() }()
-	token := filepath.Join(dir, "token")
-	if err := os.WriteFile(token, []byte("secret"), 0o600); err != nil {
-		return err
-	}
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, TokenFile: token, WorkDir: dir, Logger: log,
-		Snapshots: snapshot.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
+		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
 	if err != nil {
 		return err
 	}

@@ -2,13 +2,8 @@ package demo
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
@@ -26,11 +22,7 @@ import (
 // Member is a single-member etcd configuration in dir on free loopback
 // ports, as etcd's configuration file would give it.
 func Member(dir, name string) (*embed.Config, error) {
-	peer, err := freeURL()
-	if err != nil {
-		return nil, err
-	}
-	client, err := freeURL()
+	peer, client, err := etcdtest.FreeURLs()
 	if err != nil {
 		return nil, err
 	}
@@ -43,24 +35,6 @@ func Member(dir, name string) (*embed.Config, error) {
 	// etcd logs its own stops as errors; the examples tell their story.
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	return cfg, nil
-}
-
-// FreeAddr is a loopback address whose port was free a moment ago.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
-func freeURL() (url.URL, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return url.URL{}, fmt.Errorf("free port: %w", err)
-	}
-	return url.URL{Scheme: "http", Host: addr}, nil
 }
 
 // Running is etcd run the way etcd-wrapper runs it, until Stop.
@@ -144,40 +118,55 @@ func Damage(dataDir string) error {
 	return os.Truncate(filepath.Join(dataDir, "member", "snap", "db"), 32<<10)
 }
 
-// Serve serves h on a free loopback port, over HTTPS with a TLS
-// configuration, and returns its URL and stop.
-func Serve(h http.Handler, tlsConfig *tls.Config) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// Serve serves s's API on a free loopback port, as o says, and runs s
+// until stop; with wait it returns once s uploads.
+func Serve(s *sidecar.Sidecar, o sidecar.ServeOptions, wait bool) (url string, stop func(), err error) {
+	listening := make(chan string, 1)
+	o.Listen, o.OnListening = "127.0.0.1:0", func(addr string) { listening <- addr }
+	stop, done, err := run(s, wait, func(ctx context.Context) error { return s.Serve(ctx, o) })
 	if err != nil {
 		return "", nil, err
 	}
-	// The examples show refused handshakes on purpose.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, TLSConfig: tlsConfig, ErrorLog: log.New(io.Discard, "", 0)}
-	scheme := "http"
-	if tlsConfig != nil {
-		scheme = "https"
-		go func() { _ = srv.ServeTLS(ln, "", "") }()
-	} else {
-		go func() { _ = srv.Serve(ln) }()
+	select {
+	case addr := <-listening:
+		scheme := "http"
+		if o.TLS != nil {
+			scheme = "https"
+		}
+		return scheme + "://" + addr, stop, nil
+	case err := <-done:
+		return "", nil, err
 	}
-	return scheme + "://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
 }
 
-// Sidecar runs s until stop, and waits until it uploads when wait is set.
+// Sidecar runs s, with no API, until stop; with wait it returns once s
+// uploads.
 func Sidecar(s *sidecar.Sidecar, wait bool) (stop func(), err error) {
+	stop, _, err = run(s, wait, s.Run)
+	return stop, err
+}
+
+// run runs f until stop, and waits until s uploads when wait is set; done
+// gets f's error should it return first.
+func run(s *sidecar.Sidecar, wait bool, f func(context.Context) error) (stop func(), done chan error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Run(ctx) }()
-	stop = func() { cancel(); <-done }
+	done = make(chan error, 1)
+	go func() { done <- f(ctx) }()
+	stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "sidecar:", err)
+		}
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for wait && !s.Uploader() {
 		if time.Now().After(deadline) {
 			stop()
-			return nil, errors.New("the sidecar does not upload after 60s")
+			return nil, nil, errors.New("the sidecar does not upload after 60s")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return stop, nil
+	return stop, done, nil
 }
 
 // RoundTrip is what every division must survive: it writes keys, has

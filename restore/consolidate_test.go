@@ -19,7 +19,7 @@ func TestCompactedChainRestoresTheSame(t *testing.T) {
 	if len(before.Chain.Deltas) == 0 {
 		t.Fatal("no deltas to compact")
 	}
-	c, err := restore.Compact(ctx, st, restore.CompactOptions{Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}}})
+	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}}})
 	if err != nil {
 		t.Fatal(err)
 	}

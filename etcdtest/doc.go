@@ -12,9 +12,11 @@
 // state tests can compare with what a restore or a watch produced, and a
 // write load that counts failed writes.
 //
-// It does not own anything a product binary needs: no package outside tests
-// imports it. A hard stop here stops the member without leader transfer and
-// without a graceful shutdown, but it runs in the same process, so it cannot
-// tear a write the way SIGKILL of a separate process can; tests that need
-// that run real processes.
+// It is public for users who assemble a division of their own and need
+// real members in their tests; Reserve picks the URLs and data dirs of a
+// cluster a test then starts its own way (a wrapper per member, say).
+// No product package imports it. A hard stop here stops the member
+// without leader transfer and without a graceful shutdown, but it runs in
+// the same process, so it cannot tear a write the way SIGKILL of a
+// separate process can; tests that need that run real processes.
 package etcdtest

@@ -12,9 +12,9 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// CompactOptions configures Compact. The zero value compacts the latest
-// chain into a plain full snapshot, working under os.TempDir().
-type CompactOptions struct {
+// ConsolidateOptions configures Consolidate. The zero value consolidates
+// the latest chain into a plain full snapshot, working under os.TempDir().
+type ConsolidateOptions struct {
 	Source
 	// Full encodes the new full snapshot (its Codec) and may fence its
 	// upload (BeforeUpload); the Source's Codec only reads the chain.
@@ -23,8 +23,8 @@ type CompactOptions struct {
 	WorkDir string
 }
 
-// Compaction reports a Compact.
-type Compaction struct {
+// Consolidation reports a Consolidate.
+type Consolidation struct {
 	Chain snap.Chain
 	// Snapshot is the new full snapshot; with Unchanged, the chain's own.
 	Snapshot snap.Snapshot
@@ -38,43 +38,46 @@ type Compaction struct {
 	Took                    time.Duration
 }
 
-// Compact replays a chain, compacts the mvcc store at its last revision,
-// defragments the database and writes it as a new full snapshot: the
-// chain's state in one object, from seconds of local work instead of a
-// throwaway etcd. It deletes nothing; retention does that later.
-func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compaction, error) {
+// Consolidate folds a chain into one new full snapshot: it replays the
+// chain, compacts the mvcc store at its last revision, defragments the
+// database and uploads it, the chain's state in one object, from seconds
+// of local work instead of a throwaway etcd. It deletes nothing;
+// retention does that later. It is what the CLI's compact command and the
+// sidecar's --compact-after call (etcd-backup-restore's word); it is
+// neither etcd's mvcc compaction nor defrag's Compact option.
+func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (Consolidation, error) {
 	start := time.Now()
 	opts.Source = opts.withDefaults()
 	chain, err := Chain(ctx, st, opts.Target)
 	if err != nil {
-		return Compaction{}, err
+		return Consolidation{}, err
 	}
 	if len(chain.Deltas) == 0 {
 		// What killed compactions left is still cleared, as by any run.
 		scratch.Sweep(cmp.Or(opts.WorkDir, os.TempDir()), "etcdkit-compact-")
 		opts.Logger.Info("chain not compacted: it has no deltas", "full", chain.Full.Key)
-		return Compaction{Chain: chain, Snapshot: chain.Full, Unchanged: true, InputBytes: chain.Full.Size,
+		return Consolidation{Chain: chain, Snapshot: chain.Full, Unchanged: true, InputBytes: chain.Full.Size,
 			OutputBytes: chain.Full.Size, Took: time.Since(start)}, nil
 	}
 	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-compact-")
 	if err != nil {
-		return Compaction{}, fmt.Errorf("compact: %w", err)
+		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	defer release()
 	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
 	if err != nil {
-		return Compaction{}, err
+		return Consolidation{}, err
 	}
 	if err := r.compact(ctx); err != nil {
 		_ = r.close()
-		return Compaction{}, fmt.Errorf("compact: %w", err)
+		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	if err := r.close(); err != nil {
-		return Compaction{}, fmt.Errorf("compact: %w", err)
+		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	s, err := snap.FullFromFile(ctx, st, r.path, opts.Full)
 	if err != nil {
-		return Compaction{}, fmt.Errorf("compact: %w", err)
+		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	// The new chain is the old one's, and so is its cluster.
 	if id, ok, err := snap.ReadIdentity(ctx, st, chain.Full); err == nil && ok {
@@ -82,7 +85,7 @@ func Compact(ctx context.Context, st store.Store, opts CompactOptions) (Compacti
 			opts.Logger.Warn("compact: the new full's cluster identity", "key", s.Key, "error", err)
 		}
 	}
-	out := Compaction{Chain: chain, Snapshot: s, Revisions: res.Revisions, Took: time.Since(start)}
+	out := Consolidation{Chain: chain, Snapshot: s, Revisions: res.Revisions, Took: time.Since(start)}
 	for _, in := range chain.Snapshots() {
 		out.InputBytes += in.Size
 	}

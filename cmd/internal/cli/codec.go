@@ -30,14 +30,12 @@ func (c *Codec) Flags(fs *pflag.FlagSet) {
 // Codec builds the snapshot codec.
 func (c *Codec) Codec() (snapshot.Codec, error) {
 	var out snapshot.Codec
-	switch strings.ToLower(c.Compression) {
-	case "", "none":
-	case "gzip":
-		out.Compression = snapshot.Gzip
-	case "zstd":
-		out.Compression = snapshot.Zstd
-	default:
-		return out, fmt.Errorf("--compression %q: none, gzip or zstd", c.Compression)
+	var err error
+	if out.Compression, err = snapshot.ParseCompression(c.Compression); err != nil {
+		return out, fmt.Errorf("--%w", err)
+	}
+	if err := out.Check(); err != nil {
+		return out, fmt.Errorf("--%w", err)
 	}
 	for _, r := range c.Recipients {
 		rec, err := age.ParseX25519Recipient(r)
