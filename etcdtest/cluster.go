@@ -1,17 +1,20 @@
 package etcdtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -659,4 +662,32 @@ func (c *Cluster) MoveLeader(t testing.TB) *Member {
 	}
 	t.Fatal("etcdtest: no other running member to lead")
 	return nil
+}
+
+// ConfigFile writes the member's configuration as etcd's configuration
+// file takes it (what etcd-wrapper --config reads) into dir and returns
+// its path: names, URLs, data dir, initial cluster and, with TLS, the
+// transport security of Config.
+func (m *Member) ConfigFile(t testing.TB, dir string) string {
+	t.Helper()
+	cfg := m.Config()
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\ndata-dir: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %[3]s\n", m.Name, m.Dir, m.PeerURL.String())
+	fmt.Fprintf(&b, "listen-client-urls: %s\nadvertise-client-urls: %[1]s\n", m.ClientURL.String())
+	fmt.Fprintf(&b, "initial-cluster: %s\ninitial-cluster-token: %s\ninitial-cluster-state: %s\n", m.InitialCluster, cfg.InitialClusterToken, cmp.Or(m.ClusterState, "new"))
+	fmt.Fprintf(&b, "heartbeat-interval: %d\nelection-timeout: %d\nunsafe-no-fsync: %t\n", cfg.TickMs, cfg.ElectionMs, cfg.UnsafeNoFsync)
+	for _, tr := range []struct {
+		key  string
+		info transport.TLSInfo
+	}{{"client-transport-security", cfg.ClientTLSInfo}, {"peer-transport-security", cfg.PeerTLSInfo}} {
+		if tr.info.CertFile != "" {
+			fmt.Fprintf(&b, "%s:\n  cert-file: %s\n  key-file: %s\n  trusted-ca-file: %s\n  client-cert-auth: %t\n",
+				tr.key, tr.info.CertFile, tr.info.KeyFile, tr.info.TrustedCAFile, tr.info.ClientCertAuth)
+		}
+	}
+	path := filepath.Join(dir, m.Name+".yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return path
 }

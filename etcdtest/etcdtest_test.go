@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/wrapper"
 )
 
 func TestSingleMemberWorkloadSurvivesKill(t *testing.T) {
@@ -164,5 +165,22 @@ func TestSecureCluster(t *testing.T) {
 	c.Members[1].Restart(t)
 	if _, err := c.Members[1].Client(t).Get(ctx, "/secure"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A member's configuration file reads back, through the wrapper's strict
+// loader, as the member's configuration, transport security included.
+func TestConfigFile(t *testing.T) {
+	c := Reserve(t, Options{Members: 3, TLS: true})
+	m := c.Members[1]
+	got, err := wrapper.LoadConfig(m.ConfigFile(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := m.Config()
+	if got.Name != want.Name || got.Dir != want.Dir || got.InitialCluster != want.InitialCluster ||
+		got.AdvertiseClientUrls[0] != want.AdvertiseClientUrls[0] || got.ListenPeerUrls[0] != want.ListenPeerUrls[0] ||
+		got.ClientTLSInfo.CertFile != want.ClientTLSInfo.CertFile || !got.PeerTLSInfo.ClientCertAuth || got.TickMs != want.TickMs {
+		t.Fatalf("read back %+v\nwant %+v", got, want)
 	}
 }

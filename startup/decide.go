@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -251,44 +252,72 @@ func parseCluster(s string) map[string][]string {
 	return out
 }
 
-// probe asks each endpoint for its status, then the first that answered
-// for the member list. An endpoint that refuses this member's TLS or
-// credentials is an error, not a member that is down: deciding without
-// its answer could start a second cluster beside the running one.
+// probe asks every endpoint at once for its status and member list, so a
+// start-up waits for its slowest peer, not for the sum of them: peers
+// that are starting too accept connections and answer nothing until they
+// have quorum. The answers are then read in the endpoints' order: the
+// member list is the first that one gave. An endpoint that refuses this
+// member's TLS or credentials is an error, not a member that is down:
+// deciding without its answer could start a second cluster beside the
+// running one.
 func probe(ctx context.Context, endpoints []string, opts Options) (cluster, error) {
+	answers := make([]answer, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() { answers[i] = ask(ctx, ep, opts) })
+	}
+	wg.Wait()
 	var c cluster
-	for _, ep := range endpoints {
-		conn := opts.Conn.With(ep)
-		conn.DialTimeout = opts.Timeout
-		cli, err := etcdclient.New(ctx, conn)
+	for i, a := range answers {
 		switch {
-		case errors.Is(err, etcdclient.ErrUnreachable):
+		case errors.Is(a.err, etcdclient.ErrUnreachable):
 			continue
-		case errors.Is(err, etcdclient.ErrSettings):
-			return c, fmt.Errorf("startup: %w", err)
-		case err != nil:
+		case errors.Is(a.err, etcdclient.ErrSettings):
+			return c, fmt.Errorf("startup: %w", a.err)
+		case a.err != nil:
 			// It answers but cannot log this member in: no quorum.
-			c.answered = append(c.answered, ep)
-			c.listErr = err
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-		_, err = cli.Status(sctx, ep)
-		cancel()
-		if err == nil {
-			c.answered = append(c.answered, ep)
+			c.answered = append(c.answered, endpoints[i])
+			c.listErr = a.err
+		case a.statusErr != nil:
+			// Not serving yet, or not any more.
+		default:
+			c.answered = append(c.answered, endpoints[i])
 			if c.members == nil {
-				lctx, cancel := context.WithTimeout(ctx, opts.Timeout)
-				resp, err := cli.MemberList(lctx)
-				cancel()
-				if err == nil {
-					c.members, c.listErr = resp.Members, nil
-				} else {
-					c.listErr = err
-				}
+				c.members, c.listErr = a.members, a.listErr
 			}
 		}
-		_ = cli.Close()
 	}
 	return c, nil
+}
+
+// answer is what one endpoint said: err, the dial's; statusErr, Status's;
+// members or listErr, MemberList's.
+type answer struct {
+	err, statusErr, listErr error
+	members                 []*pb.Member
+}
+
+// ask puts the questions to one endpoint within opts.Timeout in all: a
+// peer that accepts the connection and answers nothing costs that, once.
+func ask(ctx context.Context, ep string, opts Options) answer {
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	conn := opts.Conn.With(ep)
+	conn.DialTimeout = opts.Timeout
+	cli, err := etcdclient.New(ctx, conn)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer func() { _ = cli.Close() }()
+	var a answer
+	if _, a.statusErr = cli.Status(ctx, ep); a.statusErr != nil {
+		return a
+	}
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		a.listErr = err
+		return a
+	}
+	a.members = resp.Members
+	return a
 }

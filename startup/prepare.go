@@ -20,7 +20,8 @@ type Options struct {
 	// endpoints are ignored: Config.Endpoints are asked one at a time.
 	// With authentication on, membership changes need the root role.
 	Conn etcdclient.Config
-	// Timeout bounds each call to an endpoint. Default 5 s.
+	// Timeout bounds the questions to one endpoint (the endpoints are
+	// asked at once) and each membership call's dial. Default 5 s.
 	Timeout time.Duration
 	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
 	// its data dir aside and rejoin when its source has no store: its

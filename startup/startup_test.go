@@ -166,6 +166,19 @@ func clientv3ForOthers(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *c
 	return cli
 }
 
+// wiped stops the cluster's last member and removes its data dir, and
+// returns it with its configuration as a wrapper would start it again.
+func wiped(t *testing.T, c *etcdtest.Cluster) (*etcdtest.Member, startup.Config) {
+	t.Helper()
+	m := c.Members[len(c.Members)-1]
+	initial := m.InitialCluster
+	m.Stop()
+	if err := os.RemoveAll(m.Dir); err != nil {
+		t.Fatal(err)
+	}
+	return m, config(c, m, initial)
+}
+
 // A member with an empty data dir and the full initial cluster, configured
 // to bootstrap, never does while the others run: it rejoins (listed) or
 // joins (not listed) as a learner. Only when no member answers does it
@@ -173,13 +186,8 @@ func clientv3ForOthers(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *c
 func TestNoSecondCluster(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
-	m := c.Members[2]
-	initial := m.InitialCluster
-	m.Stop()
-	if err := os.RemoveAll(m.Dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config(c, m, initial)
+	m, cfg := wiped(t, c)
+	initial := cfg.InitialCluster
 	p, err := startup.Decide(ctx, cfg, check(t, m.Dir), startup.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -280,13 +288,7 @@ func TestRecoverQuorum(t *testing.T) {
 func TestSecureClusterRefusesAWrongConnection(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true, UnsafeNoFsync: true})
 	ctx := context.Background()
-	m := c.Members[2]
-	initial := m.InitialCluster
-	m.Stop()
-	if err := os.RemoveAll(m.Dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := config(c, m, initial)
+	m, cfg := wiped(t, c)
 	stranger := pki.NewCA(t, t.TempDir(), "stranger")
 	wrong := c.ClientConfig()
 	wrong.TLS.CA = stranger.File

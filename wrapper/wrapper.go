@@ -73,6 +73,9 @@ type Options struct {
 	KeepMovedAside int
 	// Listen is the address of /livez, /readyz and /healthz; "": none.
 	Listen string
+	// OnPlan, when set, is called with the start-up's plan once it is
+	// carried out, before etcd starts.
+	OnPlan func(startup.Plan)
 	// OnReady, when set, is called once etcd serves.
 	OnReady func(*embed.Etcd)
 	// Logger: nil discards.
@@ -123,6 +126,9 @@ func Run(ctx context.Context, o Options) error {
 	p, err := prepare(ctx, o, log)
 	if err != nil {
 		return err
+	}
+	if o.OnPlan != nil {
+		o.OnPlan(p)
 	}
 	if p.InitialCluster != "" {
 		cfg.InitialCluster = p.InitialCluster

@@ -175,7 +175,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 			}
 			startWrapper(nd)
 			nd.ready(t, 60*time.Second)
-			if out := wrappers[nd.name].output(); !strings.Contains(out, "mode=sanity verdict=Valid") || !strings.Contains(out, "action=restart") {
+			if out := wrappers[nd.name].output(); !logged(out, "clean_shutdown=true", "verdict=Valid") || !logged(out, "startup: decided", "action=restart") {
 				t.Fatalf("%s did not restart on its data dir:\n%s", nd.name, out)
 			}
 			break

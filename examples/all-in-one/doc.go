@@ -4,5 +4,8 @@
 // sidecar uploads its last delta before etcd stops, which two containers
 // cannot order.
 //
-//	go run ./examples/all-in-one -store file:///tmp/backups [-config etcd.yaml] [-for 30s]
+// With -config and -peer-endpoints it is one member of a larger cluster,
+// and starts as the wrapper would in any division (package startup).
+//
+//	go run ./examples/all-in-one -store file:///tmp/backups [-config etcd.yaml [-peer-endpoints URLs]] [-for 30s]
 package main

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	_ "github.com/etcdkit/etcdkit/store/s3"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -22,14 +24,19 @@ func main() {
 	config := flag.String("config", "", "etcd's configuration file (default: a single member in a temporary directory)")
 	storeURL := flag.String("store", "", "where the backups go")
 	runFor := flag.Duration("for", 0, "stop after this long (default: at SIGTERM or SIGINT)")
+	peers := flag.String("peer-endpoints", "", "the other members' client URLs, comma-separated, when -config names a member of a larger cluster")
 	flag.Parse()
-	if err := run(*config, *storeURL, *runFor); err != nil {
+	var endpoints []string
+	if *peers != "" {
+		endpoints = strings.Split(*peers, ",")
+	}
+	if err := run(*config, *storeURL, endpoints, *runFor); err != nil {
 		fmt.Fprintln(os.Stderr, "all-in-one:", err)
 		os.Exit(1)
 	}
 }
 
-func run(config, storeURL string, runFor time.Duration) error {
+func run(config, storeURL string, peers []string, runFor time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if runFor > 0 {
@@ -54,7 +61,8 @@ func run(config, storeURL string, runFor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	m, err := demo.Start(wrapper.Options{Config: cfg, Store: st, Logger: log})
+	m, err := demo.Start(wrapper.Options{Config: cfg, Store: st, Endpoints: peers, Logger: log,
+		OnPlan: func(p startup.Plan) { fmt.Printf("member %s starts: %s (%s)\n", cfg.Name, p.Action, p.Reason) }})
 	if err != nil {
 		return err
 	}
@@ -71,13 +79,17 @@ func run(config, storeURL string, runFor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	stopSidecar, err := demo.Sidecar(sc, true)
+	// Alone, the member leads and its sidecar uploads at once; in a
+	// larger cluster the leader's does, and a joining member is a learner
+	// that takes no writes until promoted.
+	alone := len(peers) == 0
+	stopSidecar, err := demo.Sidecar(sc, alone)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("member %s serves at %s and is backed up to %s\n", cfg.Name, endpoint, storeURL)
 	written := map[string]string{}
-	for i := 0; ctx.Err() == nil; i++ {
+	for i := 0; alone && ctx.Err() == nil; i++ {
 		if err := demo.Write(context.Background(), cli, written, fmt.Sprintf("tick%d", i), 50); err != nil {
 			return err
 		}
@@ -86,6 +98,7 @@ func run(config, storeURL string, runFor time.Duration) error {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+	<-ctx.Done()
 	// The order two containers cannot give: the last delta, then etcd.
 	stopSidecar()
 	last := sc.SnapshotStatus().LastRevision
