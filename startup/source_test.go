@@ -5,13 +5,18 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // A sidecar that refuses the request is not waited out: the start-up
@@ -44,5 +49,54 @@ func TestRemoteRetriesOnlyWhatWaitingMends(t *testing.T) {
 	chk, err := startup.Remote{Client: &api.Client{URL: late.URL}}.Check(ctx, cfg)
 	if err != nil || chk.Verdict != "Empty" || !chk.Store || !chk.Backups || chk.BackupRevision != 42 || calls.Load() != 2 {
 		t.Fatalf("after one 503: %+v, %v (%d calls)", chk, err, calls.Load())
+	}
+}
+
+// listing counts the store's List calls under the snapshots' prefixes.
+type listing struct {
+	store.Store
+	lists atomic.Int32
+}
+
+func (l *listing) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	if strings.HasPrefix(prefix, "v") {
+		l.lists.Add(1)
+	}
+	return l.Store.List(ctx, prefix)
+}
+
+// A start-up lists the catalog once: the chain Check picked is the one
+// Restore rebuilds, without a second listing.
+func TestLocalReadsTheCatalogOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &listing{Store: st}
+	src := &startup.Local{Store: counted}
+	cfg := startup.Config{Name: "m0", DataDir: filepath.Join(t.TempDir(), "m0"), PeerURLs: []string{"http://127.0.0.1:2380"},
+		InitialCluster: "m0=http://127.0.0.1:2380"}
+	chk, err := src.Check(ctx, cfg)
+	if err != nil || chk.Verdict != validate.Empty || !chk.Backups || chk.BackupRevision != full.LastRevision {
+		t.Fatalf("check: %+v, %v", chk, err)
+	}
+	listed := counted.lists.Load()
+	res, err := src.Restore(ctx, cfg, startup.Plan{Action: startup.Restore, InitialCluster: cfg.InitialCluster})
+	if err != nil || res.Revision != full.LastRevision {
+		t.Fatalf("restore: %+v, %v", res, err)
+	}
+	if n := counted.lists.Load(); n != listed {
+		t.Fatalf("the restore listed the store again: %d lists after the check's %d", n, listed)
 	}
 }
