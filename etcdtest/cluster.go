@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -563,10 +564,32 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // FreePort returns a loopback TCP port that was free a moment ago and
-// that it has not returned before in this process.
+// that it has not returned before in this process. It picks below the
+// kernel's ephemeral range where it can: a port there is never given to
+// another process's outgoing connection or port-0 listener in the
+// seconds between the pick and the member's bind, which under a loaded
+// test run happened (the member then fails with "address already in
+// use").
 func FreePort() (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
+	if low := ephemeralLow(); low > minPort+1000 {
+		for range 100 {
+			port := minPort + rand.IntN(low-minPort)
+			if handedOut.ports[port] {
+				continue
+			}
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				continue
+			}
+			if err := l.Close(); err != nil {
+				return 0, err
+			}
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
 	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -582,6 +605,24 @@ func FreePort() (int, error) {
 		}
 	}
 	return 0, errors.New("pick a free port: the kernel keeps giving ports already handed out")
+}
+
+// minPort is the lowest port FreePort picks: below it lie well-known
+// services' ports.
+const minPort = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
+// it cannot be read (not Linux).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 func isAddrInUse(err error) bool {

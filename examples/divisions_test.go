@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -114,6 +115,7 @@ var divisions = []division{
 func inProcess(t *testing.T, ctx context.Context, c *etcdtest.Cluster, options func(*embed.Config) wrapper.Options) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
+	logs := &syncBuffer{}
 	var (
 		mu      sync.Mutex
 		decided = map[string]string{}
@@ -124,13 +126,18 @@ func inProcess(t *testing.T, ctx context.Context, c *etcdtest.Cluster, options f
 		o := options(m.Config())
 		o.Endpoints = others(c, m)
 		o.JoinTimeout = 2 * time.Minute
+		o.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("member", m.Name)
 		o.OnPlan = func(p startup.Plan) { mu.Lock(); decided[m.Name] = string(p.Action); mu.Unlock() }
 		o.OnReady = func(*embed.Etcd) { ready <- m.Name }
 		go func() { done <- wrapper.Run(ctx, o) }()
 	}
+	running := len(c.Members)
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the wrappers' logs:\n%s", logs)
+		}
 		cancel()
-		for range c.Members {
+		for range running {
 			if err := <-done; err != nil {
 				t.Errorf("a wrapper stopped with: %v", err)
 			}
@@ -140,6 +147,7 @@ func inProcess(t *testing.T, ctx context.Context, c *etcdtest.Cluster, options f
 		select {
 		case <-ready:
 		case err := <-done:
+			running--
 			t.Fatalf("a wrapper returned before etcd served: %v", err)
 		case <-ctx.Done():
 			t.Fatalf("not every member serves; decided so far: %v", decided)
@@ -152,6 +160,24 @@ func inProcess(t *testing.T, ctx context.Context, c *etcdtest.Cluster, options f
 		got = append(got, decided[m.Name])
 	}
 	return got
+}
+
+// syncBuffer is a log several goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func others(c *etcdtest.Cluster, m *etcdtest.Member) []string {
