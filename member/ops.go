@@ -78,15 +78,18 @@ func retry(ctx context.Context, o RetryOptions, what string, retryable func(erro
 // AddLearner adds a learner with the peer URLs and returns it and the
 // member list after the add. etcd refuses while another learner is
 // pending (--max-learners) or a member was connected only for a few
-// seconds (strict reconfiguration check); both pass, and are retried
-// until the deadline.
+// seconds (strict reconfiguration check), and times the add out when raft
+// drops it because another configuration change (a promotion) is
+// pending; all pass, and are retried until the deadline. A timed-out add
+// that went through after all is found by its peer URLs.
 func AddLearner(ctx context.Context, cli *clientv3.Client, peerURLs []string, o RetryOptions) (*pb.Member, []*pb.Member, error) {
 	var (
 		resp  *clientv3.MemberAddResponse
 		again bool
 	)
 	err := retry(ctx, o, "add learner", func(err error) bool {
-		return errors.Is(err, rpctypes.ErrTooManyLearners) || errors.Is(err, rpctypes.ErrUnhealthy)
+		return errors.Is(err, rpctypes.ErrTooManyLearners) || errors.Is(err, rpctypes.ErrUnhealthy) ||
+			errors.Is(err, rpctypes.ErrTimeout) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail)
 	}, func(ctx context.Context) error {
 		var err error
 		resp, err = cli.MemberAddAsLearner(ctx, peerURLs)
