@@ -20,10 +20,11 @@ var layers = map[string]int{
 	"restore": 3, "defrag": 3,
 	"startup": 4,
 	"sidecar": 5, "wrapper": 5,
-	"etcdtest": top, "examples": top, "internal/chaintest": top, "store/storetest": top, "bench": top, "": top,
+	"sidecar/etcdbr": 6,
+	"etcdtest":       top, "examples": top, "internal/chaintest": top, "store/storetest": top, "bench": top, "": top,
 }
 
-const top = 6
+const top = 7
 
 func layerOf(rel string) (int, bool) {
 	if l, ok := layers[rel]; ok {

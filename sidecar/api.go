@@ -311,38 +311,43 @@ func (s *Sidecar) uploaderOnly(f func(http.ResponseWriter, *http.Request) (any, 
 		if r.Header.Get(api.ForwardedHeader) != "" {
 			return nil, http.StatusServiceUnavailable, fmt.Errorf("%w (forwarded here, leadership is moving)", ErrNotUploader)
 		}
-		return nil, 0, s.forward(w, r)
+		if err := s.Forward(w, r); err != nil {
+			return nil, http.StatusServiceUnavailable, err
+		}
+		return nil, 0, nil
 	}
 }
 
-// forward sends the call to the sidecar beside the leader and copies its
-// answer back.
-func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
-	fail := func(err error) error {
-		writeError(w, http.StatusServiceUnavailable, err)
-		return nil
-	}
+// Forward sends the call to the sidecar beside the leader and copies its
+// answer back. It returns an error, having written nothing, when that
+// sidecar cannot be found or reached.
+func (s *Sidecar) Forward(w http.ResponseWriter, r *http.Request) error {
 	s.mu.Lock()
 	leader := s.self.Leader
 	s.mu.Unlock()
 	if leader == 0 {
-		return fail(errors.New("no leader is known; try again"))
+		return errors.New("no leader is known; try again")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	list, err := s.opts.Client.MemberList(ctx)
 	cancel()
 	if err != nil {
-		return fail(fmt.Errorf("find the leader's sidecar: %w", err))
+		return fmt.Errorf("find the leader's sidecar: %w", err)
 	}
 	var name string
+	var clientURLs []string
 	for _, m := range list.Members {
 		if m.ID == leader {
-			name = m.Name
+			name, clientURLs = m.Name, m.ClientURLs
 		}
 	}
 	base, ok := s.opts.Peers[name]
+	if !ok && s.opts.PeerOf != nil {
+		base = s.opts.PeerOf(name, clientURLs)
+		ok = base != ""
+	}
 	if !ok {
-		return fail(fmt.Errorf("the leader is member %q and no sidecar URL is configured for it (peers)", name))
+		return fmt.Errorf("the leader is member %q and no sidecar URL is configured for it (peers)", name)
 	}
 	body, err := readBody(w, r)
 	if err != nil {
@@ -351,20 +356,26 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimSuffix(base, "/")+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	req.Header.Set("Authorization", r.Header.Get("Authorization"))
-	req.Header.Set("Content-Type", "application/json")
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
 	req.Header.Set(api.ForwardedHeader, s.opts.Endpoint)
 	resp, err := s.peerHTTP.Do(req)
 	if explained := s.peers.Explain(err); explained != nil {
 		err = explained
 	}
 	if err != nil {
-		return fail(fmt.Errorf("forward to the uploader's sidecar %s: %w", base, err))
+		return fmt.Errorf("forward to the uploader's sidecar %s: %w", base, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
 	w.Header().Set(api.ForwardedHeader, base)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
@@ -488,7 +499,7 @@ func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, 
 		CleanShutdown: req.Sanity}
 	start := time.Now()
 	chk, err := s.source(nil).Check(r.Context(), cfg)
-	s.metrics.took("validation", start)
+	s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
@@ -530,7 +541,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
 		}
 		chk, err := src.Check(ctx, cfg)
-		s.metrics.took("validation", start)
+		s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
 		if err != nil {
 			finish(func(j *api.Job) { j.State, j.Error = api.JobFailed, err.Error() })
 			return
@@ -569,7 +580,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 
 // restored ends a restore job.
 func (s *Sidecar) restored(id string, start time.Time, rev, revs int64, err error) {
-	s.metrics.took("restore", start)
+	s.ran(Operation{Name: "restore", Took: time.Since(start), Err: err})
 	s.jobs.update(id, func(j *api.Job) {
 		j.State, j.Action, j.Revision, j.Revisions = api.JobSucceeded, "restored", rev, revs
 		if err != nil {

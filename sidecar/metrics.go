@@ -106,10 +106,6 @@ func (m *metrics) chain(deltas int, revisions int64) {
 	m.chainRevisions.Set(float64(revisions))
 }
 
-func (m *metrics) took(op string, start time.Time) {
-	m.durations.WithLabelValues(op).Observe(time.Since(start).Seconds())
-}
-
 func (m *metrics) memberOp(op string, err error) {
 	result := "ok"
 	if err != nil {

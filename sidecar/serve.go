@@ -26,6 +26,10 @@ type ServeOptions struct {
 	// OnListening, when set, is called with the address the API listens
 	// on, before the sidecar runs.
 	OnListening func(addr string)
+	// Handler, when set, is served instead of the API: another protocol
+	// over this sidecar (package etcdbr's), with its own access rules.
+	// Auth is then unused.
+	Handler http.Handler
 }
 
 // Serve serves the API and runs the sidecar until ctx ends; then it stops
@@ -36,9 +40,12 @@ func (s *Sidecar) Serve(ctx context.Context, o ServeOptions) error {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 30 * time.Second
 	}
-	h, err := s.Handler(o.Auth)
-	if err != nil {
-		return err
+	h := o.Handler
+	if h == nil {
+		var err error
+		if h, err = s.Handler(o.Auth); err != nil {
+			return err
+		}
 	}
 	// Refused handshakes go to the log, not to stderr in another format.
 	srv := &http.Server{Handler: h, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,

@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -63,6 +64,13 @@ type Options struct {
 	// Peers maps member names to their sidecars' base URLs, where a
 	// follower forwards mutating calls.
 	Peers map[string]string
+	// PeerOf finds the sidecar of a member Peers does not name, from the
+	// member's client URLs ("": none). nil: Peers only.
+	PeerOf func(name string, clientURLs []string) string
+	// OnOperation, when set, is told of every restore, validation,
+	// membership change, defragmentation and compaction the sidecar ran,
+	// for metrics of the caller's own.
+	OnOperation func(Operation)
 	// MaxBackupAge: /readyz answers 503 once this sidecar uploads and its
 	// backups have failed, or its Snapshotter has been stopped, for longer.
 	// Default 10 min.
@@ -82,6 +90,17 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Logger: nil discards.
 	Logger *slog.Logger
+}
+
+// Operation is one operation the sidecar ran: Name is "validation",
+// "restore", "rejoin", "remove", "add-learner", "promote", "defrag" or
+// "compaction".
+type Operation struct {
+	Name string
+	Took time.Duration
+	Err  error
+	// Defrag is the defragmentation's result, member by member.
+	Defrag defrag.Result
 }
 
 // Sidecar is one member's backup sidecar.
@@ -327,8 +346,9 @@ func (s *Sidecar) fence(ctx context.Context) error {
 }
 
 func (s *Sidecar) promote(ctx context.Context, id uint64) {
+	start := time.Now()
 	err := member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Promote)
-	s.metrics.memberOp("promote", err)
+	s.ran(Operation{Name: "promote", Took: time.Since(start), Err: err})
 	if err != nil {
 		s.log.Error("sidecar: promote the member", "id", fmt.Sprintf("%x", id), "error", err)
 	} else {
@@ -402,7 +422,7 @@ func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
 		WorkDir: s.opts.WorkDir,
 	})
-	s.metrics.took("compaction", start)
+	s.ran(Operation{Name: "compaction", Took: time.Since(start), Err: err})
 	if err != nil {
 		s.metrics.failures.WithLabelValues("compaction").Inc()
 		s.log.Error("sidecar: compaction of the chain failed", "error", err)
@@ -428,7 +448,7 @@ func (s *Sidecar) Defrag(ctx context.Context, dryRun bool) (defrag.Result, error
 	}
 	start := time.Now()
 	r, err := defrag.Run(ctx, s.opts.Client, o)
-	s.metrics.took("defrag", start)
+	s.ran(Operation{Name: "defrag", Took: time.Since(start), Err: err, Defrag: r})
 	return r, err
 }
 
@@ -449,6 +469,90 @@ func (s *Sidecar) defragLoop(ctx context.Context) {
 			s.log.Info("sidecar: scheduled defragmentation", "members", len(r.Members))
 		}
 	}
+}
+
+// ran records an operation in the metrics and tells OnOperation.
+func (s *Sidecar) ran(op Operation) {
+	switch op.Name {
+	case "remove", "add-learner", "promote":
+		s.metrics.memberOp(op.Name, op.Err)
+	default:
+		s.metrics.durations.WithLabelValues(op.Name).Observe(op.Took.Seconds())
+	}
+	if s.opts.OnOperation != nil {
+		s.opts.OnOperation(op)
+	}
+}
+
+// Full takes a full snapshot now (marked final when asked) through the
+// running Snapshotter: ErrNotUploader unless this sidecar uploads.
+func (s *Sidecar) Full(ctx context.Context, final bool) (snapshot.Snapshot, error) {
+	if !s.Uploader() {
+		return snapshot.Snapshot{}, ErrNotUploader
+	}
+	if final {
+		return s.snap.TakeFinal(ctx)
+	}
+	return s.snap.TakeFull(ctx)
+}
+
+// Delta uploads the events captured so far as a delta now:
+// snapshot.ErrNoEvents when there are none, ErrNotUploader unless this
+// sidecar uploads.
+func (s *Sidecar) Delta(ctx context.Context) (snapshot.Snapshot, error) {
+	if !s.Uploader() {
+		return snapshot.Snapshot{}, ErrNotUploader
+	}
+	return s.snap.TakeDelta(ctx)
+}
+
+// Registry is where the sidecar's metrics are, for a caller's beside them.
+func (s *Sidecar) Registry() *prometheus.Registry { return s.registry }
+
+// Member is what the member last said of itself, or why it did not
+// answer.
+func (s *Sidecar) Member() (member.Self, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.self, s.selfErr
+}
+
+// Prepare runs the start-up procedure for this sidecar's member, from its
+// store: validate, decide, then restore, join or rejoin.
+func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Options) (startup.Plan, error) {
+	if o.Logger == nil {
+		o.Logger = s.log
+	}
+	onMember := o.OnMember
+	o.OnMember = func(op string, took time.Duration, err error) {
+		s.ran(Operation{Name: op, Took: took, Err: err})
+		if onMember != nil {
+			onMember(op, took, err)
+		}
+	}
+	return startup.Prepare(ctx, cfg, s.timed(s.source(nil)), o)
+}
+
+// timed is src with its checks and restores recorded as operations.
+func (s *Sidecar) timed(src startup.Source) startup.Source { return timedSource{src, s} }
+
+type timedSource struct {
+	startup.Source
+	s *Sidecar
+}
+
+func (t timedSource) Check(ctx context.Context, cfg startup.Config) (startup.Check, error) {
+	start := time.Now()
+	chk, err := t.Source.Check(ctx, cfg)
+	t.s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
+	return chk, err
+}
+
+func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.Plan) (startup.Restored, error) {
+	start := time.Now()
+	res, err := t.Source.Restore(ctx, cfg, p)
+	t.s.ran(Operation{Name: "restore", Took: time.Since(start), Err: err})
+	return res, err
 }
 
 // SnapshotStatus is the Snapshotter's state: the newest revision on the

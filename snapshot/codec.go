@@ -33,7 +33,9 @@ const (
 
 var compressions = []Compression{Gzip, Zstd, Zlib, LZW}
 
-func (c Compression) suffix() string {
+// Suffix is the compression's part of an object's name: ".gz", "" for
+// none.
+func (c Compression) Suffix() string {
 	switch c {
 	case Gzip:
 		return ".gz"

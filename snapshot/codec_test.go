@@ -96,7 +96,7 @@ func TestCodecsRoundTrip(t *testing.T) {
 				st := store.NewMem()
 				c := Codec{Compression: comp, Recipients: enc.recipients, Identities: enc.identities}
 				s := writeObject(t, st, c, body)
-				if wantSuffix := comp.suffix(); !strings.Contains(s.Key, wantSuffix) || s.Encrypted != (enc.recipients != nil) {
+				if wantSuffix := comp.Suffix(); !strings.Contains(s.Key, wantSuffix) || s.Encrypted != (enc.recipients != nil) {
 					t.Fatalf("key %s for %s/%s", s.Key, comp, enc.name)
 				}
 				parsed, err := Parse(s.Key)

@@ -62,7 +62,7 @@ type Snapshot struct {
 // Name is the object's base name: Kind-start-last-unix and its suffixes.
 func (s Snapshot) Name() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s-%08d-%08d-%d%s", s.Kind, s.StartRevision, s.LastRevision, s.Created.Unix(), s.Compression.suffix())
+	fmt.Fprintf(&b, "%s-%08d-%08d-%d%s", s.Kind, s.StartRevision, s.LastRevision, s.Created.Unix(), s.Compression.Suffix())
 	if s.Encrypted {
 		b.WriteString(suffixAge)
 	}
@@ -157,9 +157,9 @@ func parseName(name string) (Snapshot, error) {
 // encryption, final.
 func (s *Snapshot) parseSuffixes(rest string) error {
 	for _, c := range compressions {
-		if c.suffix() != "" && strings.HasPrefix(rest, c.suffix()) {
+		if c.Suffix() != "" && strings.HasPrefix(rest, c.Suffix()) {
 			s.Compression = c
-			rest = rest[len(c.suffix()):]
+			rest = rest[len(c.Suffix()):]
 			break
 		}
 	}

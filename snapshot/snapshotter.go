@@ -110,9 +110,10 @@ type Result struct {
 	// Reason says why it ran: schedule, startup, period, memory-limit,
 	// on-demand, compacted, gap, retry, stop.
 	Reason   string
-	Snapshot Snapshot // the snapshot written, for a successful full or delta
-	Events   int      // events in a delta
-	Deleted  int      // snapshots deleted by GC
+	Snapshot Snapshot   // the snapshot written, for a successful full or delta
+	Events   int        // events in a delta
+	Deleted  int        // snapshots deleted by GC
+	Expired  []Snapshot // and which
 	Duration time.Duration
 	Err      error
 }
@@ -150,7 +151,10 @@ type Snapshotter struct {
 }
 
 type request struct {
-	op    Operation
+	op Operation
+	// final marks a full snapshot as the last before the member stops
+	// for good (etcd-backup-restore's .final).
+	final bool
 	reply chan Result
 }
 
@@ -182,7 +186,14 @@ func (s *Snapshotter) Status() Status {
 
 // TakeFull takes a full snapshot now, through the running loop.
 func (s *Snapshotter) TakeFull(ctx context.Context) (Snapshot, error) {
-	return s.demand(ctx, OpFull)
+	return s.demand(ctx, request{op: OpFull})
+}
+
+// TakeFinal takes a full snapshot marked final, as an operator does
+// before the cluster stops for good (etcd-druid's copy of backups waits
+// for it).
+func (s *Snapshotter) TakeFinal(ctx context.Context) (Snapshot, error) {
+	return s.demand(ctx, request{op: OpFull, final: true})
 }
 
 // TakeDelta writes every event up to the cluster's current revision now,
@@ -190,14 +201,14 @@ func (s *Snapshotter) TakeFull(ctx context.Context) (Snapshot, error) {
 // several when the events exceed the memory limit). ErrNoEvents: nothing
 // changed.
 func (s *Snapshotter) TakeDelta(ctx context.Context) (Snapshot, error) {
-	return s.demand(ctx, OpDelta)
+	return s.demand(ctx, request{op: OpDelta})
 }
 
-func (s *Snapshotter) demand(ctx context.Context, op Operation) (Snapshot, error) {
+func (s *Snapshotter) demand(ctx context.Context, req request) (Snapshot, error) {
 	if !s.Status().Running {
 		return Snapshot{}, ErrNotRunning
 	}
-	req := request{op: op, reply: make(chan Result, 1)}
+	req.reply = make(chan Result, 1)
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
@@ -307,14 +318,14 @@ func (l *loop) run(ctx context.Context) error {
 			}
 		case <-l.fullTimer.C:
 			if l.started {
-				l.full(ctx, "schedule")
+				l.full(ctx, "schedule", false)
 			}
 			l.nextFull()
 		case <-l.gcTimer.C:
 			l.gc(ctx)
 			l.gcTimer.Reset(l.opts.RetentionPeriod)
 		case req := <-l.reqs:
-			req.reply <- l.demanded(ctx, req.op)
+			req.reply <- l.demanded(ctx, req)
 		}
 	}
 }
@@ -353,7 +364,7 @@ func (l *loop) retried(ctx context.Context) {
 	}
 	switch {
 	case l.needFull != "":
-		l.full(ctx, l.needFull)
+		l.full(ctx, l.needFull, false)
 	case l.opts.DeltaPeriod > 0:
 		l.delta(ctx, reason)
 	default:
@@ -385,12 +396,13 @@ func (l *loop) watched(ctx context.Context, wr clientv3.WatchResponse, ok bool) 
 }
 
 // demanded takes the snapshot a caller asked for (TakeFull, TakeDelta).
-func (l *loop) demanded(ctx context.Context, op Operation) Result {
+func (l *loop) demanded(ctx context.Context, req request) Result {
+	op := req.op
 	switch {
 	case !l.started:
 		return Result{Op: op, Err: errors.New("the snapshotter has not started: the store or the cluster is unreachable")}
 	case op == OpFull:
-		r := l.full(ctx, "on-demand")
+		r := l.full(ctx, "on-demand", req.final)
 		l.nextFull()
 		return r
 	case l.needFull != "":
@@ -461,13 +473,13 @@ func (l *loop) startup(ctx context.Context) error {
 
 // full takes a full snapshot. The watch stops meanwhile: a long stream
 // must not let watch responses pile up in the client.
-func (l *loop) full(ctx context.Context, reason string) Result {
+func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.waitUpload()
 	l.capture.stop()
 	start := time.Now()
 	snap, err := Full(ctx, l.cli, l.st, FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.opts.BeforeUpload,
-		Logger: l.opts.Logger, Now: l.opts.Now,
+		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
 	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}
 	if err != nil {
@@ -572,7 +584,7 @@ func (l *loop) gc(ctx context.Context) {
 	if err != nil {
 		l.log.Warn("retention failed", "err", err)
 	}
-	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(deleted), Duration: time.Since(start), Err: err})
+	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(deleted), Expired: deleted, Duration: time.Since(start), Err: err})
 }
 
 // stop lets the upload in flight finish and writes what is pending, with

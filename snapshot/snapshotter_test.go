@@ -298,6 +298,12 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if err != nil || full.LastRevision != while.LastRevision {
 		t.Fatalf("on-demand full: %s, %v", full.Key, err)
 	}
+	// A final full is an ordinary full with .final, and the chain goes on
+	// from it.
+	final, err := b.TakeFinal(ctx)
+	if err != nil || !final.Final || !strings.HasSuffix(final.Key, ".final") || final.LastRevision != while.LastRevision {
+		t.Fatalf("final full: %s (final %v), %v", final.Key, final.Final, err)
+	}
 	b.stop(t)
 	checkChain(t, cli, st, snapshot.Codec{})
 }

@@ -35,14 +35,19 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 		o.Logger.Info("startup: data dir moved aside", "member", cfg.Name, "to", aside)
 		prune(o.Logger, cfg.DataDir, o.KeepMovedAside, aside)
 		if p.ID != 0 {
-			if err := member.Remove(ctx, cli, p.ID, o.Retry); err != nil {
+			start := time.Now()
+			err := member.Remove(ctx, cli, p.ID, o.Retry)
+			o.told("remove", start, err)
+			if err != nil {
 				return p, err
 			}
 			p.ID = 0
 		}
 	}
 	if p.ID == 0 {
+		start := time.Now()
 		m, members, err := member.AddLearner(ctx, cli, cfg.PeerURLs, o.Retry)
+		o.told("add-learner", start, err)
 		if err != nil {
 			return p, err
 		}
@@ -53,4 +58,11 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 	}
 	p.ClusterState, p.Learner = "existing", true
 	return p, nil
+}
+
+// told tells OnMember of a membership change.
+func (o Options) told(op string, start time.Time, err error) {
+	if o.OnMember != nil {
+		o.OnMember(op, time.Since(start), err)
+	}
 }

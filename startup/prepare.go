@@ -35,6 +35,9 @@ type Options struct {
 	KeepMovedAside int
 	// Retry bounds the membership calls of a join or rejoin.
 	Retry member.RetryOptions
+	// OnMember, when set, is told of each membership change a join or
+	// rejoin made ("remove", "add-learner"), for the caller's metrics.
+	OnMember func(op string, took time.Duration, err error)
 	// Now names moved-aside data dirs. Default time.Now.
 	Now func() time.Time
 	// Logger: nil discards.

@@ -24,7 +24,9 @@ type sidecarProc struct {
 	name, url string
 	args      []string
 	// dir is the process's working directory; "": the test's.
-	dir    string
+	dir string
+	// env is added to the test's environment.
+	env    []string
 	cmd    *exec.Cmd
 	exited chan error
 	// logs is everything the process wrote, to read once it has exited.
@@ -35,6 +37,9 @@ func (p *sidecarProc) start(t *testing.T) {
 	t.Helper()
 	p.cmd = exec.Command(binary, p.args...)
 	p.cmd.Dir = p.dir
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	p.logs.Reset()
 	p.cmd.Stderr = io.MultiWriter(testWriter{t, p.name}, &p.logs)
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,556 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/pki"
+)
+
+// The flags of etcd-backup server are etcd-backup-restore's: the same
+// names, shorthands, types and defaults as its "etcdbrctl server --help"
+// lists them (testdata, from its source), no more and no fewer.
+func TestServerFlagsAreEtcdBackupRestores(t *testing.T) {
+	want := readFlagList(t, "testdata/etcdbrctl-server-flags.txt")
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	new(brServer).flags(fs)
+	var got []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		// As pflag's usage prints them: a zero default is left out, a
+		// string's is quoted, an int64 is an int.
+		typ, def := f.Value.Type(), f.DefValue
+		switch typ {
+		case "bool":
+			typ = ""
+		case "stringSlice":
+			typ = "strings"
+		case "int64":
+			typ = "int"
+		case "string":
+			if def != "" {
+				def = strconv.Quote(def)
+			}
+		}
+		if slices.Contains([]string{"0", "0s", "false", "[]"}, def) {
+			def = ""
+		}
+		got = append(got, strings.Join(slices.DeleteFunc([]string{f.Name, f.Shorthand, typ, def}, func(s string) bool { return s == "" }), " "))
+	})
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("flags differ from etcd-backup-restore's:\n%s", lineDiff(want, got))
+	}
+}
+
+// readFlagList reads a testdata list, one flag per line, # comments.
+func readFlagList(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func lineDiff(want, got []string) string {
+	var b strings.Builder
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			fmt.Fprintf(&b, "- %s\n", w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			fmt.Fprintf(&b, "+ %s\n", g)
+		}
+	}
+	return b.String()
+}
+
+// A provider, container and prefix name the same place etcd-backup-restore
+// stores in; an unknown provider, and a cloud one without a container,
+// are refused with what to set.
+func TestServerStoreURLs(t *testing.T) {
+	t.Setenv("HOME", "/home/nonroot")
+	t.Setenv("STORAGE_CONTAINER", "bucket-a")
+	for _, c := range []struct {
+		store brStore
+		want  string
+	}{
+		{brStore{provider: "S3", prefix: "shoot--p--c/etcd-main"}, "s3://bucket-a/shoot--p--c/etcd-main"},
+		{brStore{provider: "S3", container: "b", prefix: "p", endpoint: "http://127.0.0.1:9000"}, "s3://b/p?endpoint=http%3A%2F%2F127.0.0.1%3A9000"},
+		{brStore{provider: "GCS", prefix: "p"}, "gs://bucket-a/p"},
+		{brStore{provider: "ABS", prefix: "p", endpoint: "http://127.0.0.1:10000/devstoreaccount1"}, "azblob://bucket-a/p?endpoint=http%3A%2F%2F127.0.0.1%3A10000%2Fdevstoreaccount1"},
+		{brStore{provider: "Local", container: "backups", prefix: "etcd-main"}, "file:///home/nonroot/backups/etcd-main"},
+		{brStore{provider: "Local", prefix: "p"}, "file:///home/nonroot/bucket-a/p"},
+		{brStore{}, ""},
+	} {
+		got, err := c.store.url("STORAGE_CONTAINER")
+		if err != nil || got != c.want {
+			t.Errorf("%+v: %q, %v; want %q", c.store, got, err, c.want)
+		}
+	}
+	t.Setenv("STORAGE_CONTAINER", "")
+	for _, c := range []struct {
+		store brStore
+		want  string
+	}{
+		{brStore{provider: "Swift"}, `storage provider "Swift": etcdkit stores backups on S3`},
+		{brStore{provider: "S3", prefix: "p"}, "no container: set --store-container or STORAGE_CONTAINER"},
+	} {
+		if _, err := c.store.url("STORAGE_CONTAINER"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.store, err, c.want)
+		}
+	}
+	// Flags etcd-backup-restore does not have are refused; its flags that
+	// mean nothing here are accepted.
+	r := etcdBackup(t, nil, "server", "--storage-provider=Local", "--no-such-flag")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "unknown flag: --no-such-flag") {
+		t.Errorf("an unknown flag: exit %d, %s", r.code, r.stderr)
+	}
+	r = etcdBackup(t, nil, "server", "--storage-provider=Swift", "--embedded-etcd-quota-bytes=8589934592")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `storage provider "Swift"`) {
+		t.Errorf("an unsupported provider: exit %d, %s", r.code, r.stderr)
+	}
+}
+
+// druid is an etcd-druid-style cluster on loopback: each member's
+// sidecar is an etcd-backup server process started with the arguments
+// etcd-druid's StatefulSet gives etcd-backup-restore, and its etcd is
+// started the way Gardener's etcd-wrapper starts it, by a minimal client
+// of etcd-backup-restore's protocol (brWrapper). Member i advertises its
+// client URL on 127.0.0.(i+1), where its sidecar listens at the one port
+// every sidecar shares, so a follower finds the leader's sidecar as
+// etcd-backup-restore does. Clients, peers and the sidecars speak TLS.
+type druid struct {
+	t        *testing.T
+	sec      *etcdtest.Security
+	caPool   *x509.CertPool
+	dir      string
+	storeDir string
+	port     int
+	members  []*druidMember
+	cluster  string
+}
+
+type druidMember struct {
+	pod, host        string
+	peerURL, client  string
+	dataDir, conf    string
+	server           *sidecarProc
+	etcd             *embed.Etcd
+	served           string // the config /config served last
+	extraServerFlags []string
+}
+
+func newDruid(t *testing.T, members int) *druid {
+	t.Helper()
+	dir := t.TempDir()
+	hosts := []string{"localhost"}
+	for i := range members {
+		hosts = append(hosts, fmt.Sprintf("127.0.0.%d", i+1))
+	}
+	sec := &etcdtest.Security{Dir: filepath.Join(dir, "security")}
+	if err := os.MkdirAll(sec.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sec.CA = pki.NewCA(t, sec.Dir, "ca")
+	sec.Member = sec.CA.Issue(t, "member", pki.LeafOptions{CommonName: "etcd-member", Hosts: hosts})
+	sec.Client = sec.CA.Issue(t, "client", pki.LeafOptions{CommonName: "etcd-backup", ClientOnly: true})
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(sec.CA.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	port, err := etcdtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &druid{t: t, sec: sec, caPool: pool, dir: dir, storeDir: filepath.Join(dir, "home"), port: port}
+	var initial []string
+	for i := range members {
+		pod := fmt.Sprintf("etcd-main-%d", i)
+		peer, client, err := etcdtest.FreeURLs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := fmt.Sprintf("127.0.0.%d", i+1)
+		m := &druidMember{pod: pod, host: host, peerURL: "https://" + peer.Host,
+			client: "https://" + net.JoinHostPort(host, client.Port()), dataDir: filepath.Join(dir, pod, "new.etcd")}
+		initial = append(initial, pod+"="+m.peerURL)
+		d.members = append(d.members, m)
+	}
+	d.cluster = strings.Join(initial, ",")
+	for _, m := range d.members {
+		d.writeConf(m)
+	}
+	return d
+}
+
+// writeConf writes the member's ETCD_CONF as etcd-druid's ConfigMap holds
+// it, with the member's own listen URLs (etcd-druid's pods each listen on
+// 0.0.0.0; here they share one host).
+func (d *druid) writeConf(m *druidMember) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: etcd-config\ndata-dir: %s\nmetrics: basic\nsnapshot-count: 75000\nenable-grpc-gateway: false\n", m.dataDir)
+	fmt.Fprintf(&b, "quota-backend-bytes: 8589934592\ninitial-cluster-token: etcd-cluster\ninitial-cluster-state: new\ninitial-cluster: %s\n", d.cluster)
+	fmt.Fprintf(&b, "auto-compaction-mode: periodic\nauto-compaction-retention: 30m\nunsafe-no-fsync: true\n")
+	fmt.Fprintf(&b, "listen-peer-urls: %s\nlisten-client-urls: %s\n", m.peerURL, m.client)
+	for _, key := range []string{"initial-advertise-peer-urls", "advertise-client-urls"} {
+		fmt.Fprintf(&b, "%s:\n", key)
+		for _, o := range d.members {
+			u := o.peerURL
+			if key == "advertise-client-urls" {
+				u = o.client
+			}
+			fmt.Fprintf(&b, "  %s:\n  - %s\n", o.pod, u)
+		}
+	}
+	for _, key := range []string{"client-transport-security", "peer-transport-security"} {
+		fmt.Fprintf(&b, "%s:\n  cert-file: %s\n  key-file: %s\n  client-cert-auth: true\n  trusted-ca-file: %s\n  auto-tls: false\n",
+			key, d.sec.Member.CertFile, d.sec.Member.KeyFile, d.sec.CA.File)
+	}
+	fmt.Fprintf(&b, "next-cluster-version-compatible: true\n")
+	m.conf = filepath.Join(d.dir, m.pod+".conf.yaml")
+	if err := os.WriteFile(m.conf, []byte(b.String()), 0o600); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// serverArgs are the arguments etcd-druid's StatefulSet builder gives
+// etcd-backup-restore for a cluster with client and backup TLS, a Local
+// store and leases, in its order.
+func (d *druid) serverArgs(m *druidMember) []string {
+	data := filepath.Dir(m.dataDir)
+	return append([]string{"server", fmt.Sprintf("--server-port=%d", d.port),
+		"--enable-snapshot-lease-renewal=true", "--full-snapshot-lease-name=etcd-main-full-snap",
+		"--delta-snapshot-lease-name=etcd-main-delta-snap",
+		"--storage-provider=Local", "--store-prefix=etcd-main", "--schedule=0 */24 * * *", "--delta-snapshot-period=1s",
+		"--delta-snapshot-memory-limit=104857600", "--garbage-collection-policy=LimitBased", "--max-backups=7",
+		"--garbage-collection-period=1m0s", "--compress-snapshots=true", "--compression-policy=gzip", "--etcd-snapshot-timeout=15m",
+		"--etcd-defrag-timeout=15m", "--auto-compaction-mode=periodic", "--auto-compaction-retention=30m",
+		"--cacert=" + d.sec.CA.File, "--cert=" + d.sec.Client.CertFile, "--key=" + d.sec.Client.KeyFile,
+		"--insecure-transport=false", "--insecure-skip-tls-verify=false", "--endpoints=" + m.client,
+		"--service-endpoints=" + d.members[0].client,
+		"--server-cert=" + d.sec.Member.CertFile, "--server-key=" + d.sec.Member.KeyFile,
+		"--data-dir=" + m.dataDir, "--restoration-temp-snapshots-dir=" + filepath.Join(data, "restoration.temp"),
+		"--snapstore-temp-directory=" + filepath.Join(data, "temp"), "--etcd-connection-timeout=5m", "--use-etcd-wrapper=true",
+		"--enable-member-lease-renewal=true", "--k8s-heartbeat-duration=10s", "--embedded-etcd-quota-bytes=8589934592",
+	}, m.extraServerFlags...)
+}
+
+// base is the member's sidecar URL.
+func (d *druid) base(m *druidMember) string {
+	return "https://" + net.JoinHostPort(m.host, strconv.Itoa(d.port))
+}
+
+// startServer starts the member's etcd-backup server process with
+// etcd-druid's environment.
+func (d *druid) startServer(m *druidMember) {
+	d.t.Helper()
+	p := &sidecarProc{name: m.pod + "-br", url: d.base(m), args: d.serverArgs(m)}
+	p.env = []string{"POD_NAME=" + m.pod, "POD_NAMESPACE=shoot--p--c", "ETCD_CONF=" + m.conf, "STORAGE_CONTAINER=backups",
+		"HOME=" + d.storeDir, "ETCDKIT_LISTEN=" + net.JoinHostPort(m.host, strconv.Itoa(d.port))}
+	p.start(d.t)
+	m.server = p
+	d.t.Cleanup(func() {
+		if d.t.Failed() {
+			d.t.Logf("%s's log:\n%s", p.name, p.logs.String())
+		}
+	})
+}
+
+func (d *druid) http() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: d.caPool}}}
+}
+
+// get calls the member's sidecar as etcd-backup-restore's clients do.
+func (d *druid) get(m *druidMember, path string) (int, http.Header, string) {
+	d.t.Helper()
+	resp, err := d.http().Get(d.base(m) + path)
+	if err != nil {
+		d.t.Fatalf("GET %s on %s: %v", path, m.pod, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// brWrapper is Gardener's etcd-wrapper in brief, written from its
+// protocol: poll /initialization/status; on "New" ask
+// /initialization/start in the mode its last exit calls for; on
+// "Successful" fetch /config and start etcd from it.
+func (d *druid) brWrapper(ctx context.Context, m *druidMember, mode string) error {
+	d.t.Helper()
+	hc := d.http()
+	get := func(path string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.base(m)+path, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	for {
+		code, status, err := get("/initialization/status")
+		if err == nil && code == http.StatusOK {
+			if status == "Successful" {
+				break
+			}
+			if status == "New" {
+				if code, _, err := get("/initialization/start?mode=" + mode); err != nil || code != http.StatusOK {
+					d.t.Logf("%s: start initialization: %d %v", m.pod, code, err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: initialization: %w (last status %q)", m.pod, ctx.Err(), status)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	code, conf, err := get("/config")
+	if err != nil {
+		return fmt.Errorf("%s: /config: %w", m.pod, err)
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("%s: /config: status %d", m.pod, code)
+	}
+	m.served = conf
+	path := filepath.Join(d.dir, m.pod+".served.yaml")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		return err
+	}
+	cfg, err := embed.ConfigFromFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: the served config: %w", m.pod, err)
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("%s: start etcd: %w", m.pod, err)
+	}
+	m.etcd = e
+	d.t.Cleanup(func() { d.stopEtcd(m) })
+	return nil
+}
+
+// stopEtcd stops the member's etcd, as the wrapper's container stops.
+func (d *druid) stopEtcd(m *druidMember) {
+	if m.etcd != nil {
+		m.etcd.Close()
+		m.etcd = nil
+	}
+}
+
+// client reaches the members' etcd.
+func (d *druid) client(t *testing.T) etcdclient.Config {
+	var eps []string
+	for _, m := range d.members {
+		eps = append(eps, m.client)
+	}
+	return etcdclient.Config{Endpoints: eps, TLS: d.sec.TLSFiles()}
+}
+
+var snapshotJSON = regexp.MustCompile(`^\{"createdOn":"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)","immutabilityExpriyTime":"0001-01-01T00:00:00Z","versionID":null,"kind":"(Full|Incr)","snapDir":"","snapName":"((?:Full|Incr)-(\d{8})-(\d{8})-(\d+)\.gz(?:\.final)?)","prefix":"([^"]*)","compressionSuffix":"\.gz","startRevision":(\d+),"lastRevision":(\d+),"isChunk":false,"isFinal":(true|false)\}$`)
+
+// checkSnapshotJSON checks one snapshot's JSON byte for byte against
+// etcd-backup-restore's form, and that the name agrees with the fields.
+func checkSnapshotJSON(t *testing.T, body, kind, prefix string, final bool) (start, last int64) {
+	t.Helper()
+	m := snapshotJSON.FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("not etcd-backup-restore's snapshot JSON: %s", body)
+	}
+	created, err := time.Parse(time.RFC3339, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[2] != kind || m[7] != prefix || m[10] != strconv.FormatBool(final) || m[4] != fmt.Sprintf("%08s", m[8]) ||
+		m[5] != fmt.Sprintf("%08s", m[9]) || m[6] != strconv.FormatInt(created.Unix(), 10) || strings.HasSuffix(m[3], ".final") != final {
+		t.Fatalf("snapshot JSON %s: want kind %s, prefix %q, final %v, and a name that agrees", body, kind, prefix, final)
+	}
+	start, _ = strconv.ParseInt(m[8], 10, 64)
+	last, _ = strconv.ParseInt(m[9], 10, 64)
+	return start, last
+}
+
+// The contract, endpoint by endpoint, on one member with TLS on its
+// clients, its peers and the sidecar: what etcd-backup-restore answers
+// (status code, body bytes, content type) is what etcd-backup server
+// answers. Then the data dir is wiped and the same wrapper brings it back
+// from the backups.
+func TestServerContract(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := newDruid(t, 1)
+	m := d.members[0]
+	d.startServer(m)
+	waitServing(t, d, m)
+
+	code, h, body := d.get(m, "/initialization/status")
+	if code != 200 || body != "New" || h.Get("Content-Type") != "text/plain; charset=utf-8" || h.Get("Strict-Transport-Security") != "max-age=31536000" {
+		t.Fatalf("status before start: %d %q %v", code, body, h)
+	}
+	if code, _, body := d.get(m, "/healthz"); code != 503 || body != `{"health":false}` {
+		t.Fatalf("healthz before etcd runs: %d %s", code, body)
+	}
+	if err := d.brWrapper(ctx, m, "full"); err != nil {
+		t.Fatal(err)
+	}
+	// The final state is read once, then the state is New again.
+	if _, _, body := d.get(m, "/initialization/status"); body != "New" {
+		t.Fatalf("status after the wrapper read Successful: %q", body)
+	}
+	for _, want := range []string{"name: etcd-main-0\n", "initial-advertise-peer-urls: " + m.peerURL + "\n",
+		"advertise-client-urls: " + m.client + "\n", "initial-cluster: etcd-main-0=" + m.peerURL + "\n",
+		"initial-cluster-state: new\n", "quota-backend-bytes: 8589934592\n", "  client-cert-auth: true\n"} {
+		if !strings.Contains(m.served, want) {
+			t.Errorf("/config lacks %q:\n%s", want, m.served)
+		}
+	}
+	cli, err := etcdclient.New(ctx, d.client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	waitFor(t, "the sidecar uploads and /healthz is 200", func() bool {
+		code, _, body := d.get(m, "/healthz")
+		return code == 200 && body == `{"health":true}`
+	})
+	putMany(t, cli, 20, "contract")
+
+	code, h, body = d.get(m, "/snapshot/delta")
+	if code != 200 || h.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Fatalf("/snapshot/delta: %d %s %v", code, body, h)
+	}
+	_, last := checkSnapshotJSON(t, body, "Incr", "", false)
+	if code, _, body := d.get(m, "/snapshot/delta"); code != 200 || body != "null" {
+		t.Fatalf("/snapshot/delta with nothing new: %d %q, want 200 null", code, body)
+	}
+	if code, _, body := d.get(m, "/snapshot/full?final=maybe"); code != 400 || body != "" {
+		t.Fatalf("/snapshot/full?final=maybe: %d %q, want 400 and no body", code, body)
+	}
+	_, _, body = d.get(m, "/snapshot/full?final=true")
+	if _, full := checkSnapshotJSON(t, body, "Full", "", true); full != last {
+		t.Fatalf("the final full holds revision %d, the last delta %d", full, last)
+	}
+	putMany(t, cli, 5, "after-final")
+	_, _, body = d.get(m, "/snapshot/delta")
+	dstart, dlast := checkSnapshotJSON(t, body, "Incr", "", false)
+	if dstart != last+1 {
+		t.Fatalf("the delta after the final full starts at %d, want %d", dstart, last+1)
+	}
+	_, _, body = d.get(m, "/snapshot/latest")
+	latest := regexp.MustCompile(`^\{"fullSnapshot":(\{[^}]*\}),"deltaSnapshots":\[(\{[^}]*\})\]\}$`).FindStringSubmatch(body)
+	if latest == nil {
+		t.Fatalf("/snapshot/latest: %s", body)
+	}
+	checkSnapshotJSON(t, latest[1], "Full", "etcd-main/v2/", true)
+	if _, l := checkSnapshotJSON(t, latest[2], "Incr", "etcd-main/v2/", false); l != dlast {
+		t.Fatalf("/snapshot/latest's delta ends at %d, want %d", l, dlast)
+	}
+	if code, _, body := d.get(m, "/no/such/path"); code != 404 || body != "404 page not found\n" {
+		t.Fatalf("an unknown path: %d %q", code, body)
+	}
+	_, _, metrics := d.get(m, "/metrics")
+	for _, series := range []string{`etcdbr_snapshot_latest_revision{kind="Incr"} ` + strconv.FormatInt(dlast, 10),
+		`etcdbr_snapshot_duration_seconds_count{kind="Full",succeeded="true"}`, `etcdbr_validation_duration_seconds_count{succeeded="true"} 1`,
+		`etcdbr_cluster_size 1`, `etcdbr_snapstore_latest_deltas_total 1`, `etcdbr_snapshot_gc_total{kind="Incr",succeeded="true"} 0`,
+		`etcdkit_uploader 1`} {
+		if !strings.Contains(metrics, series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+
+	// The member's data dir is lost; the wrapper restarts and the
+	// sidecar restores it from the chain, final full and delta.
+	d.stopEtcd(m)
+	if err := os.Rename(m.dataDir, m.dataDir+".lost"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.brWrapper(ctx, m, "full"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctx, "/fault/after-final/", clientv3.WithPrefix())
+	if err != nil || resp.Count != 5 || resp.Header.Revision != dlast {
+		t.Fatalf("after the restore: %d keys of 5 at revision %d (want %d), %v", resp.Count, resp.Header.Revision, dlast, err)
+	}
+	_, _, metrics = d.get(m, "/metrics")
+	if !strings.Contains(metrics, `etcdbr_restoration_duration_seconds_count{restore="single_node",succeeded="true"} 1`) {
+		t.Errorf("/metrics does not count the restore:\n%s", grepLines(metrics, "etcdbr_restoration"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// waitServing waits until the member's sidecar answers.
+func waitServing(t *testing.T, d *druid, m *druidMember) {
+	t.Helper()
+	waitFor(t, m.pod+"'s sidecar serves", func() bool {
+		resp, err := d.http().Get(d.base(m) + "/initialization/status")
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err == nil
+	})
+}
+
+// waitFor polls ok for up to a minute.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/defrag"
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
+	"github.com/etcdkit/etcdkit/tlsfiles"
+)
+
+// brStore is etcd-backup-restore's description of a store: a provider, a
+// container (or STORAGE_CONTAINER) and a prefix, with prefix "source-"
+// for the source of a copy.
+type brStore struct {
+	provider, container, endpoint, prefix, tempDir string
+	chunkUploads                                   uint
+	minChunk                                       int64
+}
+
+func (b *brStore) flags(fs *pflag.FlagSet, prefix string) {
+	fs.StringVar(&b.provider, prefix+"storage-provider", "", "snapshot storage provider")
+	fs.StringVar(&b.container, prefix+"store-container", "", "container which will be used as snapstore")
+	fs.StringVar(&b.endpoint, prefix+"store-endpoint-override", "", "endpoint that will be used to override the default endpoint of the storage provider")
+	fs.StringVar(&b.prefix, prefix+"store-prefix", "", "prefix or directory inside container under which snapstore is created")
+	fs.UintVar(&b.chunkUploads, prefix+"max-parallel-chunk-uploads", 5, "maximum number of parallel chunk uploads allowed")
+	fs.Int64Var(&b.minChunk, prefix+"min-chunk-size", 5<<20, "Minimum size for multipart chunk upload")
+	fs.StringVar(&b.tempDir, prefix+"snapstore-temp-directory", "/tmp", "temporary directory for processing")
+}
+
+// url is the store URL the description names; containerEnv is read when
+// no container is given. "" when there is no provider: no store.
+func (b *brStore) url(containerEnv string) (string, error) {
+	container := b.container
+	if container == "" {
+		container = os.Getenv(containerEnv)
+	}
+	q := url.Values{}
+	if b.endpoint != "" {
+		q.Set("endpoint", b.endpoint)
+	}
+	var scheme string
+	switch b.provider {
+	case "":
+		return "", nil
+	case "Local", "local":
+		// etcd-backup-restore keeps a local store under the home
+		// directory, whatever the container says.
+		if container == "" {
+			container = "default.bkp"
+		}
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("the Local provider's directory: %w", err)
+		}
+		return (&url.URL{Scheme: "file", Path: filepath.Join(home, container, b.prefix)}).String(), nil
+	case "S3", "aws", "s3":
+		scheme = "s3"
+	case "GCS", "gcp", "gcs":
+		scheme = "gs"
+	case "ABS", "azure", "abs":
+		scheme = "azblob"
+	default:
+		return "", fmt.Errorf("storage provider %q: etcdkit stores backups on S3 (and S3-compatible stores), GCS, ABS and Local; the other providers of etcd-backup-restore are not supported", b.provider)
+	}
+	if container == "" {
+		return "", fmt.Errorf("storage provider %s: no container: set --%s or %s", b.provider, "store-container", containerEnv)
+	}
+	u := url.URL{Scheme: scheme, Host: container, Path: path.Join("/", b.prefix), RawQuery: q.Encode()}
+	return u.String(), nil
+}
+
+// brServer holds etcd-backup-restore's server flags, as etcd-druid passes
+// them.
+type brServer struct {
+	store, secondary brStore
+	syncSecondary    bool
+
+	schedule, gcPolicy, compression, defragSchedule string
+	deltaPeriod, deltaRetention, gcPeriod           time.Duration
+	deltaMemory, maxBackups                         uint
+	compress                                        bool
+
+	endpoints, serviceEndpoints             []string
+	cacert, cert, key, username, password   string
+	insecureTransport, insecureSkipVerify   bool
+	connTimeout, defragTimeout, snapTimeout time.Duration
+
+	port                  uint
+	serverCert, serverKey string
+	dataDir, configFile   string
+	useEtcdWrapper        bool
+	logLevel              uint32
+
+	// name, initial cluster, peer URLs and token describe the member when
+	// no ETCD_CONF file exists (a server run by hand).
+	name, initialCluster, token string
+	peerURLs                    []string
+}
+
+// ignoredFlags are etcd-backup-restore's flags that mean nothing to
+// etcdkit, with why.
+var ignoredFlags = map[string]string{
+	"embedded-etcd-quota-bytes":               "deltas are replayed into the database directly, with no embedded etcd",
+	"restoration-temp-snapshots-dir":          "a restore keeps no temporary copies of snapshots",
+	"auto-compaction-mode":                    "compaction is etcd's own setting",
+	"auto-compaction-retention":               "compaction is etcd's own setting",
+	"max-fetchers":                            "a restore downloads the chain in parallel with bounded memory",
+	"max-request-bytes":                       "no embedded etcd",
+	"max-txn-ops":                             "no embedded etcd",
+	"max-call-send-message-size":              "no embedded etcd",
+	"skip-hash-check":                         "every checksum is verified",
+	"max-parallel-chunk-uploads":              "the store's uploads are parallel with bounded memory",
+	"min-chunk-size":                          "the store chooses its part size",
+	"backoff-attempt-limit":                   "failures are retried with the sidecar's own backoff",
+	"backoff-multiplier":                      "failures are retried with the sidecar's own backoff",
+	"backoff-threshold-time":                  "failures are retried with the sidecar's own backoff",
+	"reelection-period":                       "the sidecar follows etcd's leader itself, every 500ms",
+	"etcd-connection-timeout-leader-election": "the sidecar follows etcd's leader itself",
+	"etcd-snapshot-timeout":                   "a snapshot is bounded by the store's timeout",
+	"enable-profiling":                        "no profiling endpoints",
+	"enable-member-lease-renewal":             "Kubernetes leases are not renewed by this version",
+	"enable-snapshot-lease-renewal":           "Kubernetes leases are not renewed by this version",
+	"full-snapshot-lease-name":                "Kubernetes leases are not renewed by this version",
+	"delta-snapshot-lease-name":               "Kubernetes leases are not renewed by this version",
+	"k8s-heartbeat-duration":                  "Kubernetes leases are not renewed by this version",
+	"secondary-backup-sync-period":            "secondary backup sync is not supported",
+	"secondary-storage-provider":              "secondary backup sync is not supported",
+	"secondary-store-container":               "secondary backup sync is not supported",
+	"secondary-store-endpoint-override":       "secondary backup sync is not supported",
+	"secondary-store-prefix":                  "secondary backup sync is not supported",
+	"secondary-max-parallel-chunk-uploads":    "secondary backup sync is not supported",
+	"secondary-min-chunk-size":                "secondary backup sync is not supported",
+	"secondary-snapstore-temp-directory":      "secondary backup sync is not supported",
+}
+
+func (b *brServer) flags(fs *pflag.FlagSet) {
+	b.store.flags(fs, "")
+	b.secondary.flags(fs, "secondary-")
+	fs.BoolVar(&b.syncSecondary, "secondary-backup-sync-enabled", false, "enable secondary backup-sync feature")
+	fs.Duration("secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
+
+	fs.StringVarP(&b.schedule, "schedule", "s", "0 */1 * * *", "schedule for snapshots")
+	fs.DurationVar(&b.deltaPeriod, "delta-snapshot-period", 20*time.Second, "Period after which delta snapshot will be persisted. If this value is set to be lesser than 1, delta snapshotting will be disabled.")
+	fs.DurationVar(&b.deltaRetention, "delta-snapshot-retention-period", 0, "Defines the retention period for older delta snapshots, excluding the latest snapshot set which is always retained for data safety.")
+	fs.UintVar(&b.deltaMemory, "delta-snapshot-memory-limit", 10<<20, "memory limit after which delta snapshots will be taken")
+	fs.DurationVar(&b.gcPeriod, "garbage-collection-period", time.Minute, "Period for garbage collecting old backups")
+	fs.StringVar(&b.gcPolicy, "garbage-collection-policy", "Exponential", "Policy for garbage collecting old backups")
+	fs.UintVarP(&b.maxBackups, "max-backups", "m", 7, "maximum number of previous backups to keep")
+	fs.BoolVar(&b.compress, "compress-snapshots", true, "whether to compress the snapshots or not")
+	fs.StringVar(&b.compression, "compression-policy", "gzip", "Policy for compressing the snapshots")
+	fs.DurationVar(&b.snapTimeout, "etcd-snapshot-timeout", 15*time.Minute, "timeout duration for taking etcd snapshots")
+	fs.StringVar(&b.defragSchedule, "defragmentation-schedule", "0 0 */3 * *", "schedule to defragment etcd data directory")
+	fs.DurationVar(&b.defragTimeout, "etcd-defrag-timeout", 8*time.Minute, "timeout duration for etcd defrag call")
+
+	fs.StringSliceVarP(&b.endpoints, "endpoints", "e", []string{"http://127.0.0.1:2379"}, "comma separated list of etcd endpoints")
+	fs.StringSliceVar(&b.serviceEndpoints, "service-endpoints", nil, "comma separated list of etcd endpoints that are used for etcd-backup-restore to connect to etcd through a (Kubernetes) service")
+	fs.StringVar(&b.cacert, "cacert", "", "verify certificates of TLS-enabled secure servers using this CA bundle")
+	fs.StringVar(&b.cert, "cert", "", "identify secure client using this TLS certificate file")
+	fs.StringVar(&b.key, "key", "", "identify secure client using this TLS key file")
+	fs.BoolVar(&b.insecureTransport, "insecure-transport", true, "disable transport security for client connections")
+	fs.BoolVar(&b.insecureSkipVerify, "insecure-skip-tls-verify", true, "skip server certificate verification")
+	fs.StringVar(&b.username, "etcd-username", "", "etcd server username, if one is required")
+	fs.StringVar(&b.password, "etcd-password", "", "etcd server password, if one is required")
+	fs.DurationVar(&b.connTimeout, "etcd-connection-timeout", 30*time.Second, "etcd client connection timeout")
+	fs.Duration("etcd-connection-timeout-leader-election", 5*time.Second, "timeout duration of etcd client connection during leader election")
+	fs.Duration("reelection-period", 5*time.Second, "period after which election will be re-triggered to check the leadership status")
+	fs.Int("max-call-send-message-size", 10<<20, "maximum size of message that the client sends")
+
+	fs.UintVarP(&b.port, "server-port", "p", 8080, "port on which server should listen")
+	fs.StringVar(&b.serverCert, "server-cert", "", "TLS certificate file for backup-restore server")
+	fs.StringVar(&b.serverKey, "server-key", "", "TLS key file for backup-restore server")
+	fs.Bool("enable-profiling", false, "enable profiling")
+	fs.StringVar(&b.configFile, "config-file", "", "path to the configuration file")
+	fs.Uint32Var(&b.logLevel, "log-level", 4, "verbosity level of logs")
+	fs.BoolVar(&b.useEtcdWrapper, "use-etcd-wrapper", false, "to enable backup-restore to use etcd-wrapper related functionality. Note: enable this flag only if etcd-wrapper is deployed.")
+
+	fs.StringVarP(&b.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
+	fs.StringVar(&b.name, "name", "default", "human-readable name for this member")
+	fs.StringVar(&b.initialCluster, "initial-cluster", "default=http://localhost:2380", "initial cluster configuration for restore bootstrap")
+	fs.StringVar(&b.token, "initial-cluster-token", "etcd-cluster", "initial cluster token for the etcd cluster during restore bootstrap")
+	fs.StringArrayVar(&b.peerURLs, "initial-advertise-peer-urls", []string{"http://localhost:2380"}, "list of this member's peer URLs to advertise to the rest of the cluster")
+	fs.String("restoration-temp-snapshots-dir", "default.restoration.tmp", "path to the temporary directory to store snapshot files during restoration")
+	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "maximum backend quota for the embedded etcd used for applying delta snapshots")
+	fs.Uint("max-fetchers", 6, "maximum number of threads that will fetch delta snapshots in parallel")
+	fs.Uint("max-request-bytes", 10<<20, "Maximum client request size in bytes the server will accept")
+	fs.Uint("max-txn-ops", 10240, "Maximum number of operations permitted in a transaction")
+	fs.Bool("skip-hash-check", false, "ignore snapshot integrity hash value (required if copied from data directory)")
+	fs.String("auto-compaction-mode", "periodic", "mode for auto-compaction: 'periodic' for duration based retention. 'revision' for revision number based retention.")
+	fs.String("auto-compaction-retention", "30m", "Auto-compaction retention length.")
+	fs.Uint("backoff-attempt-limit", 6, "threshold no. of attempt limit")
+	fs.Uint("backoff-multiplier", 2, "multiplicative factor for backoff mechanism")
+	fs.Duration("backoff-threshold-time", 128*time.Second, "upper bound backoff time")
+
+	fs.Bool("enable-member-lease-renewal", false, "Allows sidecar to periodically renew the member leases")
+	fs.Bool("enable-snapshot-lease-renewal", false, "Allows sidecar to renew the snapshot leases when snapshots are taken")
+	fs.String("full-snapshot-lease-name", "full-snapshot-revisions", "full snapshot lease name")
+	fs.String("delta-snapshot-lease-name", "delta-snapshot-revisions", "delta snapshot lease name")
+	fs.Duration("k8s-heartbeat-duration", 30*time.Second, "Heartbeat duration")
+}
+
+// logLevel maps etcd-backup-restore's logrus level (0 panic … 6 trace).
+func (b *brServer) logger(w io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	switch {
+	case b.logLevel <= 2:
+		level = slog.LevelError
+	case b.logLevel == 3:
+		level = slog.LevelWarn
+	case b.logLevel >= 5:
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+func serverCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "server [etcd-backup-restore's flags]",
+		Short: "Run the backup sidecar in etcd-backup-restore's place, for etcd-druid",
+		Long: `server takes etcd-backup-restore's "etcdbrctl server" flags and environment (STORAGE_CONTAINER,
+POD_NAME, ETCD_CONF and the credential variables) and serves its HTTP protocol without
+authentication on --server-port, with HTTPS when --server-cert and --server-key are given:
+/initialization/start and /status, /config, /snapshot/full, /snapshot/delta,
+/snapshot/latest, /healthz and /metrics (etcdbr_* beside etcdkit_*). Serve it only where the
+pod network alone reaches it. "server --help" lists the flags; those that mean nothing to
+etcdkit are accepted and logged as ignored.`,
+		// The flags are etcd-backup-restore's, some of them named like
+		// etcd-backup's own with another meaning: they are parsed here,
+		// apart from the root's.
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var b brServer
+			fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			b.flags(fs)
+			if err := fs.Parse(args); err != nil {
+				if errors.Is(err, pflag.ErrHelp) {
+					fs.SetOutput(cmd.OutOrStdout())
+					_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  etcd-backup server [flags]\n\nFlags:\n", cmd.Long)
+					fs.PrintDefaults()
+					return nil
+				}
+				return cli.Usage(err)
+			}
+			if fs.NArg() > 0 {
+				return cli.Usage(fmt.Errorf("server takes flags only, not %q", fs.Arg(0)))
+			}
+			return b.run(cmd, g, fs)
+		},
+	}
+}
+
+func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error {
+	ctx := cmd.Context()
+	log := b.logger(g.progress)
+	fs.Visit(func(f *pflag.Flag) {
+		if why, ok := ignoredFlags[f.Name]; ok {
+			log.Info("etcd-backup server: flag ignored", "flag", "--"+f.Name, "value", f.Value.String(), "why", why)
+		}
+	})
+	if b.configFile != "" {
+		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
+	}
+	if b.syncSecondary {
+		return cli.Usage(errors.New("--secondary-backup-sync-enabled: a secondary store is not supported; copy the backups with etcd-backup copy instead"))
+	}
+	storeURL, err := b.store.url("STORAGE_CONTAINER")
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if storeURL == "" {
+		return cli.Usage(errors.New("--storage-provider is not set: etcd-backup server needs a store to back up to (S3, GCS, ABS or Local)"))
+	}
+	st, err := cli.OpenStore(ctx, storeURL, g.storeTimeout)
+	if err != nil {
+		return err
+	}
+	codec := snapshot.Codec{}
+	if b.compress {
+		switch b.compression {
+		case "gzip":
+		case "zlib", "lzw":
+			log.Warn("etcd-backup server: new snapshots are compressed with gzip, which etcd-backup-restore reads too", "compression-policy", b.compression)
+		default:
+			return cli.Usage(fmt.Errorf("--compression-policy %q: gzip, zlib or lzw", b.compression))
+		}
+		codec.Compression = snapshot.Gzip
+	}
+	ret := snapshot.Retention{MaxFulls: int(b.maxBackups), DeltaRetention: b.deltaRetention}
+	switch b.gcPolicy {
+	case "Exponential":
+		ret.Policy = snapshot.Exponential
+	case "LimitBased":
+		ret.Policy = snapshot.LimitBased
+	default:
+		return cli.Usage(fmt.Errorf("--garbage-collection-policy %q: Exponential or LimitBased", b.gcPolicy))
+	}
+	conn, err := b.conn(log)
+	if err != nil {
+		return err
+	}
+	conf, pod, err := b.etcdConf()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if err := os.MkdirAll(b.store.tempDir, 0o700); err != nil {
+		return fmt.Errorf("--snapstore-temp-directory: %w", err)
+	}
+	etcd, err := etcdclient.New(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = etcd.Close() }()
+	o := sidecar.Options{
+		Client: etcd, Endpoint: b.endpoints[0], Store: st, Conn: conn, WorkDir: b.store.tempDir, Logger: log,
+		Snapshots: snapshot.SnapshotterOptions{
+			FullSchedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
+			RetentionPeriod: offIfZero(b.gcPeriod), Retention: ret, Codec: codec,
+		},
+		DefragSchedule: b.defragSchedule,
+		Defrag:         defrag.Options{Timeout: b.defragTimeout},
+		PeerTLS:        tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
+	}
+	if b.deltaPeriod < time.Second {
+		// etcd-backup-restore: under a second, no deltas.
+		o.Snapshots.DeltaPeriod = -1
+	}
+	c := etcdbr.Config{
+		EtcdConf: conf, Pod: pod, DataDir: b.dataDir, StorePrefix: b.store.prefix, Port: int(b.port),
+		TLS: b.serverCert != "", ServiceEndpoints: b.serviceEndpoints, UseEtcdWrapper: b.useEtcdWrapper,
+		Startup: startup.Options{Conn: conn, KeepMovedAside: 1, Logger: log}, Logger: log,
+	}
+	srv, err := etcdbr.New(o, c)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	// etcd-backup-restore listens on every interface; ETCDKIT_LISTEN
+	// (serve's --listen) narrows it, where sidecars share a host.
+	listen := cmp.Or(os.Getenv(cli.EnvName("listen")), fmt.Sprintf(":%d", b.port))
+	so := sidecar.ServeOptions{Listen: listen, OnListening: func(addr string) {
+		log.Info("etcd-backup server: serving etcd-backup-restore's protocol", "listen", addr, "member", b.endpoints[0], "store", storeURL,
+			"tls", c.TLS)
+	}}
+	if b.serverCert != "" || b.serverKey != "" {
+		files := tlsfiles.Files{Cert: b.serverCert, Key: b.serverKey, Names: tlsfiles.Names{Cert: "--server-cert", Key: "--server-key"}}
+		if so.TLS, err = files.NewServer(log); err != nil {
+			return cli.Usage(err)
+		}
+	}
+	err = srv.Serve(ctx, so)
+	log.Info("etcd-backup server: stopped")
+	return err
+}
+
+// conn is the connection to etcd the flags describe.
+func (b *brServer) conn(log *slog.Logger) (etcdclient.Config, error) {
+	if len(b.endpoints) == 0 {
+		return etcdclient.Config{}, cli.Usage(errors.New("--endpoints is empty: give this member's client URL"))
+	}
+	c := etcdclient.Config{Endpoints: b.endpoints, DialTimeout: b.connTimeout, AllowUnreachable: true, RequireRoot: true, Logger: log}
+	if !b.insecureTransport {
+		c.TLS = tlsfiles.Files{CA: b.cacert, Cert: b.cert, Key: b.key, InsecureSkipVerify: b.insecureSkipVerify,
+			Names: tlsfiles.Names{CA: "--cacert", Cert: "--cert", Key: "--key"}}
+	}
+	if b.username != "" {
+		// etcd-backup-restore takes the password on the command line;
+		// the client reads it from a file, kept private to this process.
+		f, err := os.CreateTemp(b.store.tempDir, "etcd-password-")
+		if err != nil {
+			return c, fmt.Errorf("--etcd-password: %w", err)
+		}
+		defer func() { _ = f.Close() }()
+		if _, err := f.WriteString(b.password); err != nil {
+			return c, fmt.Errorf("--etcd-password: %w", err)
+		}
+		c.User, c.PasswordFile = b.username, f.Name()
+		log.Warn("etcd-backup server: --etcd-password is on the command line, where ps shows it")
+	}
+	return c, nil
+}
+
+// etcdConf is the members' configuration: ETCD_CONF's file as etcd-druid
+// mounts it, or, when there is none, one member described by the flags.
+func (b *brServer) etcdConf() (*etcdbr.EtcdConf, string, error) {
+	path := os.Getenv("ETCD_CONF")
+	if path == "" {
+		path = etcdbr.DefaultEtcdConf
+	}
+	if _, err := os.Stat(path); err == nil || os.Getenv("ETCD_CONF") != "" {
+		conf, err := etcdbr.LoadEtcdConf(path)
+		return conf, os.Getenv("POD_NAME"), err
+	}
+	raw := map[string]any{
+		"name": b.name, "data-dir": b.dataDir, "initial-cluster": b.initialCluster, "initial-cluster-token": b.token,
+		"initial-advertise-peer-urls": strings.Join(b.peerURLs, ","), "advertise-client-urls": b.endpoints[0],
+	}
+	conf, err := etcdbr.EtcdConfOf("the command line (no "+etcdbr.DefaultEtcdConf+", no ETCD_CONF)", raw)
+	return conf, b.name, err
+}
