@@ -80,6 +80,10 @@ type Options struct {
 	// Promote bounds the promotion of this sidecar's member when it is a
 	// learner.
 	Promote member.RetryOptions
+	// PromoteVia are other members' client URLs the promotion is asked
+	// of, through Conn: a learner answers no promotion itself. Default:
+	// Client's endpoints.
+	PromoteVia []string
 	// PeerTLS is how this sidecar calls the others' APIs over https (the
 	// CA bundle of their certificates, and this sidecar's client
 	// certificate where they take client certificates). Read again when
@@ -347,7 +351,12 @@ func (s *Sidecar) fence(ctx context.Context) error {
 
 func (s *Sidecar) promote(ctx context.Context, id uint64) {
 	start := time.Now()
-	err := member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Promote)
+	var err error
+	if len(s.opts.PromoteVia) > 0 {
+		err = startup.Promote(ctx, s.opts.Conn, s.opts.PromoteVia, id, s.opts.Promote)
+	} else {
+		err = member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Promote)
+	}
 	s.ran(Operation{Name: "promote", Took: time.Since(start), Err: err})
 	if err != nil {
 		s.log.Error("sidecar: promote the member", "id", fmt.Sprintf("%x", id), "error", err)

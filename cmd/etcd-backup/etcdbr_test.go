@@ -160,7 +160,9 @@ type druid struct {
 	storeDir string
 	port     int
 	members  []*druidMember
-	cluster  string
+	// size is how many of the members the configuration lists.
+	size    int
+	cluster string
 }
 
 type druidMember struct {
@@ -198,7 +200,6 @@ func newDruid(t *testing.T, members int) *druid {
 		t.Fatal(err)
 	}
 	d := &druid{t: t, sec: sec, caPool: pool, dir: dir, storeDir: filepath.Join(dir, "home"), port: port}
-	var initial []string
 	for i := range members {
 		pod := fmt.Sprintf("etcd-main-%d", i)
 		peer, client, err := etcdtest.FreeURLs()
@@ -208,14 +209,24 @@ func newDruid(t *testing.T, members int) *druid {
 		host := fmt.Sprintf("127.0.0.%d", i+1)
 		m := &druidMember{pod: pod, host: host, peerURL: "https://" + peer.Host,
 			client: "https://" + net.JoinHostPort(host, client.Port()), dataDir: filepath.Join(dir, pod, "new.etcd")}
-		initial = append(initial, pod+"="+m.peerURL)
 		d.members = append(d.members, m)
+	}
+	d.resize(members)
+	return d
+}
+
+// resize writes every member's configuration for a cluster of the first n
+// members, as etcd-druid's ConfigMap changes when the Etcd is scaled.
+func (d *druid) resize(n int) {
+	d.size = n
+	var initial []string
+	for _, m := range d.members[:n] {
+		initial = append(initial, m.pod+"="+m.peerURL)
 	}
 	d.cluster = strings.Join(initial, ",")
 	for _, m := range d.members {
 		d.writeConf(m)
 	}
-	return d
 }
 
 // writeConf writes the member's ETCD_CONF as etcd-druid's ConfigMap holds
@@ -229,7 +240,7 @@ func (d *druid) writeConf(m *druidMember) {
 	fmt.Fprintf(&b, "listen-peer-urls: %s\nlisten-client-urls: %s\n", m.peerURL, m.client)
 	for _, key := range []string{"initial-advertise-peer-urls", "advertise-client-urls"} {
 		fmt.Fprintf(&b, "%s:\n", key)
-		for _, o := range d.members {
+		for _, o := range d.members[:d.size] {
 			u := o.peerURL
 			if key == "advertise-client-urls" {
 				u = o.client
@@ -553,4 +564,112 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// An etcd-druid cluster's life with etcd-backup server as its sidecar, TLS
+// everywhere: one member bootstraps and is backed up; etcd-druid scales it
+// to three, whose new members join as learners and are promoted; a
+// follower's database is corrupted and it rejoins from its peers; a
+// snapshot asked of a follower's sidecar is taken by the leader's; the
+// backups go on all along and restore to the live keyspace.
+func TestDruidClusterLifecycle(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d := newDruid(t, 3)
+	d.resize(1)
+	m0 := d.members[0]
+	d.startServer(m0)
+	waitServing(t, d, m0)
+	if err := d.brWrapper(ctx, m0, "full"); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{m0.client}, TLS: d.sec.TLSFiles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	putMany(t, cli, 50, "one")
+
+	// Scale 1 → 3: the new pods start one after the other, as the
+	// StatefulSet starts them.
+	d.resize(3)
+	for _, m := range d.members[1:] {
+		d.startServer(m)
+		waitServing(t, d, m)
+		if err := d.brWrapper(ctx, m, "full"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(m.served, "initial-cluster-state: existing\n") {
+			t.Fatalf("%s joined with:\n%s", m.pod, m.served)
+		}
+		waitVoters(t, ctx, cli, d.members[:slices.Index(d.members, m)+1])
+	}
+	putMany(t, cli, 50, "three")
+
+	// A follower's database is corrupted; its wrapper restarts it and the
+	// sidecar moves the data dir aside and rejoins it as a learner (its
+	// second add, after the scale-up's).
+	follower := d.follower(t, ctx, cli)
+	d.stopEtcd(follower)
+	if err := os.Truncate(filepath.Join(follower.dataDir, "member", "snap", "db"), 10000); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.brWrapper(ctx, follower, "full"); err != nil {
+		t.Fatal(err)
+	}
+	waitVoters(t, ctx, cli, d.members)
+	putMany(t, cli, 50, "rejoined")
+	_, _, metrics := d.get(follower, "/metrics")
+	if !strings.Contains(metrics, `etcdbr_restoration_duration_seconds_count{restore="single_member",succeeded="true"} 1`) ||
+		!strings.Contains(metrics, `etcdbr_add_learner_duration_seconds_count{succeeded="true"} 2`) {
+		t.Errorf("%s's metrics do not count the rejoin:\n%s", follower.pod, grepLines(metrics, "etcdbr_"))
+	}
+
+	// A snapshot asked of a follower's sidecar is the leader's to take.
+	follower = d.follower(t, ctx, cli)
+	code, _, body := d.get(follower, "/snapshot/full")
+	if code != 200 {
+		t.Fatalf("/snapshot/full on %s: %d %q", follower.pod, code, body)
+	}
+	_, full := checkSnapshotJSON(t, body, "Full", "", false)
+	resp, err := cli.Get(ctx, "/fault/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 150 || full != resp.Header.Revision {
+		t.Fatalf("the full holds revision %d; the cluster %d keys at %d, %v", full, resp.Count, resp.Header.Revision, err)
+	}
+	if code, _, body := d.get(follower, "/healthz"); code != 503 || body != `{"health":false}` {
+		t.Fatalf("a follower's sidecar's healthz: %d %s", code, body)
+	}
+}
+
+// follower is a member whose etcd runs and does not lead.
+func (d *druid) follower(t *testing.T, ctx context.Context, cli *clientv3.Client) *druidMember {
+	t.Helper()
+	for _, m := range d.members[:d.size] {
+		if m.etcd == nil {
+			continue
+		}
+		st, err := cli.Status(ctx, m.client)
+		if err == nil && st.Leader != st.Header.MemberId {
+			return m
+		}
+	}
+	t.Fatal("no follower runs")
+	return nil
+}
+
+// waitVoters waits until the members listed are the cluster's voters.
+func waitVoters(t *testing.T, ctx context.Context, cli *clientv3.Client, members []*druidMember) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("the cluster has %d voters", len(members)), func() bool {
+		list, err := cli.MemberList(ctx)
+		if err != nil || len(list.Members) != len(members) {
+			return false
+		}
+		for _, m := range list.Members {
+			if m.IsLearner || m.Name == "" {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -126,6 +126,10 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 		return etcdclient.New(ctx, conn)
 	}
 	o.PeerOf = s.peerOf
+	if o.PromoteVia == nil {
+		// The sidecar's own client reaches its member only.
+		o.PromoteVia = s.endpoints()
+	}
 	onOp := o.OnOperation
 	o.OnOperation = func(op sidecar.Operation) {
 		s.m.operation(op)
