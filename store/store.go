@@ -77,6 +77,11 @@ type Options struct {
 	// Transport carries the backend's HTTP requests; nil means the SDK's
 	// default. Tests wrap it to watch and disturb the wire.
 	Transport http.RoundTripper
+	// EnvPrefix prefixes the etcd-backup-restore credential variables a
+	// cloud backend reads (SOURCE_ reads SOURCE_AWS_APPLICATION_CREDENTIALS
+	// and so on, as its copy of backups does for the source store). The
+	// URL parameter env-prefix sets it.
+	EnvPrefix string
 }
 
 const (

@@ -1,28 +1,82 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 )
 
+// brCompact holds etcd-backup-restore's compact flags, as etcd-druid's
+// compaction Job passes them; compact accepts them beside its own.
+type brCompact struct {
+	store   brStore
+	dataDir string
+}
+
+func (b *brCompact) flags(fs *pflag.FlagSet) {
+	b.store.flags(fs, "")
+	fs.StringVarP(&b.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
+	for name, def := range map[string]string{"auto-compaction-mode": "periodic", "auto-compaction-retention": "30m",
+		"delta-snapshot-lease-name": "delta-snapshot-revisions", "full-snapshot-lease-name": "full-snapshot-revisions",
+		"initial-cluster": "default=http://localhost:2380", "initial-cluster-token": "etcd-cluster", "name": "default",
+		"restoration-temp-snapshots-dir": "default.restoration.tmp"} {
+		fs.String(name, def, "etcd-backup-restore's; no effect")
+	}
+	fs.Bool("defragment", true, "etcd-backup-restore's; the new full snapshot is always defragmented")
+	fs.Bool("enable-snapshot-lease-renewal", false, "etcd-backup-restore's; Kubernetes leases are not renewed by this version")
+	fs.Bool("skip-hash-check", false, "etcd-backup-restore's; every checksum is verified")
+	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "etcd-backup-restore's; no embedded etcd")
+	fs.Duration("etcd-defrag-timeout", 8*time.Minute, "etcd-backup-restore's; no effect")
+	fs.Duration("etcd-snapshot-timeout", 30*time.Minute, "etcd-backup-restore's; no effect")
+	fs.Duration("metrics-scrape-wait-duration", 0, "etcd-backup-restore's; no effect")
+	fs.StringArray("initial-advertise-peer-urls", []string{"http://localhost:2380"}, "etcd-backup-restore's; no effect")
+	fs.Int("max-call-send-message-size", 10<<20, "etcd-backup-restore's; no effect")
+	fs.Uint("max-fetchers", 6, "etcd-backup-restore's; no effect")
+	fs.Uint("max-request-bytes", 10<<20, "etcd-backup-restore's; no effect")
+	fs.Uint("max-txn-ops", 10240, "etcd-backup-restore's; no effect")
+}
+
 func compactCmd(g *globals) *cobra.Command {
-	var workDir string
+	var (
+		workDir string
+		br      brCompact
+	)
 	cmd := &cobra.Command{
 		Use:   "compact",
 		Short: "Turn the latest chain into one new full snapshot, locally; nothing is deleted",
-		Args:  cobra.NoArgs,
+		Long: `compact replays the latest chain into a new full snapshot, locally, and uploads it.
+
+It also takes etcd-backup-restore's "etcdbrctl compact" flags, as etcd-druid's compaction Job
+passes them (--storage-provider, --store-container or STORAGE_CONTAINER, --store-prefix, and
+--data-dir, whose directory is the work dir); without --compression the new full snapshot is
+compressed as the chain's last snapshot is.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := br.apply(cmd, g, &workDir); err != nil {
+				return err
+			}
 			var src restore.Source
 			st, p, err := g.source(ctx, &src)
 			if err != nil {
 				return err
+			}
+			if br.store.provider != "" && !cmd.Flags().Changed("compression") {
+				if src.Codec.Compression, err = chainCompression(ctx, st); err != nil {
+					return err
+				}
 			}
 			c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{
 				Source:  src,
@@ -46,5 +100,53 @@ func compactCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&workDir, "work-dir", os.TempDir(), "where the chain is replayed")
+	br.flags(cmd.Flags())
+	// etcd-backup-restore's flags work, and --help shows etcd-backup's own.
+	fs := pflag.NewFlagSet("", pflag.ContinueOnError)
+	br.flags(fs)
+	fs.VisitAll(func(f *pflag.Flag) { _ = cmd.Flags().MarkHidden(f.Name) })
 	return cmd
+}
+
+// apply turns etcd-backup-restore's store flags into --store, and its
+// data dir into the work dir.
+func (b *brCompact) apply(cmd *cobra.Command, g *globals, workDir *string) error {
+	if b.store.provider == "" {
+		return nil
+	}
+	if g.storeURL != "" {
+		return cli.Usage(errors.New("--store and --storage-provider name the store twice: give one"))
+	}
+	u, err := b.store.url("STORAGE_CONTAINER")
+	if err != nil {
+		return cli.Usage(err)
+	}
+	g.storeURL = u
+	if cmd.Flags().Changed("data-dir") && !cmd.Flags().Changed("work-dir") {
+		*workDir = filepath.Dir(b.dataDir)
+	}
+	return nil
+}
+
+// chainCompression is the compression of the latest chain's last
+// snapshot, which etcd-backup-restore's compaction keeps; gzip stands in
+// for the ones etcdkit reads but never writes.
+func chainCompression(ctx context.Context, st store.Store) (snapshot.Compression, error) {
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		return "", err
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		return "", err
+	}
+	last := chain.Full
+	if n := len(chain.Deltas); n > 0 {
+		last = chain.Deltas[n-1]
+	}
+	switch last.Compression {
+	case snapshot.Zlib, snapshot.LZW:
+		return snapshot.Gzip, nil
+	}
+	return last.Compression, nil
 }

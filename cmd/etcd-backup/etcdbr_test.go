@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,38 +29,44 @@ import (
 	"github.com/etcdkit/etcdkit/internal/pki"
 )
 
-// The flags of etcd-backup server are etcd-backup-restore's: the same
-// names, shorthands, types and defaults as its "etcdbrctl server --help"
-// lists them (testdata, from its source), no more and no fewer.
-func TestServerFlagsAreEtcdBackupRestores(t *testing.T) {
-	want := readFlagList(t, "testdata/etcdbrctl-server-flags.txt")
-	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
-	new(brServer).flags(fs)
-	var got []string
-	fs.VisitAll(func(f *pflag.Flag) {
-		// As pflag's usage prints them: a zero default is left out, a
-		// string's is quoted, an int64 is an int.
-		typ, def := f.Value.Type(), f.DefValue
-		switch typ {
-		case "bool":
-			typ = ""
-		case "stringSlice":
-			typ = "strings"
-		case "int64":
-			typ = "int"
-		case "string":
-			if def != "" {
-				def = strconv.Quote(def)
+// The flags of etcd-backup server, copy and compact are etcd-backup-restore's:
+// the same names, shorthands, types and defaults as "etcdbrctl <command>
+// --help" lists them (testdata, from its source), no more and no fewer
+// (compact has its own besides).
+func TestFlagsAreEtcdBackupRestores(t *testing.T) {
+	for _, c := range []struct {
+		command string
+		flags   func(*pflag.FlagSet)
+	}{{"server", new(brServer).flags}, {"copy", new(brCopy).flags}, {"compact", new(brCompact).flags}} {
+		want := readFlagList(t, "testdata/etcdbrctl-"+c.command+"-flags.txt")
+		fs := pflag.NewFlagSet(c.command, pflag.ContinueOnError)
+		c.flags(fs)
+		var got []string
+		fs.VisitAll(func(f *pflag.Flag) {
+			// As pflag's usage prints them: a zero default is left out, a
+			// string's is quoted, an int64 is an int.
+			typ, def := f.Value.Type(), f.DefValue
+			switch typ {
+			case "bool":
+				typ = ""
+			case "stringSlice":
+				typ = "strings"
+			case "int64":
+				typ = "int"
+			case "string":
+				if def != "" {
+					def = strconv.Quote(def)
+				}
 			}
+			if slices.Contains([]string{"0", "0s", "false", "[]"}, def) {
+				def = ""
+			}
+			got = append(got, strings.Join(slices.DeleteFunc([]string{f.Name, f.Shorthand, typ, def}, func(s string) bool { return s == "" }), " "))
+		})
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's flags differ from etcd-backup-restore's:\n%s", c.command, lineDiff(want, got))
 		}
-		if slices.Contains([]string{"0", "0s", "false", "[]"}, def) {
-			def = ""
-		}
-		got = append(got, strings.Join(slices.DeleteFunc([]string{f.Name, f.Shorthand, typ, def}, func(s string) bool { return s == "" }), " "))
-	})
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("flags differ from etcd-backup-restore's:\n%s", lineDiff(want, got))
 	}
 }
 
@@ -638,6 +645,50 @@ func TestDruidClusterLifecycle(t *testing.T) {
 	}
 	if code, _, body := d.get(follower, "/healthz"); code != 503 || body != `{"health":false}` {
 		t.Fatalf("a follower's sidecar's healthz: %d %s", code, body)
+	}
+
+	// etcd-druid's compaction Job folds the chain into a new full.
+	putMany(t, cli, 30, "before-compaction")
+	if code, _, _ := d.get(follower, "/snapshot/delta"); code != 200 {
+		t.Fatalf("/snapshot/delta on %s: %d", follower.pod, code)
+	}
+	env := []string{"HOME=" + d.storeDir}
+	jobDir := t.TempDir()
+	out := ok(t, env, "compact", "--data-dir="+filepath.Join(jobDir, "compaction.etcd"),
+		"--restoration-temp-snapshots-dir="+filepath.Join(jobDir, "compaction.restoration.temp"),
+		"--snapstore-temp-directory="+filepath.Join(jobDir, "tmp"), "--metrics-scrape-wait-duration=0s",
+		"--enable-snapshot-lease-renewal=true", "--full-snapshot-lease-name=etcd-main-full-snap",
+		"--delta-snapshot-lease-name=etcd-main-delta-snap", "--embedded-etcd-quota-bytes=8589934592",
+		"--storage-provider=Local", "--store-prefix=etcd-main", "--store-container=backups")
+	if !strings.Contains(out, "new full snapshot") {
+		t.Fatalf("compact: %s", out)
+	}
+
+	// Its copy-backups Job moves the backups once the final full is there.
+	putMany(t, cli, 10, "last")
+	if code, _, body := d.get(follower, "/snapshot/full?final=true"); code != 200 || !strings.Contains(body, `"isFinal":true`) {
+		t.Fatalf("the final full: %d %s", code, body)
+	}
+	ok(t, env, "copy", "--snapstore-temp-directory="+filepath.Join(jobDir, "tmp"), "--storage-provider=Local",
+		"--store-prefix=etcd-main", "--store-container=copied", "--source-storage-provider=Local", "--source-store-prefix=etcd-main",
+		"--source-store-container=backups", "--max-backups-to-copy=2", "--wait-for-final-snapshot=true",
+		"--wait-for-final-snapshot-timeout=1m")
+	copied, err := filepath.Glob(filepath.Join(d.storeDir, "copied", "etcd-main", "v2", "*"))
+	if err != nil || len(copied) < 2 || slices.ContainsFunc(copied, func(p string) bool { return strings.HasSuffix(p, ".final") }) {
+		t.Fatalf("the copy holds %v, %v: want two chains, no .final", copied, err)
+	}
+	live, err := cli.Get(ctx, "/fault/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := filepath.Join(t.TempDir(), "restored")
+	ok(t, nil, "restore", "--store", "file://"+filepath.Join(d.storeDir, "copied", "etcd-main"), "--data-dir", restored,
+		"--name", "r0", "--peer-urls", "http://127.0.0.1:2390")
+	peer, _ := url.Parse("http://127.0.0.1:2390")
+	rc := etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, "r0", restored, *peer)
+	got, err := rc.Client(t).Get(ctx, "/fault/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || got.Count != live.Count || got.Header.Revision != live.Header.Revision {
+		t.Fatalf("restored from the copy: %d keys at %d, live %d at %d, %v", got.Count, got.Header.Revision, live.Count, live.Header.Revision, err)
 	}
 }
 

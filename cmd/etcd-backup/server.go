@@ -247,20 +247,9 @@ etcdkit are accepted and logged as ignored.`,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var b brServer
-			fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			b.flags(fs)
-			if err := fs.Parse(args); err != nil {
-				if errors.Is(err, pflag.ErrHelp) {
-					fs.SetOutput(cmd.OutOrStdout())
-					_, _ = fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  etcd-backup server [flags]\n\nFlags:\n", cmd.Long)
-					fs.PrintDefaults()
-					return nil
-				}
-				return cli.Usage(err)
-			}
-			if fs.NArg() > 0 {
-				return cli.Usage(fmt.Errorf("server takes flags only, not %q", fs.Arg(0)))
+			fs, err := parseBRFlags(cmd, "server", args, b.flags)
+			if fs == nil {
+				return err
 			}
 			return b.run(cmd, g, fs)
 		},

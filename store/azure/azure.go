@@ -66,6 +66,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 	if err != nil {
 		return nil, err
 	}
+	opts.EnvPrefix = q.Get("env-prefix")
 	cfg := Config{Container: loc.Bucket, Prefix: loc.Prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Options: opts}
 	if err := q.Unused(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
@@ -121,7 +122,7 @@ func (s *Store) newClient() (*container.Client, error) {
 	}
 	domain, emulator := "", false
 	if s.cfg.AccountKey == "" {
-		fields, from, err := credfile.Load("AZURE_APPLICATION_CREDENTIALS_JSON", "AZURE_APPLICATION_CREDENTIALS")
+		fields, from, err := credfile.Load(s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS")
 		if err != nil {
 			return nil, err
 		}

@@ -59,6 +59,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 	if err != nil {
 		return nil, err
 	}
+	opts.EnvPrefix = q.Get("env-prefix")
 	cfg := Config{Bucket: loc.Bucket, Prefix: loc.Prefix, Endpoint: q.Get("endpoint"), Options: opts}
 	if err := q.Unused(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
@@ -107,7 +108,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, string, error) {
 	credFile := s.cfg.CredentialsFile
 	if credFile == "" {
-		credFile = os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+		credFile = os.Getenv(s.cfg.Options.EnvPrefix + "GOOGLE_APPLICATION_CREDENTIALS")
 	}
 	if credFile != "" {
 		// etcd-backup-restore mounts the secret as a directory.

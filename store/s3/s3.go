@@ -74,6 +74,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
+	opts.EnvPrefix = q.Get("env-prefix")
 	cfg := Config{
 		Bucket:    loc.Bucket,
 		Prefix:    loc.Prefix,
@@ -137,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // etcd-backup-restore first, explicit fields over both.
 func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	var loadOpts []func(*config.LoadOptions) error
-	fields, from, err := credfile.Load("AWS_APPLICATION_CREDENTIALS_JSON", "AWS_APPLICATION_CREDENTIALS")
+	fields, from, err := credfile.Load(s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
 	if err != nil {
 		return aws.Config{}, err
 	}

@@ -116,6 +116,23 @@ func TestCredentialFiles(t *testing.T) {
 		t.Setenv("AWS_APPLICATION_CREDENTIALS", dir)
 		storetest.UseURL(t, "s3://creds/from-dir")
 	})
+	t.Run("prefixed", func(t *testing.T) {
+		// The source store of a copy reads SOURCE_-prefixed variables;
+		// the unprefixed ones belong to the target and are wrong here.
+		p := filepath.Join(t.TempDir(), "aws.json")
+		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
+			srv.AccessKey, srv.SecretKey, srv.Endpoint)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		wrong := filepath.Join(t.TempDir(), "wrong.json")
+		if err := os.WriteFile(wrong, []byte(`{"accessKeyID":"nobody","secretAccessKey":"nothing","region":"us-east-1","endpoint":"http://127.0.0.1:1"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", wrong)
+		t.Setenv("SOURCE_AWS_APPLICATION_CREDENTIALS_JSON", p)
+		storetest.UseURL(t, "s3://creds/from-source?env-prefix=SOURCE_")
+	})
 	t.Run("sdk-environment", func(t *testing.T) {
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
 		t.Setenv("AWS_APPLICATION_CREDENTIALS", "")

@@ -1,0 +1,185 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// CopyOptions configures Copy. The zero value copies every chain, ten
+// objects at a time, without waiting for a final snapshot.
+type CopyOptions struct {
+	// MaxChains copies only the newest chains (by their full snapshot's
+	// time). 0: all.
+	MaxChains int
+	// MaxAge copies only chains whose full snapshot is younger. 0: any.
+	MaxAge time.Duration
+	// Parallel is how many objects are copied at once. Default 10.
+	Parallel int
+	// WaitForFinal first waits until the source's newest full snapshot is
+	// final (the cluster was stopped for good), for at most WaitTimeout
+	// (0: until ctx ends), asking every PollInterval (default 15 s). On
+	// timeout it copies what there is.
+	WaitForFinal bool
+	WaitTimeout  time.Duration
+	PollInterval time.Duration
+	// Now is the clock MaxAge is measured on. Default time.Now.
+	Now func() time.Time
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// CopyResult says what Copy did, by object key.
+type CopyResult struct {
+	Copied, Skipped []string
+	// FinalSeen: the source's newest full was final when the copy began.
+	FinalSeen bool
+}
+
+// Copy copies the source store's chains to the target store, as
+// etcd-backup-restore's copy of backups does (etcd-druid runs it to move
+// a cluster's backups): whole chains, newest first as the options limit
+// them, objects the target already holds skipped, and a final full
+// snapshot written without its .final (on the target it starts a chain
+// like any other). Each object lands whole or not at all.
+func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult, error) {
+	if o.Parallel <= 0 {
+		o.Parallel = 10
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 15 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := logger(o.Logger)
+	var res CopyResult
+	if o.WaitForFinal {
+		seen, err := waitForFinal(ctx, src, o, log)
+		if err != nil {
+			return res, err
+		}
+		res.FinalSeen = seen
+	}
+	cat, err := List(ctx, src)
+	if err != nil {
+		return res, fmt.Errorf("copy: the source: %w", err)
+	}
+	there, err := List(ctx, dst)
+	if err != nil {
+		return res, fmt.Errorf("copy: the target: %w", err)
+	}
+	have := map[string]bool{}
+	for _, s := range there {
+		have[s.Key] = true
+	}
+	var todo []Snapshot
+	for _, s := range chosen(cat, o) {
+		if have[targetKey(s)] {
+			res.Skipped = append(res.Skipped, s.Key)
+			continue
+		}
+		todo = append(todo, s)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, o.Parallel)
+	)
+	for _, s := range todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := copyObject(ctx, src, dst, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			log.Info("copied", "key", s.Key, "to", targetKey(s))
+			res.Copied = append(res.Copied, s.Key)
+		}()
+	}
+	wg.Wait()
+	slices.Sort(res.Copied)
+	return res, errors.Join(errs...)
+}
+
+// chosen are the objects of the chains the options keep, newest chain
+// first; deltas with no full snapshot before them belong to no chain.
+func chosen(cat Catalog, o CopyOptions) []Snapshot {
+	chains := cat.Chains()
+	slices.SortStableFunc(chains, func(a, b Chain) int { return b.Full.Created.Compare(a.Full.Created) })
+	var out []Snapshot
+	n := 0
+	for _, c := range chains {
+		if o.MaxChains > 0 && n == o.MaxChains {
+			break
+		}
+		if o.MaxAge > 0 && !c.Full.Created.After(o.Now().Add(-o.MaxAge)) {
+			continue
+		}
+		out = append(out, c.Full)
+		out = append(out, c.Deltas...)
+		n++
+	}
+	return out
+}
+
+// targetKey is where s goes: its key without .final.
+func targetKey(s Snapshot) string {
+	return path.Join(path.Dir(s.Key), strings.TrimSuffix(path.Base(s.Key), suffixFinal))
+}
+
+func copyObject(ctx context.Context, src, dst store.Store, s Snapshot) error {
+	r, err := src.Get(ctx, s.Key)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", s.Key, err)
+	}
+	defer func() { _ = r.Close() }()
+	if err := dst.Put(ctx, targetKey(s), r); err != nil {
+		return fmt.Errorf("copy %s: %w", s.Key, err)
+	}
+	return nil
+}
+
+// waitForFinal waits until the source's newest full snapshot is final.
+// It returns false, and no error, when WaitTimeout passed first.
+func waitForFinal(ctx context.Context, src store.Store, o CopyOptions, log *slog.Logger) (bool, error) {
+	wctx := ctx
+	if o.WaitTimeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.WaitTimeout)
+		defer cancel()
+	}
+	log.Info("copy: waiting for a final full snapshot on the source")
+	for {
+		cat, err := List(wctx, src)
+		if err == nil {
+			if fulls := cat.Fulls(); len(fulls) > 0 && fulls[len(fulls)-1].Final {
+				log.Info("copy: final full snapshot found", "key", fulls[len(fulls)-1].Key)
+				return true, nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			log.Info("copy: no final full snapshot in time; copying what there is", "waited", o.WaitTimeout)
+			return false, nil
+		case <-time.After(o.PollInterval):
+		}
+	}
+}
