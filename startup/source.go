@@ -35,6 +35,9 @@ type Check struct {
 	Reason string
 	// Revision is the data dir's.
 	Revision int64
+	// Foreign counts the WAL entries this etcd cannot apply (etcd 3.5's):
+	// the verdict is Corrupt, though the database may be sound.
+	Foreign int64
 	// Store: the source has a store to restore from; Backups: it holds a
 	// chain, reaching BackupRevision.
 	Store          bool
@@ -100,7 +103,7 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	if err != nil {
 		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
 	}
-	chk.Verdict, chk.Reason, chk.Revision = rep.Verdict, rep.Reason, rep.Revision
+	chk.Verdict, chk.Reason, chk.Revision, chk.Foreign = rep.Verdict, rep.Reason, rep.Revision, rep.Foreign
 	return chk, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/version"
+
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
@@ -88,7 +90,12 @@ type Report struct {
 	WALEntries int64
 	// BackupRevision is the newest revision on the store, 0 if unknown.
 	BackupRevision int64
-	Checks         []Check
+	// Foreign counts the WAL entries etcd replays at start that this
+	// etcd cannot apply: an etcd 3.5 member's v2 requests, which etcd 3.7
+	// panics on. The data dir is then Corrupt though its database may be
+	// sound.
+	Foreign int64
+	Checks  []Check
 }
 
 func (r *Report) verdict(v Verdict, file, format string, args ...any) Report {
@@ -178,7 +185,11 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if walErr != nil {
 		return r.verdict(Corrupt, walDir, "%v", walErr), nil
 	}
-	r.WALEntries = w.Unapplied
+	r.WALEntries, r.Foreign = w.Unapplied, w.Foreign
+	if w.Foreign > 0 {
+		return r.verdict(Corrupt, walDir, "the WAL holds %d entries from index %d on in etcd 3.5's v2 form, which this etcd (%s) cannot apply: the data dir was written by etcd 3.5; rebuild it from its database, or restore it",
+			w.Foreign, w.FirstForeign, version.Version), nil
+	}
 	if opts.Mode == Full {
 		var file string
 		if err := timed("snap", func() error {

@@ -195,3 +195,24 @@ func TestFreelistAndOneMetaPage(t *testing.T) {
 		check(t, dir, validate.Options{Mode: mode}, validate.Valid, "")
 	}
 }
+
+// A data dir etcd 3.5 wrote (etcd-backup-restore 3.5.27 restored it, then
+// stopped) holds WAL entries in their v2 form, which etcd 3.7 panics on at
+// start: the verdict says so instead, in both modes, though the database
+// is sound.
+func TestEtcd35DataDirIsNamed(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dir, os.DirFS("testdata/etcd35")); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
+		r, err := validate.DataDir(context.Background(), dir, validate.Options{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != validate.Corrupt || r.Foreign != 2 || r.Revision != 21 ||
+			!strings.Contains(r.Reason, "the WAL holds 2 entries from index 3 on in etcd 3.5's v2 form") {
+			t.Errorf("%s: %s %q (foreign %d, revision %d)", mode, r.Verdict, r.Reason, r.Foreign, r.Revision)
+		}
+	}
+}

@@ -2,16 +2,21 @@ package wrapper
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
 	"sigs.k8s.io/yaml"
+
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 )
 
 // removed are keys of etcd's configuration file that etcd 3.7 no longer
@@ -68,6 +73,40 @@ func LoadConfig(path string) (*embed.Config, error) {
 	if b, err = expandEnv(b); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
+	return loadConfig(path, b)
+}
+
+// druidKeys are keys etcd-druid writes into every member's configuration
+// for its own tools, with why LoadServedConfig drops them.
+var druidKeys = map[string]string{
+	"member-name-prefix":              "etcd-druid's prefix of member names, read by the sidecar",
+	"next-cluster-version-compatible": "for etcd 3.5 and 3.6 members, which etcd 3.7 no longer reads",
+}
+
+// LoadServedConfig reads a configuration a sidecar served (an
+// etcd-backup-restore sidecar's /config) as strictly as LoadConfig, but
+// for the keys etcd-druid writes for its own tools, which are dropped and
+// logged. Nothing in it is expanded.
+func LoadServedConfig(b []byte, source string, log *slog.Logger) (*embed.Config, error) {
+	var raw map[string]any
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", source, err)
+	}
+	for _, k := range sortedKeys(raw) {
+		if why, ok := druidKeys[k]; ok {
+			log.Info("wrapper: the served etcd config's key is dropped", "key", k, "value", raw[k], "why", why)
+			delete(raw, k)
+		}
+	}
+	b, err := yaml.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("etcd config %s: %w", source, err)
+	}
+	return loadConfig(source, b)
+}
+
+// loadConfig checks the configuration b, from path, and loads it.
+func loadConfig(path string, b []byte) (*embed.Config, error) {
 	expanded, err := os.CreateTemp("", "etcd-config-*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("etcd config: %w", err)
@@ -206,4 +245,24 @@ func sortedKeys(m map[string]any) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// ServedConfig is the configuration a sidecar that speaks
+// etcd-backup-restore's protocol serves for its member, asked until the
+// sidecar answers, for at most wait, and read by LoadServedConfig.
+func ServedConfig(ctx context.Context, c *etcdbrapi.Client, wait time.Duration, log *slog.Logger) (*embed.Config, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		b, err := c.Config(ctx)
+		if err == nil {
+			return LoadServedConfig(b, c.Base+"/config", log)
+		}
+		log.Info("wrapper: waiting for the sidecar's etcd config", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wrapper: the sidecar's etcd config: %w (last: %w)", ctx.Err(), err)
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
@@ -37,6 +38,10 @@ const (
 	// InitSidecar: the sidecar's API validates and restores; the wrapper
 	// waits for it, then decides membership.
 	InitSidecar Init = "sidecar"
+	// InitEtcdBR: beside a sidecar that speaks etcd-backup-restore's
+	// protocol, the wrapper validates and decides membership, and the
+	// sidecar's initialization restores (startup.EtcdBR).
+	InitEtcdBR Init = "etcdbr"
 )
 
 // Options configures Run. Config is required; the zero value of the rest
@@ -57,9 +62,11 @@ type Options struct {
 	// authentication, timeouts); its endpoints are ignored. nil:
 	// ClientConn(Config), what etcd's own configuration says.
 	Conn *etcdclient.Config
-	// Sidecar is the API InitSidecar asks; SidecarTimeout bounds how long
-	// a sidecar that does not answer yet is waited for (default 5 min).
+	// Sidecar is the API InitSidecar asks, EtcdBR the one InitEtcdBR
+	// asks; SidecarTimeout bounds how long a sidecar that does not answer
+	// yet is waited for (default 5 min), and InitEtcdBR's initialization.
 	Sidecar        *api.Client
+	EtcdBR         *etcdbrapi.Client
 	SidecarTimeout time.Duration
 	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
 	// its data dir aside and rejoin when there is no store: its peers hold
@@ -89,11 +96,11 @@ func (o *Options) defaults() error {
 	if o.Init == "" {
 		o.Init = InitSelf
 	}
-	if o.Init != InitSelf && o.Init != InitSidecar {
-		return fmt.Errorf("wrapper: init %q: self or sidecar", o.Init)
-	}
-	if o.Init == InitSidecar && o.Sidecar == nil {
-		return errors.New("wrapper: init sidecar needs the sidecar's URL")
+	switch {
+	case o.Init != InitSelf && o.Init != InitSidecar && o.Init != InitEtcdBR:
+		return fmt.Errorf("wrapper: init %q: self, sidecar or etcdbr", o.Init)
+	case o.Init == InitSidecar && o.Sidecar == nil, o.Init == InitEtcdBR && o.EtcdBR == nil:
+		return fmt.Errorf("wrapper: init %s needs the sidecar's URL", o.Init)
 	}
 	if o.SidecarTimeout <= 0 {
 		o.SidecarTimeout = 5 * time.Minute
@@ -210,8 +217,11 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (startup.Plan, er
 		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
 	}
 	var src startup.Source = &startup.Local{Store: o.Store, Codec: o.Codec, KeepMovedAside: o.KeepMovedAside, Logger: log}
-	if o.Init == InitSidecar {
+	switch o.Init {
+	case InitSidecar:
 		src = startup.Remote{Client: o.Sidecar, Wait: o.SidecarTimeout, Logger: log}
+	case InitEtcdBR:
+		src = startup.EtcdBR{Client: o.EtcdBR, Wait: o.SidecarTimeout, Logger: log}
 	}
 	p, err := startup.Prepare(ctx, scfg, src, startup.Options{Conn: *o.Conn, WipeOnCorrupt: o.WipeOnCorrupt,
 		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, Logger: log})

@@ -90,8 +90,9 @@ func TestWrapperRefusalsAndUsage(t *testing.T) {
 		args []string
 		want string
 	}{
-		{append(args, "--init", "bogus"), `--init "bogus": self or sidecar`},
+		{append(args, "--init", "bogus"), `--init "bogus": self, sidecar or etcdbr`},
 		{append(args, "--init", "sidecar"), "--init sidecar needs --sidecar-url"},
+		{append(args, "--init", "etcdbr"), "--init etcdbr needs --sidecar-url"},
 		{append(args, "--store", "s4://bucket/x"), `unknown scheme "s4"`},
 		{append(args, "--store", "s3://bucket/x?pathstyle=true"), "unknown option(s) pathstyle"},
 		{[]string{"--config", noDataDir, "--listen", nd.health}, `"data-dir" is not set`},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
@@ -44,7 +46,9 @@ a key etcd 3.7 does not read is an error naming its replacement. Before etcd sta
 validates the data dir (a quick check after a clean stop, a full one after a crash) and
 acts on the verdict: restore a lone member from --store, rejoin a multi-member cluster as
 a learner, bootstrap or join as the live cluster says. With --init=sidecar it asks the
-sidecar's API to do the validation and restore. It serves /livez, /readyz and /healthz
+sidecar's API to do the validation and restore; with --init=etcdbr it validates and decides
+itself and leaves restores to a sidecar that speaks etcd-backup-restore's protocol
+(etcd-backup-restore, or etcd-backup server), through its /initialization endpoints. It serves /livez, /readyz and /healthz
 on --listen. On SIGTERM it stops etcd, leaves a clean-shutdown marker and exits 0; if
 etcd stops by itself it exits 1.
 
@@ -78,30 +82,51 @@ Exit codes:
 				return cli.Usage(err)
 			}
 			o.Logger = log
-			if etcdConfig == "" {
-				return cli.Usage(errors.New("--config (etcd's configuration file) is required"))
+			o.Init = wrapper.Init(init)
+			switch {
+			case o.Init != wrapper.InitSelf && o.Init != wrapper.InitSidecar && o.Init != wrapper.InitEtcdBR:
+				return cli.Usage(fmt.Errorf("--init %q: self, sidecar or etcdbr", init))
+			case o.Init != wrapper.InitSelf && sidecarURL == "":
+				return cli.Usage(fmt.Errorf("--init %s needs --sidecar-url", init))
 			}
-			if o.Config, err = wrapper.LoadConfig(etcdConfig); err != nil {
-				return cli.Usage(err)
-			}
-			if o.Codec, err = codec.Codec(); err != nil {
-				return cli.Usage(err)
-			}
-			conn := etcd.Apply(wrapper.ClientConn(o.Config))
-			o.Conn = &conn
 			if err := errors.Join(
 				cli.Durations{{"sidecar-timeout", o.SidecarTimeout, false}, {"join-timeout", o.JoinTimeout, false}}.Check(),
 				cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1),
 				cli.URLs("peer-endpoints", o.Endpoints...)); err != nil {
 				return err
 			}
-			o.Init = wrapper.Init(init)
-			switch {
-			case o.Init != wrapper.InitSelf && o.Init != wrapper.InitSidecar:
-				return cli.Usage(fmt.Errorf("--init %q: self or sidecar", init))
-			case o.Init == wrapper.InitSidecar && sidecarURL == "":
-				return cli.Usage(errors.New("--init sidecar needs --sidecar-url"))
+			sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+			if o.Init == wrapper.InitEtcdBR {
+				if err := cli.URLs("sidecar-url", sidecarURL); err != nil {
+					return err
+				}
+				tc, err := sidecarTLS.NewClient(log)
+				if err != nil {
+					return cli.Usage(err)
+				}
+				// etcd-wrapper's bound on each call to the sidecar.
+				hc := &http.Client{Transport: tc.Transport(10 * time.Second), Timeout: time.Minute}
+				o.EtcdBR = &etcdbrapi.Client{Base: sidecarURL, HTTP: hc, Logger: log}
 			}
+			switch {
+			case etcdConfig != "":
+				if o.Config, err = wrapper.LoadConfig(etcdConfig); err != nil {
+					return cli.Usage(err)
+				}
+			case o.Init == wrapper.InitEtcdBR:
+				// As etcd-druid's pods run: only the sidecar has the
+				// configuration.
+				if o.Config, err = wrapper.ServedConfig(ctx, o.EtcdBR, o.SidecarTimeout, log); err != nil {
+					return err
+				}
+			default:
+				return cli.Usage(errors.New("--config (etcd's configuration file) is required; with --init=etcdbr the sidecar serves it"))
+			}
+			if o.Codec, err = codec.Codec(); err != nil {
+				return cli.Usage(err)
+			}
+			conn := etcd.Apply(wrapper.ClientConn(o.Config))
+			o.Conn = &conn
 			if storeURL != "" {
 				if o.Store, err = cli.OpenStore(ctx, storeURL, storeTimeout); err != nil {
 					return err
@@ -114,8 +139,7 @@ Exit codes:
 			default:
 				return cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt))
 			}
-			if sidecarURL != "" {
-				sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+			if o.Init == wrapper.InitSidecar {
 				o.Sidecar = &api.Client{URL: sidecarURL, TLS: sidecarTLS}
 				if err := o.Sidecar.Check(); err != nil {
 					return cli.Usage(err)
@@ -134,12 +158,12 @@ Exit codes:
 	f := cmd.Flags()
 	f.StringVar(&etcdConfig, "config", "", "etcd's YAML configuration file")
 	f.StringVar(&flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
-	f.StringVar(&init, "init", "self", "who prepares the data dir: self or sidecar")
+	f.StringVar(&init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
 	f.DurationVar(&storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
 	codec.Flags(f)
 	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
-	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's API, for --init=sidecar")
+	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's URL, for --init=sidecar or etcdbr")
 	f.StringVar(&sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
 	f.StringVar(&sidecarTLS.CA, "sidecar-cacert", "", "CA bundle that signed the sidecar's certificate, for an https --sidecar-url")
 	f.StringVar(&sidecarTLS.Cert, "sidecar-cert", "", "client certificate for the sidecar's API, where it takes client certificates")

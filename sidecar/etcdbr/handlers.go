@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -24,9 +25,9 @@ import (
 func (s *Server) startInitialization(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state == stateNew {
-		s.state = stateProgress
-		sanity := r.URL.Query().Get("mode") == "sanity"
+	if s.state == etcdbrapi.StateNew {
+		s.state = etcdbrapi.StateProgress
+		sanity := r.URL.Query().Get("mode") == etcdbrapi.Sanity
 		go s.initialize(s.ctx, sanity)
 	}
 	w.WriteHeader(http.StatusOK)
@@ -44,11 +45,11 @@ func (s *Server) initialize(ctx context.Context, sanity bool) {
 	defer s.mu.Unlock()
 	if err != nil {
 		s.log.Error("etcdbr: initialization failed", "error", err)
-		s.state = stateFailed
+		s.state = etcdbrapi.StateFailed
 		return
 	}
 	s.log.Info("etcdbr: initialized", "action", p.Action, "reason", p.Reason)
-	s.state, s.plan = stateSuccessful, &p
+	s.state, s.plan = etcdbrapi.StateSuccessful, &p
 }
 
 // initializationStatus writes the state, and starts over after a final
@@ -58,8 +59,8 @@ func (s *Server) initializationStatus(w http.ResponseWriter, _ *http.Request) {
 	defer s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write([]byte(s.state))
-	if s.state == stateSuccessful || s.state == stateFailed {
-		s.state = stateNew
+	if s.state == etcdbrapi.StateSuccessful || s.state == etcdbrapi.StateFailed {
+		s.state = etcdbrapi.StateNew
 	}
 }
 

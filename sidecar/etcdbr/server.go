@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
@@ -66,14 +67,6 @@ const (
 	clusterExisting = "existing"
 )
 
-// initialization states, as /initialization/status writes them.
-const (
-	stateNew        = "New"
-	stateProgress   = "Progress"
-	stateSuccessful = "Successful"
-	stateFailed     = "Failed"
-)
-
 // Server serves etcd-backup-restore's protocol over a Sidecar.
 type Server struct {
 	sc  *sidecar.Sidecar
@@ -119,7 +112,7 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 	if c.Startup.Logger == nil {
 		c.Startup.Logger = c.Logger
 	}
-	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, ctx: context.Background(), state: stateNew}
+	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, ctx: context.Background(), state: etcdbrapi.StateNew}
 	s.conn = func(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		conn := c.Startup.Conn.With(endpoints...)
 		conn.DialTimeout = 5 * time.Second

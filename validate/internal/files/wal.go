@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -26,6 +27,11 @@ type WAL struct {
 	// Torn: the last file's last record is cut short, as a killed member
 	// leaves it; etcd repairs that at start, so it is no damage.
 	Torn bool
+	// Foreign counts the entries etcd replays at start that this etcd
+	// cannot apply (it panics on them): requests an etcd 3.5 member wrote
+	// in its v2 form. FirstForeign is the first one's index.
+	Foreign      int64
+	FirstForeign uint64
 }
 
 // The WAL's record types (etcd's wal package) and its CRC polynomial.
@@ -76,7 +82,7 @@ func ReadWAL(dir string, cindex uint64, whole bool) (WAL, error) {
 			return WAL{}, fmt.Errorf("wal %s: %w", name, err)
 		}
 	}
-	w := WAL{Snapshot: d.snapshot, Torn: d.torn}
+	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign}
 	if d.last > cindex {
 		w.Unapplied = int64(d.last - cindex)
 	}
@@ -103,11 +109,13 @@ func checkSequence(names []string) error {
 }
 
 type walDecoder struct {
-	crc      uint32
-	last     uint64
-	snapshot *walpb.Snapshot
-	torn     bool
-	buf      []byte
+	crc          uint32
+	last         uint64
+	snapshot     *walpb.Snapshot
+	torn         bool
+	buf          []byte
+	foreign      int64
+	firstForeign uint64
 }
 
 func (d *walDecoder) file(name string, lastFile bool) error {
@@ -177,9 +185,16 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 		}
 		switch typ {
 		case entryType:
-			index, err := entryIndex(payload)
+			index, normal, data, err := entryFields(payload)
 			if err != nil {
 				return fmt.Errorf("entry at offset %d: %w", off, err)
+			}
+			replayed := d.snapshot == nil || index > d.snapshot.GetIndex()
+			if replayed && normal && len(data) > 0 && !applies(data) {
+				if d.foreign == 0 {
+					d.firstForeign = index
+				}
+				d.foreign++
 			}
 			// A new leader may rewrite the log's tail, so an index can go
 			// back; it never skips ahead.
@@ -271,29 +286,54 @@ func parseRecord(b []byte) (typ int64, crc uint32, data []byte, err error) {
 	return typ, crc, data, nil
 }
 
-// entryIndex reads the index (field 3) of a raftpb.Entry without
-// unmarshalling its data.
-func entryIndex(b []byte) (uint64, error) {
-	var index uint64
+// entryFields reads the index (field 3), type (1) and data (4) of a
+// raftpb.Entry without unmarshalling it.
+func entryFields(b []byte) (index uint64, normal bool, data []byte, err error) {
+	normal = true
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return 0, protowire.ParseError(n)
+			return 0, false, nil, protowire.ParseError(n)
 		}
 		b = b[n:]
-		if num == 3 && typ == protowire.VarintType {
+		switch {
+		case (num == 1 || num == 3) && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)
 			if n < 0 {
-				return 0, protowire.ParseError(n)
+				return 0, false, nil, protowire.ParseError(n)
 			}
-			index, b = v, b[n:]
+			if num == 3 {
+				index = v
+			} else {
+				normal = v == 0 // raftpb.EntryNormal
+			}
+			b = b[n:]
+			continue
+		case num == 4 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return 0, false, nil, protowire.ParseError(n)
+			}
+			data, b = v, b[n:]
 			continue
 		}
 		n = protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return 0, protowire.ParseError(n)
+			return 0, false, nil, protowire.ParseError(n)
 		}
 		b = b[n:]
 	}
-	return index, nil
+	return index, normal, data, nil
+}
+
+// applies says whether this etcd can apply a normal entry's request: it
+// reads it as etcd's apply does, which panics when the request does not
+// unmarshal or carries neither an ID nor a header (an etcd 3.5 member's
+// v2 request).
+func applies(data []byte) bool {
+	var r etcdserverpb.InternalRaftRequest
+	if err := proto.Unmarshal(data, &r); err != nil {
+		return false
+	}
+	return r.ID != 0 || r.Header != nil
 }

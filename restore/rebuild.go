@@ -1,0 +1,78 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/revision"
+)
+
+// Rebuild makes a data dir anew from its own database, for the member
+// opts describes, and moves the old one aside: the keyspace and its
+// revision stay, the WAL and the membership are written afresh. It is for
+// a data dir whose database is sound but whose WAL this etcd cannot
+// replay, such as one etcd 3.5 wrote (etcd-backup-restore's restores).
+// opts.Source is unused; the rebuilt member is a new cluster of one, as a
+// restore's is.
+func Rebuild(ctx context.Context, opts Options) (Result, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	unlock, err := datadir.LockBuild(opts.DataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild: %w", err)
+	}
+	defer unlock()
+	// Read before the hold, which locks the database against any open.
+	db := filepath.Join(opts.DataDir, "member", "snap", "db")
+	rev, err := revision.OfFile(db)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild %s: %w", opts.DataDir, err)
+	}
+	release, err := datadir.Hold(opts.DataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild: %w", err)
+	}
+	defer release()
+	work, err := os.MkdirTemp(filepath.Dir(opts.DataDir), filepath.Base(opts.DataDir)+".tmp-")
+	if err != nil {
+		return Result{}, fmt.Errorf("rebuild: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	out := filepath.Join(work, "data")
+	// etcdutl copies the database out before it changes anything: the old
+	// data dir is read, never written.
+	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath: db, Name: opts.Name, OutputDataDir: out, PeerURLs: opts.PeerURLs,
+		InitialCluster: opts.InitialCluster, InitialClusterToken: opts.InitialClusterToken, SkipHashCheck: true,
+		RevisionBump: opts.RevisionBump, MarkCompacted: opts.RevisionBump > 0,
+	}); err != nil {
+		return Result{}, fmt.Errorf("rebuild %s from its database: %w", opts.DataDir, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("rebuild: %w", err)
+	}
+	res := Result{Revision: rev}
+	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
+		return res, err
+	}
+	release()
+	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
+		opts.Logger.Warn("rebuild: prune moved-aside data dirs", "error", err)
+	} else if len(pruned) > 0 {
+		opts.Logger.Info("rebuild: pruned moved-aside data dirs", "removed", pruned, "keep", opts.KeepMovedAside)
+	}
+	res.Total = time.Since(start)
+	opts.Logger.Info("rebuilt from its database", "data-dir", opts.DataDir, "revision", rev, "moved-aside", res.MovedAside,
+		"took", res.Total.Round(time.Millisecond))
+	return res, nil
+}

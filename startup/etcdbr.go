@@ -1,0 +1,100 @@
+package startup
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
+	"github.com/etcdkit/etcdkit/validate"
+)
+
+// EtcdBR prepares the data dir beside a sidecar that speaks
+// etcd-backup-restore's protocol (etcd-backup-restore itself, or
+// etcd-backup server): this process validates the data dir and decides
+// membership, and the sidecar, which alone reads the store, restores.
+//
+// A lone member cannot know here whether its data dir is behind the
+// backups, so its sidecar initializes it at every start (validating it
+// against the store, restoring when it must). In a cluster of several the
+// peers hold the data: the sidecar is asked only when no member runs, by
+// the first member of the initial cluster, and the others join it; with
+// no look at the store, backups are taken to exist, so even a new cluster
+// starts its first member alone and adds the others.
+type EtcdBR struct {
+	Client *etcdbrapi.Client
+	// Wait bounds one initialization by the sidecar. Default 10 min.
+	Wait time.Duration
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// Check implements Source.
+func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
+	if !cfg.multiMember() {
+		if err := e.initialize(ctx, cfg); err != nil {
+			return Check{}, err
+		}
+		// What the sidecar left is what starts; a data dir it could not
+		// make sound is refused, with no store here to restore from.
+		return e.checkRebuilt(ctx, cfg, cfg.InitialCluster)
+	}
+	chk, err := (&Local{Logger: e.Logger}).Check(ctx, cfg)
+	chk.Store, chk.Backups = true, true
+	return chk, err
+}
+
+// Restore implements Source: the sidecar's initialization.
+func (e EtcdBR) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+	if err := e.initialize(ctx, cfg); err != nil {
+		return Restored{}, err
+	}
+	chk, err := e.checkRebuilt(ctx, cfg, p.InitialCluster)
+	if err != nil {
+		return Restored{}, err
+	}
+	return Restored{Revision: chk.Revision}, nil
+}
+
+// checkRebuilt validates the data dir the sidecar left and, when its WAL
+// is etcd 3.5's (etcd-backup-restore restores with etcd 3.5, and a member
+// moving from etcd-druid's etcd 3.5 brings one) while its database is
+// sound, rebuilds it from the database for this etcd.
+func (e EtcdBR) checkRebuilt(ctx context.Context, cfg Config, initialCluster string) (Check, error) {
+	local := &Local{Logger: e.Logger}
+	chk, err := local.Check(ctx, cfg)
+	if err != nil || chk.Verdict != validate.Corrupt || chk.Foreign == 0 {
+		return chk, err
+	}
+	log := e.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Info("startup: rebuilding the data dir from its database for this etcd", "reason", chk.Reason)
+	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, Name: cfg.Name,
+		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token})
+	if err != nil {
+		return chk, err
+	}
+	log.Info("startup: rebuilt", "revision", res.Revision, "moved_aside", res.MovedAside)
+	return local.Check(ctx, cfg)
+}
+
+func (e EtcdBR) initialize(ctx context.Context, cfg Config) error {
+	wait := e.Wait
+	if wait <= 0 {
+		wait = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	mode := etcdbrapi.Full
+	if cfg.CleanShutdown {
+		mode = etcdbrapi.Sanity
+	}
+	if err := e.Client.Initialize(ctx, mode); err != nil {
+		return fmt.Errorf("the sidecar's initialization of %s: %w", cfg.DataDir, err)
+	}
+	return nil
+}
