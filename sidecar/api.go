@@ -83,11 +83,11 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 	route("/v1/snapshots", http.MethodGet, false, s.listSnapshots)
 	route("/v1/snapshots/latest", http.MethodGet, false, s.latestSnapshot)
 	route("/v1/snapshots/full", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		sn, err := s.snap.TakeFull(r.Context())
+		sn, err := s.Full(r.Context(), false)
 		return ViewOf(sn), err
 	}))
 	route("/v1/snapshots/delta", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		sn, err := s.snap.TakeDelta(r.Context())
+		sn, err := s.Delta(r.Context())
 		return ViewOf(sn), err
 	}))
 	route("/v1/defrag", http.MethodPost, false, s.uploaderOnly(func(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -202,6 +202,8 @@ func status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, ErrNotUploader), errors.Is(err, snapshot.ErrNotRunning):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrNoStore):
+		return http.StatusNotFound
 	}
 	return http.StatusInternalServerError
 }
@@ -216,7 +218,7 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 		return body, http.StatusServiceUnavailable, nil
 	}
 	body["ready"] = true
-	if !up {
+	if !up || s.snap == nil {
 		return body, http.StatusOK, nil
 	}
 	st := s.snap.Status()
@@ -265,6 +267,9 @@ func cmpErr(err, or error) error {
 }
 
 func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+	if s.snap == nil {
+		return nil, http.StatusNotFound, ErrNoStore
+	}
 	cat, err := snapshot.List(r.Context(), s.opts.Store)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
@@ -277,6 +282,9 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 }
 
 func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, int, error) {
+	if s.snap == nil {
+		return nil, http.StatusNotFound, ErrNoStore
+	}
 	cat, err := snapshot.List(r.Context(), s.opts.Store)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
@@ -389,6 +397,9 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 	}
 	if req.Revision < 0 {
 		return nil, http.StatusBadRequest, fmt.Errorf("revision %d: a revision is positive (leave it out for the latest)", req.Revision)
+	}
+	if s.snap == nil && !req.IfNeeded {
+		return nil, http.StatusNotFound, ErrNoStore
 	}
 	dir, code, err := s.restorable(req.DataDir)
 	if err != nil {

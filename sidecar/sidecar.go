@@ -28,13 +28,20 @@ import (
 // ErrNotUploader fences an upload: this sidecar's member no longer leads.
 var ErrNotUploader = errors.New("this sidecar is not the uploader: its member does not lead")
 
-// Options configures a Sidecar. Client, Endpoint and Store are required.
+// ErrNoStore is a call for backups to a sidecar that has no store.
+var ErrNoStore = errors.New("this sidecar has no store: it takes no backups")
+
+// Options configures a Sidecar. Client and Endpoint are required.
 type Options struct {
 	// Client reaches the cluster; Endpoint is this sidecar's own member's
 	// client URL.
 	Client   *clientv3.Client
 	Endpoint string
-	Store    store.Store
+	// Store holds the backups. nil: none; the sidecar takes no snapshots
+	// and still defragments, promotes and serves its API (etcd-druid runs
+	// clusters without backups, with the sidecar beside them all the
+	// same).
+	Store store.Store
 	// Conn is how the members a restore request names (its endpoints)
 	// are reached, when it asks to restore only if needed: TLS and
 	// authentication as for Client.
@@ -139,8 +146,8 @@ type Sidecar struct {
 
 // New checks the options and returns a Sidecar; Run starts it.
 func New(o Options) (*Sidecar, error) {
-	if o.Client == nil || o.Endpoint == "" || o.Store == nil {
-		return nil, errors.New("sidecar: a client, the member's endpoint and a store are required")
+	if o.Client == nil || o.Endpoint == "" {
+		return nil, errors.New("sidecar: a client and the member's endpoint are required")
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
@@ -196,10 +203,12 @@ func New(o Options) (*Sidecar, error) {
 			after(r)
 		}
 	}
-	if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
-		return nil, fmt.Errorf("sidecar: %w", err)
+	if o.Store != nil {
+		if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
+			return nil, fmt.Errorf("sidecar: %w", err)
+		}
 	}
-	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.snap.Status().PendingEvents) })
+	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
 	return s, nil
 }
 
@@ -266,6 +275,11 @@ func (s *Sidecar) startUploading(ctx context.Context) {
 	s.stoppedSince, s.stopErr = time.Time{}, nil
 	s.mu.Unlock()
 	s.metrics.uploader.Set(1)
+	if s.snap == nil {
+		s.log.Info("sidecar: the member leads; this sidecar defragments (it has no store)")
+		close(done)
+		return
+	}
 	s.log.Info("sidecar: the member leads; this sidecar uploads")
 	s.loadChain(uctx)
 	go func() {
@@ -425,6 +439,9 @@ func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 		s.compacting = false
 		s.mu.Unlock()
 	}()
+	if s.snap == nil {
+		return restore.Consolidation{}, ErrNoStore
+	}
 	start := time.Now()
 	c, err := restore.Consolidate(ctx, s.opts.Store, restore.ConsolidateOptions{
 		Source:  restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log},
@@ -496,10 +513,12 @@ func (s *Sidecar) ran(op Operation) {
 // Full takes a full snapshot now (marked final when asked) through the
 // running Snapshotter: ErrNotUploader unless this sidecar uploads.
 func (s *Sidecar) Full(ctx context.Context, final bool) (snapshot.Snapshot, error) {
-	if !s.Uploader() {
+	switch {
+	case s.snap == nil:
+		return snapshot.Snapshot{}, ErrNoStore
+	case !s.Uploader():
 		return snapshot.Snapshot{}, ErrNotUploader
-	}
-	if final {
+	case final:
 		return s.snap.TakeFinal(ctx)
 	}
 	return s.snap.TakeFull(ctx)
@@ -509,7 +528,10 @@ func (s *Sidecar) Full(ctx context.Context, final bool) (snapshot.Snapshot, erro
 // snapshot.ErrNoEvents when there are none, ErrNotUploader unless this
 // sidecar uploads.
 func (s *Sidecar) Delta(ctx context.Context) (snapshot.Snapshot, error) {
-	if !s.Uploader() {
+	switch {
+	case s.snap == nil:
+		return snapshot.Snapshot{}, ErrNoStore
+	case !s.Uploader():
 		return snapshot.Snapshot{}, ErrNotUploader
 	}
 	return s.snap.TakeDelta(ctx)
@@ -566,4 +588,12 @@ func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.
 
 // SnapshotStatus is the Snapshotter's state: the newest revision on the
 // store, the last snapshots, the events not yet uploaded.
-func (s *Sidecar) SnapshotStatus() snapshot.Status { return s.snap.Status() }
+func (s *Sidecar) SnapshotStatus() snapshot.Status {
+	if s.snap == nil {
+		return snapshot.Status{}
+	}
+	return s.snap.Status()
+}
+
+// HasStore says whether the sidecar has a store, and so takes backups.
+func (s *Sidecar) HasStore() bool { return s.snap != nil }

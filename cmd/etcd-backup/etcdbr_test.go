@@ -170,6 +170,9 @@ type druid struct {
 	// size is how many of the members the configuration lists.
 	size    int
 	cluster string
+	// storeless: the Etcd has no backup store, so etcd-druid passes no
+	// store flags.
+	storeless bool
 }
 
 type druidMember struct {
@@ -297,7 +300,13 @@ func (d *druid) base(m *druidMember) string {
 // etcd-druid's environment.
 func (d *druid) startServer(m *druidMember) {
 	d.t.Helper()
-	p := &sidecarProc{name: m.pod + "-br", url: d.base(m), args: d.serverArgs(m)}
+	args := d.serverArgs(m)
+	if d.storeless {
+		args = slices.DeleteFunc(args, func(a string) bool {
+			return strings.HasPrefix(a, "--storage-provider=") || strings.HasPrefix(a, "--store-prefix=")
+		})
+	}
+	p := &sidecarProc{name: m.pod + "-br", url: d.base(m), args: args}
 	p.env = []string{"POD_NAME=" + m.pod, "POD_NAMESPACE=shoot--p--c", "ETCD_CONF=" + m.conf, "STORAGE_CONTAINER=backups",
 		"HOME=" + d.storeDir, "ETCDKIT_LISTEN=" + net.JoinHostPort(m.host, strconv.Itoa(d.port))}
 	p.start(d.t)
@@ -723,4 +732,98 @@ func waitVoters(t *testing.T, ctx context.Context, cli *clientv3.Client, members
 		}
 		return true
 	})
+}
+
+// An Etcd without a backup store still runs the sidecar: it initializes
+// the data dir and serves /config, answers 405 to snapshot calls as
+// etcd-backup-restore without a snapshotter does, and its /healthz is 200
+// beside the leader.
+func TestServerWithoutStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := newDruid(t, 1)
+	d.storeless = true
+	m := d.members[0]
+	d.startServer(m)
+	waitServing(t, d, m)
+	if err := d.brWrapper(ctx, m, "full"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "/healthz is 200 beside the leader", func() bool {
+		code, _, body := d.get(m, "/healthz")
+		return code == 200 && body == `{"health":true}`
+	})
+	for _, path := range []string{"/snapshot/full", "/snapshot/delta", "/snapshot/latest"} {
+		if code, _, body := d.get(m, path); code != 405 || body != "" {
+			t.Errorf("%s without a store: %d %q, want 405 and no body", path, code, body)
+		}
+	}
+	if !strings.Contains(m.server.logs.String(), "no --storage-provider: no backups") {
+		t.Errorf("the sidecar does not say it takes no backups:\n%s", m.server.logs.String())
+	}
+}
+
+// A member whose peer URL changed in etcd-druid's configuration (a new
+// peer service name, TLS turned on) starts with the new one; its sidecar
+// then corrects the member in the cluster and asks the etcd-wrapper
+// beside it (POST /stop on port 9095, with the member's client scheme) to
+// restart etcd, as etcd-backup-restore does.
+func TestServerUpdatesChangedPeerURLs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := newDruid(t, 1)
+	m := d.members[0]
+	d.startServer(m)
+	waitServing(t, d, m)
+	if err := d.brWrapper(ctx, m, "full"); err != nil {
+		t.Fatal(err)
+	}
+	d.stopEtcd(m)
+	if err := m.server.term(t); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(m.peerURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.peerURL = "https://" + net.JoinHostPort("localhost", u.Port())
+	d.resize(1)
+
+	// etcd-wrapper's own endpoint, where it is asked to stop etcd.
+	stops := make(chan string, 4)
+	wrapperAPI := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		stops <- r.Method + " " + r.URL.Path
+	}), ReadHeaderTimeout: 5 * time.Second}
+	ln, listenErr := net.Listen("tcp", "127.0.0.1:9095")
+	if listenErr == nil {
+		go func() { _ = wrapperAPI.ServeTLS(ln, d.sec.Member.CertFile, d.sec.Member.KeyFile) }()
+		defer func() { _ = wrapperAPI.Close() }()
+	} else {
+		t.Logf("port 9095 is taken (%v): the wrapper's restart is not checked", listenErr)
+	}
+
+	d.startServer(m)
+	waitServing(t, d, m)
+	if err := d.brWrapper(ctx, m, "sanity"); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{m.client}, TLS: d.sec.TLSFiles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	waitFor(t, "the member's peer URL is "+m.peerURL, func() bool {
+		list, err := cli.MemberList(ctx)
+		return err == nil && len(list.Members) == 1 && slices.Equal(list.Members[0].PeerURLs, []string{m.peerURL})
+	})
+	if listenErr == nil {
+		select {
+		case got := <-stops:
+			if got != "POST /stop" {
+				t.Fatalf("the wrapper was asked %s, want POST /stop", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the wrapper was not asked to restart etcd")
+		}
+	}
 }

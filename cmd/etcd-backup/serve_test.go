@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +30,32 @@ type sidecarProc struct {
 	env    []string
 	cmd    *exec.Cmd
 	exited chan error
-	// logs is everything the process wrote, to read once it has exited.
-	logs strings.Builder
+	// logs is everything the process wrote.
+	logs lockedLog
+}
+
+// lockedLog is a log a process writes while the test reads it.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedLog) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Reset()
 }
 
 func (p *sidecarProc) start(t *testing.T) {
@@ -48,6 +73,20 @@ func (p *sidecarProc) start(t *testing.T) {
 	p.exited = make(chan error, 1)
 	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+}
+
+// term stops the process with SIGTERM and waits for its exit.
+func (p *sidecarProc) term(t *testing.T) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(time.Minute):
+		return fmt.Errorf("%s did not exit a minute after SIGTERM", p.name)
+	}
 }
 
 // ready asks /readyz: whether the sidecar serves, and whether it uploads.

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
+	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -274,11 +275,10 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return cli.Usage(err)
 	}
+	var st store.Store
 	if storeURL == "" {
-		return cli.Usage(errors.New("--storage-provider is not set: etcd-backup server needs a store to back up to (S3, GCS, ABS or Local)"))
-	}
-	st, err := cli.OpenStore(ctx, storeURL, g.storeTimeout)
-	if err != nil {
+		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
+	} else if st, err = cli.OpenStore(ctx, storeURL, g.storeTimeout); err != nil {
 		return err
 	}
 	codec := snapshot.Codec{}

@@ -68,6 +68,12 @@ func (s *Server) initializationStatus(w http.ResponseWriter, _ *http.Request) {
 // the uploader's sidecar otherwise: 405 when that is not possible.
 func (s *Server) uploaderOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.sc.HasStore() {
+			// etcd-backup-restore without a storage provider: no
+			// snapshotter, here or on the leader.
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
 		if s.sc.Uploader() {
 			h(w, r)
 			return
@@ -148,11 +154,12 @@ func (s *Server) latestSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 // healthz is etcd-backup-restore's: 200 and {"health":true} on the
-// sidecar that uploads while its snapshots succeed, 503 and false
-// elsewhere (a follower's sidecar, a sidecar whose backups fail).
+// sidecar that uploads while its snapshots succeed (or, with no store,
+// beside the leader), 503 and false elsewhere (a follower's sidecar, a
+// sidecar whose backups fail).
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	st := s.sc.SnapshotStatus()
-	healthy := s.sc.Uploader() && st.Running && st.Failures == 0
+	healthy := s.sc.Uploader() && (!s.sc.HasStore() || st.Running && st.Failures == 0)
 	code := http.StatusServiceUnavailable
 	if healthy {
 		code = http.StatusOK
