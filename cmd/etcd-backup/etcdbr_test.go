@@ -480,7 +480,7 @@ func TestServerContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	waitFor(t, "the sidecar uploads and /healthz is 200", func() bool {
+	etcdtest.Eventually(t, "the sidecar uploads and /healthz is 200", time.Minute, func() bool {
 		code, _, body := d.get(m, "/healthz")
 		return code == 200 && body == `{"health":true}`
 	})
@@ -561,25 +561,13 @@ func grepLines(s, sub string) string {
 // waitServing waits until the member's sidecar answers.
 func waitServing(t *testing.T, d *druid, m *druidMember) {
 	t.Helper()
-	waitFor(t, m.pod+"'s sidecar serves", func() bool {
+	etcdtest.Eventually(t, m.pod+"'s sidecar serves", time.Minute, func() bool {
 		resp, err := d.http().Get(d.base(m) + "/initialization/status")
 		if err == nil {
 			_ = resp.Body.Close()
 		}
 		return err == nil
 	})
-}
-
-// waitFor polls ok for up to a minute.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // An etcd-druid cluster's life with etcd-backup server as its sidecar, TLS
@@ -720,7 +708,7 @@ func (d *druid) follower(t *testing.T, ctx context.Context, cli *clientv3.Client
 // waitVoters waits until the members listed are the cluster's voters.
 func waitVoters(t *testing.T, ctx context.Context, cli *clientv3.Client, members []*druidMember) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("the cluster has %d voters", len(members)), func() bool {
+	etcdtest.Eventually(t, fmt.Sprintf("the cluster has %d voters", len(members)), time.Minute, func() bool {
 		list, err := cli.MemberList(ctx)
 		if err != nil || len(list.Members) != len(members) {
 			return false
@@ -749,7 +737,7 @@ func TestServerWithoutStore(t *testing.T) {
 	if err := d.brWrapper(ctx, m, "full"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/healthz is 200 beside the leader", func() bool {
+	etcdtest.Eventually(t, "/healthz is 200 beside the leader", time.Minute, func() bool {
 		code, _, body := d.get(m, "/healthz")
 		return code == 200 && body == `{"health":true}`
 	})
@@ -812,7 +800,7 @@ func TestServerUpdatesChangedPeerURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	waitFor(t, "the member's peer URL is "+m.peerURL, func() bool {
+	etcdtest.Eventually(t, "the member's peer URL is "+m.peerURL, time.Minute, func() bool {
 		list, err := cli.MemberList(ctx)
 		return err == nil && len(list.Members) == 1 && slices.Equal(list.Members[0].PeerURLs, []string{m.peerURL})
 	})
