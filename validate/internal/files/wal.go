@@ -326,11 +326,26 @@ func entryFields(b []byte) (index uint64, normal bool, data []byte, err error) {
 	return index, normal, data, nil
 }
 
-// applies says whether this etcd can apply a normal entry's request: it
-// reads it as etcd's apply does, which panics when the request does not
-// unmarshal or carries neither an ID nor a header (an etcd 3.5 member's
-// v2 request).
+// applies says whether this etcd can apply a normal entry's request, as
+// etcd's apply reads it: it panics on a request that does not unmarshal
+// or carries neither an ID nor a header (an etcd 3.5 member's v2
+// request). Every request etcd 3.6 and later writes has a header (field
+// 100), found without unmarshalling; only the others are read whole.
 func applies(data []byte) bool {
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		b = b[n:]
+		if num == 100 && typ == protowire.BytesType {
+			return true
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			break
+		}
+		b = b[n:]
+	}
 	var r etcdserverpb.InternalRaftRequest
 	if err := proto.Unmarshal(data, &r); err != nil {
 		return false
