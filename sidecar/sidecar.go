@@ -104,7 +104,7 @@ type Options struct {
 }
 
 // Operation is one operation the sidecar ran: Name is "validation",
-// "restore", "rejoin", "remove", "add-learner", "promote", "defrag" or
+// "restore", "remove", "add-learner", "promote", "defrag" or
 // "compaction".
 type Operation struct {
 	Name string
