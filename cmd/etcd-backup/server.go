@@ -41,8 +41,8 @@ func (b *brStore) flags(fs *pflag.FlagSet, prefix string) {
 	fs.StringVar(&b.container, prefix+"store-container", "", "container which will be used as snapstore")
 	fs.StringVar(&b.endpoint, prefix+"store-endpoint-override", "", "endpoint that will be used to override the default endpoint of the storage provider")
 	fs.StringVar(&b.prefix, prefix+"store-prefix", "", "prefix or directory inside container under which snapstore is created")
-	fs.UintVar(&b.chunkUploads, prefix+"max-parallel-chunk-uploads", 5, "maximum number of parallel chunk uploads allowed")
-	fs.Int64Var(&b.minChunk, prefix+"min-chunk-size", 5<<20, "Minimum size for multipart chunk upload")
+	fs.Uint(prefix+"max-parallel-chunk-uploads", 5, "maximum number of parallel chunk uploads allowed")
+	fs.Int64(prefix+"min-chunk-size", 5<<20, "Minimum size for multipart chunk upload")
 	fs.StringVar(&b.tempDir, prefix+"snapstore-temp-directory", "/tmp", "temporary directory for processing")
 }
 
@@ -99,10 +99,10 @@ type brServer struct {
 	deltaMemory, maxBackups                         uint
 	compress                                        bool
 
-	endpoints, serviceEndpoints             []string
-	cacert, cert, key, username, password   string
-	insecureTransport, insecureSkipVerify   bool
-	connTimeout, defragTimeout, snapTimeout time.Duration
+	endpoints, serviceEndpoints           []string
+	cacert, cert, key, username, password string
+	insecureTransport, insecureSkipVerify bool
+	connTimeout, defragTimeout            time.Duration
 
 	port                  uint
 	serverCert, serverKey string
@@ -167,7 +167,7 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	fs.UintVarP(&b.maxBackups, "max-backups", "m", 7, "maximum number of previous backups to keep")
 	fs.BoolVar(&b.compress, "compress-snapshots", true, "whether to compress the snapshots or not")
 	fs.StringVar(&b.compression, "compression-policy", "gzip", "Policy for compressing the snapshots")
-	fs.DurationVar(&b.snapTimeout, "etcd-snapshot-timeout", 15*time.Minute, "timeout duration for taking etcd snapshots")
+	fs.Duration("etcd-snapshot-timeout", 15*time.Minute, "timeout duration for taking etcd snapshots")
 	fs.StringVar(&b.defragSchedule, "defragmentation-schedule", "0 0 */3 * *", "schedule to defragment etcd data directory")
 	fs.DurationVar(&b.defragTimeout, "etcd-defrag-timeout", 8*time.Minute, "timeout duration for etcd defrag call")
 
