@@ -12,10 +12,14 @@
 // decides with the same table), and serves the HTTP API with its metrics;
 // followers forward mutating calls to the uploader's sidecar.
 //
+// Without a store it takes no snapshots and does the rest.
+//
 // Serve listens (TLS when given), runs the sidecar and drains the API at
 // exit; Handler mounts the API in a server of the caller's. Either needs
 // a credential (Auth): a sidecar that serves no API needs none. The API's
-// types and client are package sidecar/api, apart from this server.
+// types and client are package sidecar/api, apart from this server;
+// etcd-backup-restore's protocol over a Sidecar is package sidecar/etcdbr
+// (Serve takes its handler in ServeOptions.Handler).
 //
 // It does not start or stop etcd (the wrapper does), and it holds no
 // logic of snapshots, restores, start-up or defragmentation of its own:
