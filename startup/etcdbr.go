@@ -6,9 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
-	"github.com/etcdkit/etcdkit/validate"
 )
 
 // EtcdBR prepares the data dir beside a sidecar that speaks
@@ -33,15 +31,16 @@ type EtcdBR struct {
 
 // Check implements Source.
 func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
+	local := &Local{Logger: e.Logger}
 	if !cfg.multiMember() {
 		if err := e.initialize(ctx, cfg); err != nil {
 			return Check{}, err
 		}
 		// What the sidecar left is what starts; a data dir it could not
 		// make sound is refused, with no store here to restore from.
-		return e.checkRebuilt(ctx, cfg, cfg.InitialCluster)
+		return local.Check(ctx, cfg)
 	}
-	chk, err := (&Local{Logger: e.Logger}).Check(ctx, cfg)
+	chk, err := local.Check(ctx, cfg)
 	chk.Store, chk.Backups = true, true
 	return chk, err
 }
@@ -58,27 +57,18 @@ func (e EtcdBR) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	return Restored{Revision: chk.Revision}, nil
 }
 
-// checkRebuilt validates the data dir the sidecar left and, when its WAL
-// is etcd 3.5's (etcd-backup-restore restores with etcd 3.5, and a member
-// moving from etcd-druid's etcd 3.5 brings one) while its database is
-// sound, rebuilds it from the database for this etcd.
+// checkRebuilt validates the data dir the sidecar restored, and
+// rebuilds it when it is etcd 3.5's (etcd-backup-restore restores with
+// etcd 3.5).
 func (e EtcdBR) checkRebuilt(ctx context.Context, cfg Config, initialCluster string) (Check, error) {
 	local := &Local{Logger: e.Logger}
 	chk, err := local.Check(ctx, cfg)
-	if err != nil || chk.Verdict != validate.Corrupt || chk.Foreign == 0 {
+	if err != nil || !outdated(chk) {
 		return chk, err
 	}
-	log := e.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log.Info("startup: rebuilding the data dir from its database for this etcd", "reason", chk.Reason)
-	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, Name: cfg.Name,
-		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token})
-	if err != nil {
+	if err := rebuild(ctx, cfg, initialCluster, chk, logger(e.Logger)); err != nil {
 		return chk, err
 	}
-	log.Info("startup: rebuilt", "revision", res.Revision, "moved_aside", res.MovedAside)
 	return local.Check(ctx, cfg)
 }
 

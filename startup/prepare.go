@@ -76,6 +76,17 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 	if err != nil {
 		return Plan{}, err
 	}
+	if outdated(chk) && !cfg.multiMember() {
+		// A lone member's only copy of its data besides the backups: its
+		// database is sound, and rebuilt from, it loses nothing. (A member
+		// of several rejoins from its peers instead.)
+		if err := rebuild(ctx, cfg, cfg.InitialCluster, chk, log); err != nil {
+			return Plan{Action: Refuse}, fmt.Errorf("refusing to start: %s, and %w", chk.Reason, err)
+		}
+		if chk, err = src.Check(ctx, cfg); err != nil {
+			return Plan{}, err
+		}
+	}
 	log.Info("startup: data dir validated", "clean_shutdown", cfg.CleanShutdown, "verdict", chk.Verdict, "reason", chk.Reason,
 		"revision", chk.Revision, "backups", chk.Backups, "backup_revision", chk.BackupRevision)
 	if chk.Verdict == validate.Corrupt && !chk.Store && !o.WipeOnCorrupt {

@@ -203,3 +203,27 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 		wait = min(2*wait, 15*time.Second)
 	}
 }
+
+// outdated: the data dir's database is sound but its WAL is etcd 3.5's,
+// which this etcd cannot replay.
+func outdated(chk Check) bool { return chk.Verdict == validate.Corrupt && chk.Foreign > 0 }
+
+// rebuild makes the data dir anew from its own database (restore.Rebuild):
+// the keyspace and its revision stay, the WAL etcd 3.5 wrote goes.
+func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
+	log.Info("startup: rebuilding the data dir from its database for this etcd", "reason", chk.Reason)
+	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, Name: cfg.Name,
+		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token})
+	if err != nil {
+		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)
+	}
+	log.Info("startup: rebuilt", "revision", res.Revision, "moved_aside", res.MovedAside)
+	return nil
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}

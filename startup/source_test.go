@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -98,5 +99,32 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	}
 	if n := counted.lists.Load(); n != listed {
 		t.Fatalf("the restore listed the store again: %d lists after the check's %d", n, listed)
+	}
+}
+
+// A lone member whose data dir etcd 3.5 wrote (validate's fixture) is
+// rebuilt from its own database before the decision, with no store: the
+// plan is a restart on the same keyspace and revision, and the old data
+// dir is kept aside.
+func TestEtcd35DataDirIsRebuilt(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := filepath.Join(t.TempDir(), "m0")
+	if err := os.CopyFS(dir, os.DirFS("../validate/testdata/etcd35")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := startup.Config{Name: "etcd-main-0", DataDir: dir, PeerURLs: []string{"http://127.0.0.1:2380"},
+		InitialCluster: "etcd-main-0=http://127.0.0.1:2380"}
+	p, err := startup.Prepare(ctx, cfg, &startup.Local{}, startup.Options{})
+	if err != nil || p.Action != startup.Restart {
+		t.Fatalf("prepare: %+v, %v", p, err)
+	}
+	chk, err := (&startup.Local{}).Check(ctx, cfg)
+	if err != nil || chk.Verdict != validate.Valid || chk.Revision != 21 {
+		t.Fatalf("after the rebuild: %+v, %v", chk, err)
+	}
+	aside, _ := filepath.Glob(dir + ".bak-*")
+	if len(aside) != 1 {
+		t.Fatalf("moved aside: %v", aside)
 	}
 }
