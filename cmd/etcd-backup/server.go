@@ -32,8 +32,6 @@ import (
 // for the source of a copy.
 type brStore struct {
 	provider, container, endpoint, prefix, tempDir string
-	chunkUploads                                   uint
-	minChunk                                       int64
 }
 
 func (b *brStore) flags(fs *pflag.FlagSet, prefix string) {
