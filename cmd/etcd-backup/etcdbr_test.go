@@ -484,6 +484,12 @@ func TestServerContract(t *testing.T) {
 		code, _, body := d.get(m, "/healthz")
 		return code == 200 && body == `{"health":true}`
 	})
+	// The chain's first full is taken as the sidecar starts uploading;
+	// writes after it are the delta's.
+	etcdtest.Eventually(t, "the first full snapshot", time.Minute, func() bool {
+		_, _, metrics := d.get(m, "/metrics")
+		return strings.Contains(metrics, `etcdbr_snapshot_duration_seconds_count{kind="Full",succeeded="true"} 1`)
+	})
 	putMany(t, cli, 20, "contract")
 
 	code, h, body = d.get(m, "/snapshot/delta")
