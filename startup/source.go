@@ -178,10 +178,7 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 	if limit <= 0 {
 		limit = 5 * time.Minute
 	}
-	log := r.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := logger(r.Logger)
 	deadline := time.Now().Add(limit)
 	for attempt := 1; ; attempt++ {
 		err := f()
@@ -221,6 +218,7 @@ func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, 
 	return nil
 }
 
+// logger is l, or one that discards when l is nil.
 func logger(l *slog.Logger) *slog.Logger {
 	if l == nil {
 		return slog.New(slog.DiscardHandler)

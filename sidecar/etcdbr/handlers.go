@@ -28,14 +28,26 @@ func (s *Server) startInitialization(w http.ResponseWriter, r *http.Request) {
 	if s.state == etcdbrapi.StateNew {
 		s.state = etcdbrapi.StateProgress
 		sanity := r.URL.Query().Get("mode") == etcdbrapi.Sanity
-		go s.initialize(s.ctx, sanity)
+		ctx := s.ctx
+		if ctx == nil {
+			// Handler mounted without Serve: the request starts it.
+			ctx = context.WithoutCancel(r.Context())
+		}
+		go s.initialize(ctx, sanity)
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
+// initTimeout bounds one initialization: the start-up's own waits (a
+// join waits up to 5 min for the first member) with room for a restore.
+const initTimeout = 30 * time.Minute
+
 // initialize runs the start-up procedure and records its outcome for the
-// status and /config.
+// status and /config. One that does not end in time is Failed, and the
+// wrapper asks again.
 func (s *Server) initialize(ctx context.Context, sanity bool) {
+	ctx, cancel := context.WithTimeout(ctx, initTimeout)
+	defer cancel()
 	start := time.Now()
 	cfg := s.startupConfig(sanity)
 	s.log.Info("etcdbr: initializing the data dir", "member", cfg.Name, "data_dir", cfg.DataDir, "sanity", sanity)

@@ -81,7 +81,9 @@ type Server struct {
 	// conn is how the cluster is asked for /config.
 	conn func(ctx context.Context, endpoints []string) (*clientv3.Client, error)
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ctx is Serve's: an initialization outlives its request, not the
+	// server. nil until Serve.
 	ctx    context.Context
 	state  string
 	plan   *startup.Plan
@@ -112,7 +114,7 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 	if c.Startup.Logger == nil {
 		c.Startup.Logger = c.Logger
 	}
-	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, ctx: context.Background(), state: etcdbrapi.StateNew}
+	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, state: etcdbrapi.StateNew}
 	s.conn = func(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		conn := c.Startup.Conn.With(endpoints...)
 		conn.DialTimeout = 5 * time.Second

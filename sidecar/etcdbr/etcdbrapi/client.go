@@ -34,8 +34,9 @@ const (
 var ErrFailed = errors.New("the sidecar's initialization failed (its log says why)")
 
 // Client calls one sidecar. Base is its URL (https://host:8080); HTTP
-// carries the calls (its TLS trusts the sidecar's certificate), default
-// http.DefaultClient.
+// carries the calls (its TLS trusts the sidecar's certificate). Default: a
+// plain client that gives up on a call after a minute, etcd-wrapper's
+// bound.
 type Client struct {
 	Base string
 	HTTP *http.Client
@@ -49,7 +50,7 @@ type Client struct {
 func (c *Client) get(ctx context.Context, path string) (string, error) {
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = &http.Client{Timeout: time.Minute}
 	}
 	u := strings.TrimSuffix(c.Base, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
