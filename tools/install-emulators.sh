@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned store emulators the tests run against into tools/bin
-# and tools/azurite/node_modules (both git-ignored). Idempotent: an emulator
-# already installed at the pinned version is left alone.
+# and tools/azurite/node_modules (both git-ignored), and kube-apiserver with
+# kubectl, built from the Kubernetes module pinned in tools/kube/go.mod.
+# Idempotent: an emulator already installed at the pinned version is left
+# alone.
 set -euo pipefail
 
 VERSITYGW_VERSION=v1.8.0       # S3 (Apache-2.0); checks signatures like AWS
@@ -27,6 +29,31 @@ s3=$!
 install_go fake-gcs-server github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION" &
 gcs=$!
 
+# kube-apiserver and kubectl: from their module, with the replace lines the
+# Kubernetes module needs (tools/kube/go.mod), stamped with their version
+# (kubectl refuses to compare versions without it).
+install_kube() {
+  local stamp="$bin/.kube.version" want
+  want=$(cat "$here/kube/go.mod" "$here/kube/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x "$bin/kube-apiserver" && -x "$bin/kubectl" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    return
+  fi
+  local version
+  version=$(cd "$here/kube" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  echo "installing kube-apiserver and kubectl $version" >&2
+  local minor=${version#v1.}
+  minor=${minor%%.*}
+  local ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$here/kube" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$ldflags" -o "$bin/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+  echo "$want" >"$stamp"
+}
+install_kube &
+kube=$!
+
 lock="$here/azurite/package-lock.json"
 stamp="$here/azurite/node_modules/.lock.sha256"
 want=$(sha256sum "$lock" | cut -d' ' -f1)
@@ -38,4 +65,5 @@ fi
 
 wait $s3
 wait $gcs
+wait $kube
 echo "emulators ready in $here" >&2

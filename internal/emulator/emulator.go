@@ -24,6 +24,9 @@ const (
 	S3    Kind = "s3"
 	GCS   Kind = "gcs"
 	Azure Kind = "azure"
+	// Kube is kube-apiserver: started by StartKube, over an etcd of the
+	// test's.
+	Kube Kind = "kube-apiserver"
 )
 
 // Azurite's well-known development account, the one its documentation
@@ -49,6 +52,8 @@ type Server struct {
 	AccessKey, SecretKey string
 	// Account and Key are the Azure shared key credentials.
 	Account, Key string
+	// Kube is what a client of the API server needs.
+	Kube *KubeAPI
 
 	prog   string
 	dir    string
@@ -104,6 +109,8 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "bin", "fake-gcs-server")
 	case Azure:
 		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
+	case Kube:
+		p = filepath.Join(tools, "bin", "kube-apiserver")
 	default:
 		return "", fmt.Errorf("emulator: unknown kind %q", kind)
 	}
@@ -115,6 +122,18 @@ func program(kind Kind) (string, error) {
 
 // Start starts an emulator and waits until it answers.
 func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
+	if kind == Kube {
+		return nil, errors.New("emulator: kube-apiserver needs an etcd: StartKube")
+	}
+	s, err := prepare(kind, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.run(ctx, opts)
+}
+
+// prepare finds the program and the data directory.
+func prepare(kind Kind, opts Options) (*Server, error) {
 	prog, err := program(kind)
 	if err != nil {
 		return nil, err
@@ -126,6 +145,12 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 		}
 		s.ownDir = true
 	}
+	return s, nil
+}
+
+// run starts the prepared server on its port or a free one.
+func (s *Server) run(ctx context.Context, opts Options) error {
+	var err error
 	// A port picked free may be taken before the emulator binds it; a new
 	// one fixes that.
 	for attempt := 0; ; attempt++ {
@@ -139,13 +164,10 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 			break
 		}
 	}
-	if err != nil {
-		if s.ownDir {
-			_ = os.RemoveAll(s.dir)
-		}
-		return nil, err
+	if err != nil && s.ownDir {
+		_ = os.RemoveAll(s.dir)
 	}
-	return s, nil
+	return err
 }
 
 func (s *Server) args() []string {
@@ -159,6 +181,8 @@ func (s *Server) args() []string {
 		s.Endpoint = "http://" + addr
 		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(s.Port),
 			"-backend", "memory", "-public-host", addr, "-log-level", "error"}
+	case Kube:
+		return s.Kube.args(s.Port)
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
@@ -185,14 +209,15 @@ func (s *Server) start(ctx context.Context) error {
 	s.cmd, s.logs, s.exited = cmd, logs, exited
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	wait := 60 * time.Second
+	if s.Kind == Kube {
+		// Its post-start work takes seconds alone, more beside a busy test run.
+		wait = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
 	for {
-		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			_ = resp.Body.Close()
+		if s.answers() {
 			return nil
 		}
 		select {
@@ -204,6 +229,22 @@ func (s *Server) start(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// answers says whether the server is up: any answer for a store
+// emulator, the API server's readiness.
+func (s *Server) answers() bool {
+	if s.Kind == Kube {
+		return s.Kube.ready()
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return true
 }
 
 // Stop kills the emulator and waits until it has exited. The data of an
@@ -256,6 +297,11 @@ func (s *Server) Logs() string {
 func Require(t testing.TB, kind Kind) *Server {
 	t.Helper()
 	s, err := Start(context.Background(), kind, Options{})
+	return required(t, s, err)
+}
+
+func required(t testing.TB, s *Server, err error) *Server {
+	t.Helper()
 	if errors.Is(err, ErrNotInstalled) {
 		if os.Getenv("ETCDKIT_REQUIRE_EMULATORS") == "1" {
 			t.Fatalf("%v (ETCDKIT_REQUIRE_EMULATORS=1)", err)
