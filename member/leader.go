@@ -11,6 +11,7 @@ import (
 // Self is one member as it reports itself.
 type Self struct {
 	ID, Leader uint64
+	ClusterID  uint64
 	Learner    bool
 	Revision   int64
 }
@@ -29,7 +30,7 @@ func AskSelf(ctx context.Context, cli *clientv3.Client, endpoint string, timeout
 	if err != nil {
 		return Self{}, fmt.Errorf("member at %s: status: %w", endpoint, err)
 	}
-	return Self{ID: resp.Header.GetMemberId(), Leader: resp.Leader, Learner: resp.IsLearner, Revision: resp.Header.GetRevision()}, nil
+	return Self{ID: resp.Header.GetMemberId(), ClusterID: resp.Header.GetClusterId(), Leader: resp.Leader, Learner: resp.IsLearner, Revision: resp.Header.GetRevision()}, nil
 }
 
 // FollowOptions configures Follow. The zero value asks every 500 ms with

@@ -137,7 +137,10 @@ type Sidecar struct {
 	fullRev, chainRevs int64
 	chainDeltas        int
 	compacting         bool
-	runCtx             context.Context
+	// compacted is the last full snapshot a compaction wrote, which the
+	// Snapshotter did not take.
+	compacted snapshot.Snapshot
+	runCtx    context.Context
 	// stoppedSince: the Snapshotter stopped with an error while this
 	// sidecar uploads, and is restarted with backoff; stopErr says why.
 	stoppedSince time.Time
@@ -460,6 +463,7 @@ func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 		s.fullRev = c.Snapshot.LastRevision
 		s.chainDeltas, s.chainRevs = 0, 0
 	}
+	s.compacted = c.Snapshot
 	s.mu.Unlock()
 	return c, nil
 }
@@ -587,12 +591,37 @@ func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.
 }
 
 // SnapshotStatus is the Snapshotter's state: the newest revision on the
-// store, the last snapshots, the events not yet uploaded.
+// store, the last snapshots, the events not yet uploaded. Its LastFull is
+// a compaction's full snapshot when that is the later one.
 func (s *Sidecar) SnapshotStatus() snapshot.Status {
 	if s.snap == nil {
 		return snapshot.Status{}
 	}
-	return s.snap.Status()
+	st := s.snap.Status()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.compacted.LastRevision > st.LastFull.LastRevision {
+		st.LastFull = s.compacted
+	}
+	return st
+}
+
+// PeerURLs are the member's peer URLs as the cluster has them.
+func (s *Sidecar) PeerURLs(ctx context.Context) ([]string, error) {
+	self, err := s.Member()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.opts.Client.MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		return nil, fmt.Errorf("member list: %w", err)
+	}
+	for _, m := range resp.Members {
+		if m.ID == self.ID {
+			return m.PeerURLs, nil
+		}
+	}
+	return nil, fmt.Errorf("member %x is not in the member list", self.ID)
 }
 
 // HasStore says whether the sidecar has a store, and so takes backups.

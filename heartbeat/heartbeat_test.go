@@ -1,0 +1,205 @@
+package heartbeat_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/heartbeat"
+	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// Three sidecars of a TLS cluster keep their leases: the member leases
+// name the leader and the cluster, the snapshot leases follow the
+// uploader's snapshots, a leader move changes the member leases' roles,
+// and an API server that is gone for a while is counted and caught up
+// with while the backups went on.
+func TestHeartbeatFollowsTheSidecars(t *testing.T) {
+	api, leases := apiServer(t)
+	ns := namespace(t, api, "etcd")
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(t.Context(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sidecars := map[string]*sidecar.Sidecar{}
+	for _, m := range c.Members {
+		sc, err := sidecar.New(sidecar.Options{
+			Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: st, WorkDir: t.TempDir(),
+			Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
+				RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+			Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A client each, as each sidecar has its own.
+		hb, err := heartbeat.New(heartbeat.Options{Client: leaseClient(t, api.Kube.Kubeconfig), Namespace: ns, MemberLease: m.Name,
+			FullLease: "full-snapshot-revisions", DeltaLease: "delta-snapshot-revisions",
+			Period: 500 * time.Millisecond, DeltaPeriod: time.Second, Create: true, Timeout: 2 * time.Second,
+			Registry: sc.Registry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sidecars[m.Name] = sc
+		done := make(chan struct{}, 2)
+		go func() { _ = sc.Run(ctx); done <- struct{}{} }()
+		go func() { hb.Run(ctx, sc); done <- struct{}{} }()
+		t.Cleanup(func() { cancel(); <-done; <-done })
+	}
+
+	// roles reads the member leases: each member's ID and role.
+	roles := func() (map[string]string, string) {
+		got, cluster := map[string]string{}, ""
+		for _, m := range c.Members {
+			l, err := leases.Leases(ns).Get(t.Context(), m.Name, metaGet)
+			if err != nil {
+				return nil, ""
+			}
+			parts := strings.Split(holder(l), ":")
+			if len(parts) != 3 || l.Annotations[heartbeat.TLSAnnotation] != "true" {
+				return nil, ""
+			}
+			if cluster != "" && parts[1] != cluster {
+				t.Fatalf("member leases name clusters %s and %s", cluster, parts[1])
+			}
+			cluster = parts[1]
+			got[parts[0]] = parts[2]
+		}
+		return got, cluster
+	}
+	leaderIs := func(m *etcdtest.Member) {
+		t.Helper()
+		id := fmt.Sprintf("%x", uint64(m.Etcd().Server.MemberID()))
+		etcdtest.Eventually(t, "the member leases name "+m.Name+" the leader", 10*time.Second, func() bool {
+			got, _ := roles()
+			leaders := 0
+			for member, role := range got {
+				if role == "Leader" {
+					leaders++
+					if member != id {
+						return false
+					}
+				}
+			}
+			return len(got) == 3 && leaders == 1
+		})
+	}
+	leaderIs(c.Leader())
+	_, cluster := roles()
+	if want := fmt.Sprintf("%x", uint64(c.Leader().Etcd().Server.Cluster().ID())); cluster != want {
+		t.Fatalf("member leases name cluster %s, etcd says %s", cluster, want)
+	}
+
+	uploader := func() *sidecar.Sidecar { return sidecars[c.Leader().Name] }
+	leaseRev := func(name string) int64 {
+		l, err := leases.Leases(ns).Get(t.Context(), name, metaGet)
+		if err != nil {
+			return -1
+		}
+		rev, err := strconv.ParseInt(holder(l), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return rev
+	}
+	// The first full snapshot, then deltas.
+	etcdtest.Eventually(t, "the full snapshot lease holds the first full snapshot", 10*time.Second, func() bool {
+		f := uploader().SnapshotStatus().LastFull
+		return f.Key != "" && leaseRev("full-snapshot-revisions") == f.LastRevision
+	})
+	put := func(n int) int64 {
+		t.Helper()
+		var rev int64
+		for i := range n {
+			resp, err := cli.Put(t.Context(), fmt.Sprintf("/k/%d", i), "v")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = resp.Header.Revision
+		}
+		return rev
+	}
+	rev := put(20)
+	etcdtest.Eventually(t, "the delta snapshot lease reaches the last write", 10*time.Second, func() bool {
+		return leaseRev("delta-snapshot-revisions") >= rev
+	})
+	full, err := uploader().Full(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the full snapshot lease advances", 10*time.Second, func() bool {
+		l, err := leases.Leases(ns).Get(t.Context(), "full-snapshot-revisions", metaGet)
+		return err == nil && holder(l) == strconv.FormatInt(full.LastRevision, 10) && l.Spec.RenewTime.Time.Equal(full.Created)
+	})
+
+	// A leader move: the roles follow, and so does the uploader's work.
+	leaderIs(c.MoveLeader(t))
+
+	// The API server goes away for a while: the backups go on, the
+	// failures are counted, and the leases catch up once it is back.
+	up := uploader()
+	failures := func() float64 {
+		return failuresOf(t, up, heartbeat.KindMember) + failuresOf(t, up, heartbeat.KindDelta)
+	}
+	failed := failures()
+	api.Halt()
+	downAt := time.Now()
+	rev = put(20)
+	etcdtest.Eventually(t, "the backups go on without the API server", 10*time.Second, func() bool {
+		return up.SnapshotStatus().LastDelta.LastRevision >= rev
+	})
+	etcdtest.Eventually(t, "lease failures are counted", 10*time.Second, func() bool { return failures() > failed })
+	if s := up.SnapshotStatus(); s.Failures != 0 {
+		t.Fatalf("the backups failed while the API server was down: %+v", s)
+	}
+	time.Sleep(2 * time.Second)
+	if err := api.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the API server was down for %s", time.Since(downAt).Round(time.Millisecond))
+	backAt := time.Now()
+	etcdtest.Eventually(t, "the leases are renewed again", 15*time.Second, func() bool {
+		l, err := leases.Leases(ns).Get(t.Context(), c.Leader().Name, metaGet)
+		return err == nil && l.Spec.RenewTime.After(backAt) && leaseRev("delta-snapshot-revisions") >= rev
+	})
+	leaderIs(c.Leader())
+}
+
+var metaGet = metav1.GetOptions{}
+
+// failuresOf reads etcdkit_heartbeat_failures_total{lease=kind} from the
+// sidecar's metrics.
+func failuresOf(t *testing.T, sc *sidecar.Sidecar, kind string) float64 {
+	t.Helper()
+	mfs, err := sc.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "etcdkit_heartbeat_failures_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "lease" && l.GetValue() == kind {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no etcdkit_heartbeat_failures_total{lease=%q}", kind)
+	return 0
+}
