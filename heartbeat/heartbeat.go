@@ -138,45 +138,65 @@ func (h *Heartbeat) Run(ctx context.Context, src Source) {
 	wg.Wait()
 }
 
-// members renews the member lease every period while the member answers:
-// a lease that goes stale is how etcd-druid learns that a member is gone.
+// members renews the member lease every period while the member answers
+// (a lease that goes stale is how etcd-druid learns that a member is
+// gone), and at once when what it says changes: a new leader, or a new
+// member ID after a rejoin.
 func (h *Heartbeat) members(ctx context.Context, src Source) {
-	w := h.writer(KindMember)
-	var peerTLS *bool
-	silent := false
-	wait := time.Duration(0)
+	r := &memberRenewal{h: h, src: src, w: h.writer(KindMember)}
+	tick := time.NewTicker(min(time.Second, h.o.Period))
+	defer tick.Stop()
 	for {
+		r.once(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
-		}
-		self, err := src.Member()
-		if err != nil || self.ID == 0 {
-			// Not yet asked, or not answering: asked again soon.
-			if err != nil && !silent {
-				h.log.Info("heartbeat: the member does not answer; its lease is not renewed until it does", "error", err)
-				silent = true
-			}
-			wait = min(time.Second, h.o.Period)
-			continue
-		}
-		silent = false
-		cctx, cancel := context.WithTimeout(ctx, h.o.Timeout)
-		urls, err := src.PeerURLs(cctx)
-		cancel()
-		if err == nil && len(urls) > 0 {
-			// Kept when the cluster cannot say: the URLs rarely change.
-			tls := allHTTPS(urls)
-			peerTLS = &tls
-		}
-		m := Member{ID: self.ID, ClusterID: self.ClusterID, Leader: self.IsLeader(), PeerTLS: peerTLS}
-		err = w.write(ctx, func(ctx context.Context) error { return h.leases.RenewMember(ctx, h.o.MemberLease, m) })
-		wait = h.o.Period
-		if err != nil {
-			wait = min(w.backoff, h.o.Period)
+		case <-tick.C:
 		}
 	}
+}
+
+// memberRenewal is the member lease's state between two ticks.
+type memberRenewal struct {
+	h       *Heartbeat
+	src     Source
+	w       *writer
+	peerTLS *bool
+	silent  bool
+	written string    // the holder last written
+	due     time.Time // the next renewal
+}
+
+func (r *memberRenewal) once(ctx context.Context) {
+	self, err := r.src.Member()
+	if err != nil || self.ID == 0 {
+		// Not yet asked, or not answering: asked again at the next tick.
+		if err != nil && !r.silent {
+			r.h.log.Info("heartbeat: the member does not answer; its lease is not renewed until it does", "error", err)
+			r.silent = true
+		}
+		return
+	}
+	r.silent = false
+	m := Member{ID: self.ID, ClusterID: self.ClusterID, Leader: self.IsLeader()}
+	now := time.Now()
+	if now.Before(r.due) && m.HolderIdentity() == r.written {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.h.o.Timeout)
+	urls, err := r.src.PeerURLs(cctx)
+	cancel()
+	if err == nil && len(urls) > 0 {
+		// Kept when the cluster cannot say: the URLs rarely change.
+		tls := allHTTPS(urls)
+		r.peerTLS = &tls
+	}
+	m.PeerTLS = r.peerTLS
+	if err := r.w.write(ctx, func(ctx context.Context) error { return r.h.leases.RenewMember(ctx, r.h.o.MemberLease, m) }); err != nil {
+		r.written, r.due = "", now.Add(min(r.w.backoff, r.h.o.Period))
+		return
+	}
+	r.written, r.due = m.HolderIdentity(), now.Add(r.h.o.Period)
 }
 
 func allHTTPS(urls []string) bool {
@@ -200,7 +220,9 @@ func (h *Heartbeat) snapshots(ctx context.Context, src Source) {
 		fullRetry  time.Time
 		deltaRetry time.Time
 	)
-	tick := time.NewTicker(min(time.Second, h.o.DeltaPeriod))
+	// Fine enough that the delta lease is never much older than a delta
+	// period: etcd-druid takes two for failing backups.
+	tick := time.NewTicker(min(time.Second, max(h.o.DeltaPeriod/4, 10*time.Millisecond)))
 	defer tick.Stop()
 	for {
 		select {

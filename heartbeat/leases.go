@@ -165,9 +165,12 @@ func (l *Leases) explain(name string, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("%s: %w: create it, or let etcd-druid create it (%w)", what, ErrMissing, err)
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && l.Create:
 		return fmt.Errorf("%s: the API server forbids it: give this pod's service account get, update and create "+
 			"on leases in group coordination.k8s.io in namespace %s, as deploy/kubernetes/rbac.yaml does (%w)", what, l.Namespace, err)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%s: the API server forbids it: give this pod's service account get and update "+
+			"on leases in group coordination.k8s.io in namespace %s, as etcd-druid's Role for the pods does (%w)", what, l.Namespace, err)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("%s: the API server does not accept this pod's credentials: check the service account token "+
 			"or the kubeconfig (%w)", what, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -23,19 +24,19 @@ import (
 type brCompact struct {
 	store   brStore
 	dataDir string
+	leases  leaseFlags
 }
 
 func (b *brCompact) flags(fs *pflag.FlagSet) {
 	b.store.flags(fs, "")
 	fs.StringVarP(&b.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
 	for name, def := range map[string]string{"auto-compaction-mode": "periodic", "auto-compaction-retention": "30m",
-		"delta-snapshot-lease-name": "delta-snapshot-revisions", "full-snapshot-lease-name": "full-snapshot-revisions",
 		"initial-cluster": "default=http://localhost:2380", "initial-cluster-token": "etcd-cluster", "name": "default",
 		"restoration-temp-snapshots-dir": "default.restoration.tmp"} {
 		fs.String(name, def, "etcd-backup-restore's; no effect")
 	}
 	fs.Bool("defragment", true, "etcd-backup-restore's; the new full snapshot is always defragmented")
-	fs.Bool("enable-snapshot-lease-renewal", false, "etcd-backup-restore's; Kubernetes leases are not renewed by this version")
+	b.leases.snapshotFlags(fs)
 	fs.Bool("skip-hash-check", false, "etcd-backup-restore's; every checksum is verified")
 	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "etcd-backup-restore's; no embedded etcd")
 	fs.Duration("etcd-defrag-timeout", 8*time.Minute, "etcd-backup-restore's; no effect")
@@ -68,6 +69,15 @@ compressed as the chain's last snapshot is.`,
 			if err := br.apply(cmd, g, &workDir); err != nil {
 				return err
 			}
+			// Known before the work: the new full snapshot's revision goes
+			// to its lease, where etcd-druid counts the revisions since it.
+			var leases *heartbeat.Leases
+			if br.leases.snapshots {
+				var err error
+				if leases, err = br.leases.leases(false, g.log); err != nil {
+					return err
+				}
+			}
 			var src restore.Source
 			st, p, err := g.source(ctx, &src)
 			if err != nil {
@@ -86,6 +96,15 @@ compressed as the chain's last snapshot is.`,
 			p.Done()
 			if err != nil {
 				return err
+			}
+			if leases != nil {
+				// The snapshot is on the store: a lease not written is a
+				// warning, as in etcd-backup-restore's compaction.
+				if err := leases.UpdateFull(ctx, br.leases.fullName, c.Snapshot.LastRevision, c.Snapshot.Created); err != nil {
+					g.log.Warn("etcd-backup compact: the full snapshot lease is not updated", "error", err)
+				} else {
+					g.log.Info("etcd-backup compact: full snapshot lease updated", "lease", br.leases.fullName, "revision", c.Snapshot.LastRevision)
+				}
 			}
 			out := map[string]any{"snapshot": c.Snapshot.Key, "revision": c.Snapshot.LastRevision, "replayed": c.Revisions,
 				"input_bytes": c.InputBytes, "output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/internal/pki"
 )
 
@@ -173,6 +174,11 @@ type druid struct {
 	// storeless: the Etcd has no backup store, so etcd-druid passes no
 	// store flags.
 	storeless bool
+	// kube is the API server, with etcd-druid's Role, service account
+	// and leases of the reference manifest; kubeconfig is that service
+	// account's, as the pods hold it.
+	kube       *kube
+	kubeconfig string
 }
 
 type druidMember struct {
@@ -184,6 +190,10 @@ type druidMember struct {
 	served           string // the config /config served last
 	extraServerFlags []string
 }
+
+// druidNamespace is the Etcd's namespace, where etcd-druid makes the
+// leases.
+const druidNamespace = "shoot--p--c"
 
 func newDruid(t *testing.T, members int) *druid {
 	t.Helper()
@@ -210,6 +220,9 @@ func newDruid(t *testing.T, members int) *druid {
 		t.Fatal(err)
 	}
 	d := &druid{t: t, sec: sec, caPool: pool, dir: dir, storeDir: filepath.Join(dir, "home"), port: port}
+	d.kube = startKube(t, druidNamespace)
+	d.kube.apply("../../deploy/kubernetes/etcd-druid.yaml", "ServiceAccount", "Role", "RoleBinding", "Lease")
+	d.kubeconfig = d.kube.kubeconfig("etcd-main")
 	for i := range members {
 		pod := fmt.Sprintf("etcd-main-%d", i)
 		peer, client, err := etcdtest.FreeURLs()
@@ -307,7 +320,8 @@ func (d *druid) startServer(m *druidMember) {
 		})
 	}
 	p := &sidecarProc{name: m.pod + "-br", url: d.base(m), args: args}
-	p.env = []string{"POD_NAME=" + m.pod, "POD_NAMESPACE=shoot--p--c", "ETCD_CONF=" + m.conf, "STORAGE_CONTAINER=backups",
+	p.env = []string{"POD_NAME=" + m.pod, "POD_NAMESPACE=" + druidNamespace, "KUBECONFIG=" + d.kubeconfig,
+		"ETCD_CONF=" + m.conf, "STORAGE_CONTAINER=backups",
 		"HOME=" + d.storeDir, "ETCDKIT_LISTEN=" + net.JoinHostPort(m.host, strconv.Itoa(d.port))}
 	p.start(d.t)
 	m.server = p
@@ -598,7 +612,14 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
+	// What etcd-druid reads of a one-member cluster: a leader's member
+	// lease, the first full snapshot's revision, the deltas' after it.
+	d.checkMemberLeases(ctx, cli, 1)
+	etcdtest.Eventually(t, "the full snapshot lease holds the first full", 10*time.Second, func() bool {
+		return d.kube.revision("etcd-main-full-snap") > 0
+	})
 	putMany(t, cli, 50, "one")
+	d.checkDeltaLease(ctx, cli)
 
 	// Scale 1 → 3: the new pods start one after the other, as the
 	// StatefulSet starts them.
@@ -614,7 +635,16 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		}
 		waitVoters(t, ctx, cli, d.members[:slices.Index(d.members, m)+1])
 	}
+	d.checkMemberLeases(ctx, cli, 3)
 	putMany(t, cli, 50, "three")
+	// etcd-druid's BackupReady, read as its reconciler reads it, again and
+	// again: the delta lease within two delta periods (1 s each here).
+	for range 12 {
+		if err := d.kube.backupReady("etcd-main-full-snap", "etcd-main-delta-snap", time.Second, 24*time.Hour); err != nil {
+			t.Fatalf("BackupReady would be false: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 
 	// A follower's database is corrupted; its wrapper restarts it and the
 	// sidecar moves the data dir aside and rejoins it as a learner (its
@@ -628,6 +658,8 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVoters(t, ctx, cli, d.members)
+	// The rejoined member is a new member: its lease names its new ID.
+	d.checkMemberLeases(ctx, cli, 3)
 	putMany(t, cli, 50, "rejoined")
 	_, _, metrics := d.get(follower, "/metrics")
 	if !strings.Contains(metrics, `etcdbr_restoration_duration_seconds_count{restore="single_member",succeeded="true"} 1`) ||
@@ -655,7 +687,7 @@ func TestDruidClusterLifecycle(t *testing.T) {
 	if code, _, _ := d.get(follower, "/snapshot/delta"); code != 200 {
 		t.Fatalf("/snapshot/delta on %s: %d", follower.pod, code)
 	}
-	env := []string{"HOME=" + d.storeDir}
+	env := []string{"HOME=" + d.storeDir, "POD_NAMESPACE=" + druidNamespace, "KUBECONFIG=" + d.kubeconfig}
 	jobDir := t.TempDir()
 	out := ok(t, env, "compact", "--data-dir="+filepath.Join(jobDir, "compaction.etcd"),
 		"--restoration-temp-snapshots-dir="+filepath.Join(jobDir, "compaction.restoration.temp"),
@@ -665,6 +697,15 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		"--storage-provider=Local", "--store-prefix=etcd-main", "--store-container=backups")
 	if !strings.Contains(out, "new full snapshot") {
 		t.Fatalf("compact: %s", out)
+	}
+	// The Job writes the new full to its lease, so etcd-druid counts no
+	// revisions since it, and starts no other Job.
+	compacted := regexp.MustCompile(`revision\s+(\d+)`).FindStringSubmatch(out)
+	if compacted == nil || strconv.FormatInt(d.kube.revision("etcd-main-full-snap"), 10) != compacted[1] {
+		t.Fatalf("after compaction the full snapshot lease holds %s; compact said:\n%s", d.kube.holder("etcd-main-full-snap"), out)
+	}
+	if since := d.kube.revision("etcd-main-delta-snap") - d.kube.revision("etcd-main-full-snap"); since > 0 {
+		t.Fatalf("etcd-druid would count %d revisions since the compacted full", since)
 	}
 
 	// Its copy-backups Job moves the backups once the final full is there.
@@ -693,6 +734,57 @@ func TestDruidClusterLifecycle(t *testing.T) {
 	if err != nil || got.Count != live.Count || got.Header.Revision != live.Header.Revision {
 		t.Fatalf("restored from the copy: %d keys at %d, live %d at %d, %v", got.Count, got.Header.Revision, live.Count, live.Header.Revision, err)
 	}
+}
+
+// checkMemberLeases waits until the member leases of the first n members
+// say what etcd-druid needs: one leader, every member of the cluster by
+// its ID, the cluster's ID, and TLS on the peer URLs.
+func (d *druid) checkMemberLeases(ctx context.Context, cli *clientv3.Client, n int) {
+	d.t.Helper()
+	var names []string
+	for _, m := range d.members[:n] {
+		names = append(names, m.pod)
+	}
+	var last string
+	// Renewed every --k8s-heartbeat-duration: 10 s.
+	etcdtest.Eventually(d.t, fmt.Sprintf("the member leases of %v name the cluster", names), 30*time.Second, func() bool {
+		resp, err := cli.MemberList(ctx)
+		if err != nil {
+			return false
+		}
+		roles, cluster := d.kube.members(names...)
+		leaders := 0
+		for _, m := range resp.Members {
+			switch roles[fmt.Sprintf("%x", m.ID)] {
+			case "Leader":
+				leaders++
+			case "":
+				// A lease names a member the cluster no longer has.
+				return false
+			}
+		}
+		for _, name := range names {
+			if l := d.kube.lease(name); l == nil || l.Annotations[heartbeat.TLSAnnotation] != "true" {
+				return false
+			}
+		}
+		last = fmt.Sprintf("roles %v of cluster %s", roles, cluster)
+		return len(roles) == n && len(resp.Members) == n && leaders == 1 && cluster == fmt.Sprintf("%x", resp.Header.ClusterId)
+	})
+	d.t.Logf("member leases: %s", last)
+}
+
+// checkDeltaLease waits until the delta snapshot lease holds the
+// cluster's revision.
+func (d *druid) checkDeltaLease(ctx context.Context, cli *clientv3.Client) {
+	d.t.Helper()
+	resp, err := cli.Get(ctx, "/fault/", clientv3.WithCountOnly())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	etcdtest.Eventually(d.t, fmt.Sprintf("the delta snapshot lease reaches revision %d", resp.Header.Revision), 10*time.Second, func() bool {
+		return d.kube.revision("etcd-main-delta-snap") >= resp.Header.Revision
+	})
 }
 
 // follower is a member whose etcd runs and does not lead.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"time"
@@ -26,6 +27,7 @@ func serveCmd(g *globals) *cobra.Command {
 		fullSchedule             string
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
+		leases                   leaseFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -34,7 +36,11 @@ func serveCmd(g *globals) *cobra.Command {
 snapshots on a schedule, deltas in between, retention, scheduled defragmentation and
 compaction of the chain. It promotes its member when it is a learner, and serves the
 HTTP API (health, readiness, metrics, snapshots, restore, defrag, compact). On SIGTERM
-it uploads the pending delta and exits 0.`,
+it uploads the pending delta and exits 0.
+
+On Kubernetes it keeps the leases etcd-druid reads, made when missing, in POD_NAMESPACE:
+the member's (named POD_NAME) with --enable-member-lease-renewal, and the full and delta
+snapshot leases with --enable-snapshot-lease-renewal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -90,7 +96,12 @@ it uploads the pending delta and exits 0.`,
 			if err != nil {
 				return cli.Usage(err)
 			}
-			runErr := sc.Serve(ctx, so)
+			// The leases are this sidecar's own: it makes them when missing.
+			hb, err := leases.heartbeat(sc.Registry(), os.Getenv("POD_NAME"), o.Snapshots.DeltaPeriod, true, g.log)
+			if err != nil {
+				return err
+			}
+			runErr := withHeartbeat(ctx, hb, sc, func(ctx context.Context) error { return sc.Serve(ctx, so) })
 			g.log.Info("etcd-backup: stopped")
 			return runErr
 		},
@@ -121,6 +132,8 @@ it uploads the pending delta and exits 0.`,
 	f.DurationVar(&o.MaxBackupAge, "max-backup-age", 10*time.Minute, "/readyz answers 503 once this sidecar uploads and its backups have failed for longer")
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
+	leases.flags(f)
+	f.StringVar(&leases.kubeconfig, "kubeconfig", "", "kubeconfig of the API server the leases are on (default: $KUBECONFIG, the pod's service account, ~/.kube/config)")
 	return cmd
 }
 

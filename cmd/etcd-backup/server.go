@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,8 @@ type brServer struct {
 	insecureTransport, insecureSkipVerify bool
 	connTimeout, defragTimeout            time.Duration
 
+	leases leaseFlags
+
 	port                  uint
 	serverCert, serverKey string
 	dataDir, configFile   string
@@ -135,11 +138,6 @@ var ignoredFlags = map[string]string{
 	"etcd-connection-timeout-leader-election": "the sidecar follows etcd's leader itself",
 	"etcd-snapshot-timeout":                   "a snapshot is bounded by the store's timeout",
 	"enable-profiling":                        "no profiling endpoints",
-	"enable-member-lease-renewal":             "Kubernetes leases are not renewed by this version",
-	"enable-snapshot-lease-renewal":           "Kubernetes leases are not renewed by this version",
-	"full-snapshot-lease-name":                "Kubernetes leases are not renewed by this version",
-	"delta-snapshot-lease-name":               "Kubernetes leases are not renewed by this version",
-	"k8s-heartbeat-duration":                  "Kubernetes leases are not renewed by this version",
 	"secondary-backup-sync-period":            "secondary backup sync is not supported",
 	"secondary-storage-provider":              "secondary backup sync is not supported",
 	"secondary-store-container":               "secondary backup sync is not supported",
@@ -208,11 +206,7 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	fs.Uint("backoff-multiplier", 2, "multiplicative factor for backoff mechanism")
 	fs.Duration("backoff-threshold-time", 128*time.Second, "upper bound backoff time")
 
-	fs.Bool("enable-member-lease-renewal", false, "Allows sidecar to periodically renew the member leases")
-	fs.Bool("enable-snapshot-lease-renewal", false, "Allows sidecar to renew the snapshot leases when snapshots are taken")
-	fs.String("full-snapshot-lease-name", "full-snapshot-revisions", "full snapshot lease name")
-	fs.String("delta-snapshot-lease-name", "delta-snapshot-revisions", "delta snapshot lease name")
-	fs.Duration("k8s-heartbeat-duration", 30*time.Second, "Heartbeat duration")
+	b.leases.flags(fs)
 }
 
 // logLevel maps etcd-backup-restore's logrus level (0 panic … 6 trace).
@@ -238,7 +232,9 @@ POD_NAME, ETCD_CONF and the credential variables) and serves its HTTP protocol w
 authentication on --server-port, with HTTPS when --server-cert and --server-key are given:
 /initialization/start and /status, /config, /snapshot/full, /snapshot/delta,
 /snapshot/latest, /healthz and /metrics (etcdbr_* beside etcdkit_*). Serve it only where the
-pod network alone reaches it. "server --help" lists the flags; those that mean nothing to
+pod network alone reaches it. With --enable-member-lease-renewal and
+--enable-snapshot-lease-renewal it keeps the Kubernetes leases etcd-druid reads, in
+POD_NAMESPACE, on the API server of the pod's service account (or $KUBECONFIG). "server --help" lists the flags; those that mean nothing to
 etcdkit are accepted and logged as ignored.`,
 		// The flags are etcd-backup-restore's, some of them named like
 		// etcd-backup's own with another meaning: they are parsed here,
@@ -338,6 +334,12 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return cli.Usage(err)
 	}
+	// etcd-druid makes the leases; its Role lets the pods update them, not
+	// create them.
+	hb, err := b.leases.heartbeat(srv.Sidecar().Registry(), srv.MemberName(), o.Snapshots.DeltaPeriod, false, log)
+	if err != nil {
+		return err
+	}
 	// etcd-backup-restore listens on every interface; ETCDKIT_LISTEN
 	// (serve's --listen) narrows it, where sidecars share a host.
 	listen := cmp.Or(os.Getenv(cli.EnvName("listen")), fmt.Sprintf(":%d", b.port))
@@ -351,7 +353,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 			return cli.Usage(err)
 		}
 	}
-	err = srv.Serve(ctx, so)
+	err = withHeartbeat(ctx, hb, srv.Sidecar(), func(ctx context.Context) error { return srv.Serve(ctx, so) })
 	log.Info("etcd-backup server: stopped")
 	return err
 }

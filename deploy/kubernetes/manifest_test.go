@@ -43,9 +43,10 @@ func list(v any) []object {
 	return out
 }
 
-func load(t *testing.T) map[string]object {
+// load reads a manifest's objects by kind/name.
+func load(t *testing.T, file string) map[string]object {
 	t.Helper()
-	b, err := os.ReadFile("etcd.yaml")
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func load(t *testing.T) map[string]object {
 	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
 		var o object
 		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
-			t.Fatalf("a document of etcd.yaml: %v", err)
+			t.Fatalf("a document of %s: %v", file, err)
 		}
 		key := o.str("kind") + "/" + o.str("metadata", "name")
 		byKind[key] = o
@@ -65,7 +66,7 @@ func load(t *testing.T) map[string]object {
 // each pod, every container's flags parse in its binary, the probes hit
 // the ports the binaries listen on, and every mount and secret key exists.
 func TestManifests(t *testing.T) {
-	objs := load(t)
+	objs := load(t, "etcd.yaml")
 	var etcdFiles []string
 	for _, k := range []string{"ConfigMap/etcd-config", "Secret/etcd-backup", "Secret/etcd-tls", "Service/etcd", "Service/etcd-client", "StatefulSet/etcd"} {
 		if objs[k] == nil {

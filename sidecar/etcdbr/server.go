@@ -150,6 +150,10 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 // Sidecar is the sidecar the protocol drives.
 func (s *Server) Sidecar() *sidecar.Sidecar { return s.sc }
 
+// MemberName is this member's name: the pod's, with the configuration's
+// member-name-prefix. etcd-druid names the member's lease so.
+func (s *Server) MemberName() string { return s.self.Name }
+
 // Serve serves the protocol with o (its Listen, TLS and drain) and runs
 // the sidecar until ctx ends, as sidecar.Serve does.
 func (s *Server) Serve(ctx context.Context, o sidecar.ServeOptions) error {

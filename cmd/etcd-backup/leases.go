@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/heartbeat"
+	"github.com/etcdkit/etcdkit/internal/buildinfo"
+)
+
+// leaseFlags are etcd-backup-restore's flags of the Kubernetes leases,
+// which serve, server and compact take alike.
+type leaseFlags struct {
+	member, snapshots   bool
+	fullName, deltaName string
+	period              time.Duration
+	// kubeconfig: "" finds the API server as a pod does.
+	kubeconfig string
+}
+
+func (l *leaseFlags) flags(fs *pflag.FlagSet) {
+	l.snapshotFlags(fs)
+	fs.BoolVar(&l.member, "enable-member-lease-renewal", false, "renew the member's Kubernetes lease (named POD_NAME, in POD_NAMESPACE) every --k8s-heartbeat-duration")
+	fs.DurationVar(&l.period, "k8s-heartbeat-duration", 30*time.Second, "period of the member lease's renewal")
+}
+
+// snapshotFlags are the snapshot leases' flags alone, which compact takes.
+func (l *leaseFlags) snapshotFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&l.snapshots, "enable-snapshot-lease-renewal", false, "write the revisions of the latest full and delta snapshots to their Kubernetes leases (in POD_NAMESPACE)")
+	fs.StringVar(&l.fullName, "full-snapshot-lease-name", "full-snapshot-revisions", "full snapshot lease name")
+	fs.StringVar(&l.deltaName, "delta-snapshot-lease-name", "delta-snapshot-revisions", "delta snapshot lease name")
+}
+
+// leases is a writer of the leases in POD_NAMESPACE, on the API server
+// the kubeconfig or the pod names. What the Kubernetes client logs goes
+// to log.
+func (l *leaseFlags) leases(create bool, log *slog.Logger) (*heartbeat.Leases, error) {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return nil, cli.Usage(errors.New("POD_NAMESPACE is not set: it is the namespace of the Kubernetes leases " +
+			"(set it from the pod's metadata.namespace)"))
+	}
+	cfg, err := heartbeat.RESTConfig(l.kubeconfig)
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	klog.SetSlogLogger(log)
+	c, err := heartbeat.NewClient(cfg, "etcd-backup/"+buildinfo.Read().Version, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &heartbeat.Leases{Client: c, Namespace: ns, Create: create}, nil
+}
+
+// heartbeat is the lease keeper the flags ask for, nil when they ask for
+// none. memberLease names the member lease; create makes missing leases
+// (etcd-druid makes its own). deltaPeriod is the delta snapshots'
+// (negative: none, and no delta lease).
+func (l *leaseFlags) heartbeat(reg prometheus.Registerer, memberLease string, deltaPeriod time.Duration, create bool, log *slog.Logger) (*heartbeat.Heartbeat, error) {
+	if !l.member && !l.snapshots {
+		return nil, nil
+	}
+	if err := (cli.Durations{{"k8s-heartbeat-duration", l.period, false}}).Check(); err != nil {
+		return nil, err
+	}
+	w, err := l.leases(create, log)
+	if err != nil {
+		return nil, err
+	}
+	o := heartbeat.Options{Client: w.Client, Namespace: w.Namespace, Period: l.period, DeltaPeriod: deltaPeriod, Create: create, Registry: reg, Logger: log}
+	if l.member {
+		if memberLease == "" {
+			return nil, cli.Usage(errors.New("--enable-member-lease-renewal: POD_NAME is not set: it names the member lease"))
+		}
+		o.MemberLease = memberLease
+	}
+	if l.snapshots {
+		o.FullLease = l.fullName
+		if deltaPeriod > 0 {
+			o.DeltaLease = l.deltaName
+		}
+	}
+	hb, err := heartbeat.New(o)
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	return hb, nil
+}
+
+// withHeartbeat runs hb beside serve until ctx ends; serve's error is the
+// result.
+func withHeartbeat(ctx context.Context, hb *heartbeat.Heartbeat, src heartbeat.Source, serve func(context.Context) error) error {
+	if hb == nil {
+		return serve(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hb.Run(ctx, src)
+	}()
+	err := serve(ctx)
+	cancel()
+	<-done
+	return err
+}

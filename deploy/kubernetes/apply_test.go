@@ -1,0 +1,209 @@
+package kubernetes
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
+)
+
+// manifests are the files kubectl applies.
+func manifests(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("manifests %v: %v", files, err)
+	}
+	return files
+}
+
+// Every manifest is what the API server accepts: applied with
+// --dry-run=server, every object is validated against its API, strictly
+// (an unknown field fails). A typo shows that the check bites.
+func TestManifestsApply(t *testing.T) {
+	etcd := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	sec := etcd.Security
+	api := emulator.RequireKube(t, emulator.KubeOptions{Etcd: etcd.Endpoints(), EtcdCA: sec.CA.File,
+		EtcdCert: sec.Client.CertFile, EtcdKey: sec.Client.KeyFile}).Kube
+	if out, err := api.Kubectl(t.Context(), nil, "create", "namespace", "etcd"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for _, file := range manifests(t) {
+		out, err := api.Kubectl(t.Context(), nil, "apply", "--dry-run=server", "--namespace=etcd", "-f", file)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", file, err, out)
+			continue
+		}
+		applied := strings.Count(string(out), "(server dry run)")
+		if objs := len(load(t, file)); applied != objs {
+			t.Errorf("%s: %d objects, %d applied:\n%s", file, objs, applied, out)
+		}
+	}
+	b, err := os.ReadFile("etcd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := strings.Replace(string(b), "podManagementPolicy:", "podManagmentPolicy:", 1)
+	out, err := api.Kubectl(t.Context(), []byte(typo), "apply", "--dry-run=server", "--namespace=etcd", "-f", "-")
+	if err == nil || !strings.Contains(err.Error(), "podManagmentPolicy") {
+		t.Fatalf("a misspelt field was accepted: %v\n%s", err, out)
+	}
+}
+
+// rbac.yaml grants the sidecars the leases and nothing else, and the
+// StatefulSet runs its sidecars as that service account, with the flags
+// and environment of the leases.
+func TestRBACManifest(t *testing.T) {
+	rbac := load(t, "rbac.yaml")
+	role := rbac["Role/etcd-leases"]
+	rules := list(role.get("rules"))
+	if len(rules) != 1 {
+		t.Fatalf("the Role has %d rules, want one on leases", len(rules))
+	}
+	var verbs []string
+	for _, v := range rules[0].get("verbs").([]any) {
+		verbs = append(verbs, v.(string))
+	}
+	slices.Sort(verbs)
+	if g := rules[0].get("apiGroups").([]any); len(g) != 1 || g[0] != "coordination.k8s.io" ||
+		!slices.Equal(verbs, []string{"create", "get", "update"}) {
+		t.Fatalf("the Role grants %v on %v, want get, create and update on leases", verbs, g)
+	}
+	binding := rbac["RoleBinding/etcd-leases"]
+	subjects := list(binding.get("subjects"))
+	if binding.str("roleRef", "name") != "etcd-leases" || len(subjects) != 1 || subjects[0].str("name") != "etcd" ||
+		rbac["ServiceAccount/etcd"] == nil {
+		t.Fatalf("the RoleBinding does not bind etcd-leases to the service account etcd: %v", binding)
+	}
+	spec := object(load(t, "etcd.yaml")["StatefulSet/etcd"].get("spec", "template", "spec").(map[string]any))
+	if spec.str("serviceAccountName") != "etcd" {
+		t.Fatalf("the pods run as %q", spec.str("serviceAccountName"))
+	}
+	for _, c := range list(spec.get("containers")) {
+		if c.str("name") != "backup" {
+			continue
+		}
+		args := strings.Join(strs(c.get("args")), " ")
+		for _, flag := range []string{"--enable-member-lease-renewal=true", "--enable-snapshot-lease-renewal=true"} {
+			if !strings.Contains(args, flag) {
+				t.Errorf("the sidecar runs without %s", flag)
+			}
+		}
+		if env := envOf(c); env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
+			t.Errorf("the sidecar's environment names no pod or namespace: %v", env)
+		}
+	}
+}
+
+// The etcd-druid-style StatefulSet is what etcd-druid's builder makes and
+// what etcd-backup server takes: the backup-restore container's
+// arguments parse as server's, every pod's member is in the mounted
+// etcd.conf.yaml, the leases its flags name exist, and its Role lets it
+// update them.
+func TestDruidManifest(t *testing.T) {
+	objs := load(t, "etcd-druid.yaml")
+	sts := objs["StatefulSet/etcd-main"]
+	spec := object(sts.get("spec", "template", "spec").(map[string]any))
+	var br object
+	for _, c := range list(spec.get("containers")) {
+		if c.str("name") == "backup-restore" {
+			br = c
+		}
+	}
+	if br == nil || !strings.HasPrefix(br.str("image"), "ghcr.io/etcdkit/etcd-backup:") {
+		t.Fatalf("no backup-restore container of the etcd-backup image: %v", br)
+	}
+	args := strs(br.get("args"))
+	if args[0] != "server" {
+		t.Fatalf("backup-restore runs %v", args)
+	}
+	bins := buildBinaries(t)
+	if out, err := exec.Command(bins["etcd-backup"], append(args, "--help")...).CombinedOutput(); err != nil || strings.Contains(string(out), "unknown flag") {
+		t.Fatalf("etcd-druid's arguments do not parse as server's: %v\n%s", err, out)
+	}
+	env := envOf(br)
+	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("backup-restore's environment: %v", env)
+	}
+	// The configuration, where etcdbr reads it.
+	conf := ""
+	for _, m := range list(br.get("volumeMounts")) {
+		if m.str("name") == "etcd-config-file" {
+			conf = filepath.Join(m.str("mountPath"), "etcd.conf.yaml")
+		}
+	}
+	if conf != etcdbr.DefaultEtcdConf {
+		t.Fatalf("the configuration is mounted at %q, etcd-backup server reads %s", conf, etcdbr.DefaultEtcdConf)
+	}
+	file := filepath.Join(t.TempDir(), "etcd.conf.yaml")
+	if err := os.WriteFile(file, []byte(objs["ConfigMap/etcd-bootstrap-etcd-main"].str("data", "etcd.conf.yaml")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := etcdbr.LoadEtcdConf(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, _ := sts.get("spec", "replicas").(float64)
+	leases := []string{flagValue(args, "full-snapshot-lease-name"), flagValue(args, "delta-snapshot-lease-name")}
+	for i := range int(replicas) {
+		pod := "etcd-main-" + string(rune('0'+i))
+		m, err := ec.Member(pod)
+		if err != nil {
+			t.Fatalf("pod %s: %v", pod, err)
+		}
+		leases = append(leases, m.Name)
+	}
+	for _, l := range leases {
+		if objs["Lease/"+l] == nil {
+			t.Errorf("no Lease %s, which the sidecar renews", l)
+		}
+	}
+	var rules []string
+	for _, r := range list(objs["Role/druid.gardener.cloud:etcd:etcd-main"].get("rules")) {
+		if slices.Contains(strs(r.get("resources")), "leases") {
+			rules = strs(r.get("verbs"))
+		}
+	}
+	if !slices.Contains(rules, "get") || !slices.Contains(rules, "update") {
+		t.Errorf("etcd-druid's Role grants %v on leases: the sidecar needs get and update", rules)
+	}
+}
+
+func strs(v any) []string {
+	var out []string
+	items, _ := v.([]any)
+	for _, it := range items {
+		s, _ := it.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// envOf maps a container's environment to the field path or value of
+// each variable.
+func envOf(c object) map[string]string {
+	env := map[string]string{}
+	for _, e := range list(c.get("env")) {
+		v := e.str("value")
+		if p := e.str("valueFrom", "fieldRef", "fieldPath"); p != "" {
+			v = p
+		}
+		env[e.str("name")] = v
+	}
+	return env
+}
+
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
