@@ -17,7 +17,7 @@ const module = "github.com/etcdkit/etcdkit"
 var layers = map[string]int{
 	"store": 1, "tlsfiles": 1, "validate": 1, "member": 1,
 	"store/s3": 2, "store/gcs": 2, "store/azure": 2, "etcdclient": 2, "snapshot": 2, "sidecar/api": 2, "sidecar/etcdbr/etcdbrapi": 2,
-	"restore": 3, "defrag": 3,
+	"restore": 3, "defrag": 3, "heartbeat": 3,
 	"startup": 4,
 	"sidecar": 5, "wrapper": 5,
 	"sidecar/etcdbr": 6,
