@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds the OCI images of etcd-wrapper and etcd-backup without a Docker
+# daemon: static binaries (CGO_ENABLED=0), a non-root user (65532), the CA
+# bundle of Debian's ca-certificates, and labels with the version, commit
+# and source. They are written as an OCI layout; nothing leaves this machine
+# unless --push is given.
+#
+#   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push]
+#
+# REGISTRY names the repositories (default ghcr.io/etcdkit): the images are
+# $REGISTRY/etcd-wrapper and $REGISTRY/etcd-backup, tagged with the version
+# and latest. --push pushes them there with the credentials of docker's
+# config (docker login, or crane auth login). Without it, copy the layout
+# with any OCI tool, e.g. skopeo copy oci:DIR:REF docker://REF.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+out=$root/out/images
+platforms=linux/amd64,linux/arm64
+push=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --out) out=$2; shift 2 ;;
+    --platforms) platforms=$2; shift 2 ;;
+    --push) push=--push; shift ;;
+    *) echo "image.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+ca=/etc/ssl/certs/ca-certificates.crt
+if ! ca_version=$(dpkg-query -W -f='${Version}' ca-certificates 2>/dev/null) || [[ ! -f $ca ]]; then
+  echo "image.sh: the CA bundle comes from Debian's ca-certificates: apt-get install ca-certificates" >&2
+  exit 1
+fi
+
+# The version is the one Go stamps into the binaries from the commit (the
+# environment may turn VCS stamping off; the images need it).
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=auto
+for platform in ${platforms//,/ }; do
+  for name in etcd-wrapper etcd-backup; do
+    (cd "$root" && GOOS=${platform%/*} GOARCH=${platform#*/} go build -trimpath -ldflags='-s -w' \
+      -o "$out/bin/${platform%/*}_${platform#*/}/$name" "./cmd/$name")
+  done
+done
+first=${platforms%%,*}
+version=$(go version -m "$out/bin/${first%/*}_${first#*/}/etcd-backup" | awk '$1 == "mod" { print $3 }')
+revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+created=$(git -C "$root" log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
+# A tag takes no '+' (a modified work tree's version has one).
+tag=${version//+/-}
+
+(cd "$here/image" && go run . --out "$out/oci" --bin "$out/bin" --platforms "$platforms" \
+  --repository "${REGISTRY:-ghcr.io/etcdkit}" --tags "$tag,latest" --version "$version" --revision "$revision" \
+  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" $push)
+echo "image.sh: OCI layout in $out/oci" >&2
