@@ -25,7 +25,8 @@ func manifests(t *testing.T) []string {
 
 // Every manifest is what the API server accepts: applied with
 // --dry-run=server, every object is validated against its API, strictly
-// (an unknown field fails). A typo shows that the check bites.
+// (an unknown field fails), and a warning fails too. A typo shows that
+// the check bites.
 func TestManifestsApply(t *testing.T) {
 	etcd := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
 	sec := etcd.Security
@@ -35,7 +36,7 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	for _, file := range manifests(t) {
-		out, err := api.Kubectl(t.Context(), nil, "apply", "--dry-run=server", "--namespace=etcd", "-f", file)
+		out, err := api.Kubectl(t.Context(), nil, "apply", "--dry-run=server", "--warnings-as-errors", "--namespace=etcd", "-f", file)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", file, err, out)
 			continue
