@@ -143,7 +143,7 @@ func (h *Heartbeat) Run(ctx context.Context, src Source) {
 // gone), and at once when what it says changes: a new leader, or a new
 // member ID after a rejoin.
 func (h *Heartbeat) members(ctx context.Context, src Source) {
-	r := &memberRenewal{h: h, src: src, w: h.writer(KindMember)}
+	r := &memberRenewal{h: h, src: src, w: h.writer(KindMember, h.o.Period)}
 	tick := time.NewTicker(min(time.Second, h.o.Period))
 	defer tick.Stop()
 	for {
@@ -163,7 +163,7 @@ type memberRenewal struct {
 	w       *writer
 	peerTLS *bool
 	silent  bool
-	written string    // the holder last written
+	written string    // the holder last tried
 	due     time.Time // the next renewal
 }
 
@@ -192,11 +192,12 @@ func (r *memberRenewal) once(ctx context.Context) {
 		r.peerTLS = &tls
 	}
 	m.PeerTLS = r.peerTLS
-	if err := r.w.write(ctx, func(ctx context.Context) error { return r.h.leases.RenewMember(ctx, r.h.o.MemberLease, m) }); err != nil {
-		r.written, r.due = "", now.Add(min(r.w.backoff, r.h.o.Period))
-		return
-	}
+	// Tried again after the period, or the backoff after a failure; at
+	// once only when what it says changes again.
 	r.written, r.due = m.HolderIdentity(), now.Add(r.h.o.Period)
+	if err := r.w.write(ctx, func(ctx context.Context) error { return r.h.leases.RenewMember(ctx, r.h.o.MemberLease, m) }); err != nil {
+		r.due = now.Add(r.w.backoff)
+	}
 }
 
 func allHTTPS(urls []string) bool {
@@ -212,7 +213,9 @@ func allHTTPS(urls []string) bool {
 // full one once per new full snapshot, the delta one every delta period
 // while the backups succeed and at once after a new delta.
 func (h *Heartbeat) snapshots(ctx context.Context, src Source) {
-	full, delta := h.writer(KindFull), h.writer(KindDelta)
+	// A failed full lease is tried again within a minute, as
+	// etcd-backup-restore does; a delta lease within a delta period.
+	full, delta := h.writer(KindFull, time.Minute), h.writer(KindDelta, h.o.DeltaPeriod)
 	var (
 		fullDone   = snapshot.Snapshot{LastRevision: -1}
 		deltaDone  = int64(-1)
@@ -262,15 +265,19 @@ func (h *Heartbeat) snapshots(ctx context.Context, src Source) {
 	}
 }
 
-// writer writes one lease, counting, logging and backing off failures.
+// writer writes one lease, counting, logging and backing off failures:
+// from a second, doubling up to most.
 type writer struct {
 	h       *Heartbeat
 	kind    string
+	most    time.Duration
 	fails   int
 	backoff time.Duration
 }
 
-func (h *Heartbeat) writer(kind string) *writer { return &writer{h: h, kind: kind} }
+func (h *Heartbeat) writer(kind string, most time.Duration) *writer {
+	return &writer{h: h, kind: kind, most: max(most, time.Second)}
+}
 
 func (w *writer) write(ctx context.Context, f func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, w.h.o.Timeout)
@@ -282,7 +289,7 @@ func (w *writer) write(ctx context.Context, f func(context.Context) error) error
 			return err
 		}
 		w.fails++
-		w.backoff = min(max(2*w.backoff, time.Second), time.Minute)
+		w.backoff = min(max(2*w.backoff, time.Second), w.most)
 		w.h.failures.WithLabelValues(w.kind).Inc()
 		w.h.log.Warn("heartbeat: lease not written; trying again", "lease", w.kind, "failures", w.fails, "in", w.backoff, "error", err)
 		return err

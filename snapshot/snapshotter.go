@@ -123,8 +123,10 @@ type Status struct {
 	Running bool
 	// LastRevision is the newest revision on the store.
 	LastRevision int64
-	LastFull     Snapshot
-	LastDelta    Snapshot
+	// LastFull and LastDelta are the newest full snapshot and delta of
+	// the chain: read from the store at start, then the ones written.
+	LastFull  Snapshot
+	LastDelta Snapshot
 	// PendingEvents and PendingBytes are captured but not yet uploaded.
 	PendingEvents int
 	PendingBytes  int64
@@ -454,7 +456,12 @@ func (l *loop) startup(ctx context.Context) error {
 	if l.needFull != "" {
 		return nil
 	}
-	l.setStatus(func(st *Status) { st.LastFull = chain.Full })
+	l.setStatus(func(st *Status) {
+		st.LastFull = chain.Full
+		if n := len(chain.Deltas); n > 0 {
+			st.LastDelta = chain.Deltas[n-1]
+		}
+	})
 	checked, err := chain.Check()
 	switch {
 	case err != nil:

@@ -281,6 +281,16 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if len(last) != 1 || last[0].Reason != "stop" || last[0].Snapshot.LastRevision != before.LastRevision {
 		t.Fatalf("stopping wrote %+v, want one delta up to %d", last, before.LastRevision)
 	}
+	// Started again with nothing new, it says which snapshots end the
+	// chain, read from the store.
+	again := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
+	etcdtest.Eventually(t, "the restarted snapshotter reads the chain", 10*time.Second, func() bool {
+		return again.Status().LastFull.Key != ""
+	})
+	if st := again.Status(); st.LastDelta.Key != last[0].Snapshot.Key {
+		t.Fatalf("after restart the last delta is %q, the store's is %s", st.LastDelta.Key, last[0].Snapshot.Key)
+	}
+	again.stop(t)
 
 	while, err := (etcdtest.Workload{Ops: 100, Seed: 7, TxnPercent: 30}).Run(ctx, cli)
 	if err != nil {

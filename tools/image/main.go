@@ -139,7 +139,10 @@ func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
 		if err != nil {
 			return nil, err
 		}
-		img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), base, binLayer)
+		at := v1.Time{Time: o.created}
+		img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
+			mutate.Addendum{Layer: base, History: v1.History{Created: at, CreatedBy: "tools/image.sh: user 65532, CA bundle, /tmp"}},
+			mutate.Addendum{Layer: binLayer, History: v1.History{Created: at, CreatedBy: "tools/image.sh: " + n}})
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +152,7 @@ func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
 			return nil, err
 		}
 		cfg = cfg.DeepCopy()
-		cfg.OS, cfg.Architecture, cfg.Created = goos, arch, v1.Time{Time: o.created}
+		cfg.OS, cfg.Architecture, cfg.Created = goos, arch, at
 		cfg.Config = v1.Config{
 			Entrypoint: []string{"/usr/local/bin/" + n},
 			User:       fmt.Sprintf("%d:%d", uid, uid),
