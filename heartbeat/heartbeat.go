@@ -217,7 +217,7 @@ func (h *Heartbeat) snapshots(ctx context.Context, src Source) {
 	// etcd-backup-restore does; a delta lease within a delta period.
 	full, delta := h.writer(KindFull, time.Minute), h.writer(KindDelta, h.o.DeltaPeriod)
 	var (
-		fullDone   = snapshot.Snapshot{LastRevision: -1}
+		fullDone   string // the key of the full snapshot written
 		deltaDone  = int64(-1)
 		deltaDue   time.Time
 		fullRetry  time.Time
@@ -239,11 +239,11 @@ func (h *Heartbeat) snapshots(ctx context.Context, src Source) {
 		}
 		st := src.SnapshotStatus()
 		now := time.Now()
-		if f := st.LastFull; h.o.FullLease != "" && f.Key != "" && f.Key != fullDone.Key && !now.Before(fullRetry) {
+		if f := st.LastFull; h.o.FullLease != "" && f.Key != "" && f.Key != fullDone && !now.Before(fullRetry) {
 			if full.write(ctx, func(ctx context.Context) error {
 				return h.leases.UpdateFull(ctx, h.o.FullLease, f.LastRevision, f.Created)
 			}) == nil {
-				fullDone = f
+				fullDone = f.Key
 			} else {
 				fullRetry = now.Add(full.backoff)
 			}

@@ -147,6 +147,19 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 		return err == nil && holder(l) == strconv.FormatInt(full.LastRevision, 10) && l.Spec.RenewTime.Time.Equal(full.Created)
 	})
 
+	// A compaction of the chain is a full snapshot too.
+	rev = put(10)
+	etcdtest.Eventually(t, "the delta lease reaches the writes before the compaction", 10*time.Second, func() bool {
+		return leaseRev("delta-snapshot-revisions") >= rev
+	})
+	compacted, err := uploader().Compact(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the full snapshot lease holds the compaction's full", 10*time.Second, func() bool {
+		return leaseRev("full-snapshot-revisions") == compacted.Snapshot.LastRevision && compacted.Snapshot.LastRevision >= rev
+	})
+
 	// A leader move: the roles follow, and so does the uploader's work.
 	leaderIs(c.MoveLeader(t))
 

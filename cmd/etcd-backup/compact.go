@@ -74,7 +74,7 @@ compressed as the chain's last snapshot is.`,
 			var leases *heartbeat.Leases
 			if br.leases.snapshots {
 				var err error
-				if leases, err = br.leases.leases(false, g.log); err != nil {
+				if leases, err = br.leases.leases(g.log); err != nil {
 					return err
 				}
 			}

@@ -40,9 +40,9 @@ func (l *leaseFlags) snapshotFlags(fs *pflag.FlagSet) {
 }
 
 // leases is a writer of the leases in POD_NAMESPACE, on the API server
-// the kubeconfig or the pod names. What the Kubernetes client logs goes
-// to log.
-func (l *leaseFlags) leases(create bool, log *slog.Logger) (*heartbeat.Leases, error) {
+// the kubeconfig or the pod names; it makes none. What the Kubernetes
+// client logs goes to log.
+func (l *leaseFlags) leases(log *slog.Logger) (*heartbeat.Leases, error) {
 	ns := os.Getenv("POD_NAMESPACE")
 	if ns == "" {
 		return nil, cli.Usage(errors.New("POD_NAMESPACE is not set: it is the namespace of the Kubernetes leases " +
@@ -57,7 +57,7 @@ func (l *leaseFlags) leases(create bool, log *slog.Logger) (*heartbeat.Leases, e
 	if err != nil {
 		return nil, err
 	}
-	return &heartbeat.Leases{Client: c, Namespace: ns, Create: create}, nil
+	return &heartbeat.Leases{Client: c, Namespace: ns}, nil
 }
 
 // heartbeat is the lease keeper the flags ask for, nil when they ask for
@@ -71,7 +71,7 @@ func (l *leaseFlags) heartbeat(reg prometheus.Registerer, memberLease string, de
 	if err := (cli.Durations{{"k8s-heartbeat-duration", l.period, false}}).Check(); err != nil {
 		return nil, err
 	}
-	w, err := l.leases(create, log)
+	w, err := l.leases(log)
 	if err != nil {
 		return nil, err
 	}

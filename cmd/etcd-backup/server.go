@@ -233,9 +233,10 @@ authentication on --server-port, with HTTPS when --server-cert and --server-key 
 /initialization/start and /status, /config, /snapshot/full, /snapshot/delta,
 /snapshot/latest, /healthz and /metrics (etcdbr_* beside etcdkit_*). Serve it only where the
 pod network alone reaches it. With --enable-member-lease-renewal and
---enable-snapshot-lease-renewal it keeps the Kubernetes leases etcd-druid reads, in
-POD_NAMESPACE, on the API server of the pod's service account (or $KUBECONFIG). "server --help" lists the flags; those that mean nothing to
-etcdkit are accepted and logged as ignored.`,
+--enable-snapshot-lease-renewal it renews the Kubernetes leases etcd-druid made, in
+POD_NAMESPACE, on the API server of the pod's service account (or $KUBECONFIG).
+"server --help" lists the flags; those that mean nothing to etcdkit are accepted and
+logged as ignored.`,
 		// The flags are etcd-backup-restore's, some of them named like
 		// etcd-backup's own with another meaning: they are parsed here,
 		// apart from the root's.

@@ -129,7 +129,10 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s, s.run(ctx, opts)
+	if err := s.run(ctx, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // prepare finds the program and the data directory.
