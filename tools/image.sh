@@ -3,15 +3,16 @@
 # daemon: static binaries (CGO_ENABLED=0), a non-root user (65532), the CA
 # bundle of Debian's ca-certificates, and labels with the version, commit
 # and source. They are written as an OCI layout; nothing leaves this machine
-# unless --push is given.
+# unless a registry is given.
 #
-#   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push]
+#   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push REGISTRY]
 #
-# REGISTRY names the repositories (default ghcr.io/etcdkit): the images are
-# $REGISTRY/etcd-wrapper and $REGISTRY/etcd-backup, tagged with the version
-# and latest. --push pushes them there with the credentials of docker's
-# config (docker login, or crane auth login). Without it, copy the layout
-# with any OCI tool, e.g. skopeo copy oci:DIR:REF docker://REF.
+# The images are ghcr.io/etcdkit/etcd-wrapper and ghcr.io/etcdkit/etcd-backup,
+# tagged with the version and latest. --push REGISTRY names them
+# REGISTRY/etcd-wrapper and REGISTRY/etcd-backup instead and pushes them
+# there, with the credentials of docker's config (docker login, or crane
+# auth login). Without it, copy the layout with any OCI tool, e.g.
+# skopeo copy oci:DIR:REF docker://REF.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -22,7 +23,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --platforms) platforms=$2; shift 2 ;;
-    --push) push=--push; shift ;;
+    --push) push=${2:?--push needs a registry, e.g. --push registry.example.com/etcd}; shift 2 ;;
     *) echo "image.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -52,6 +53,6 @@ created=$(git -C "$root" log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H
 tag=${version//+/-}
 
 (cd "$here/image" && go run . --out "$out/oci" --bin "$out/bin" --platforms "$platforms" \
-  --repository "${REGISTRY:-ghcr.io/etcdkit}" --tags "$tag,latest" --version "$version" --revision "$revision" \
-  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" $push)
+  --repository "${push:-ghcr.io/etcdkit}" --tags "$tag,latest" --version "$version" --revision "$revision" \
+  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" ${push:+--push})
 echo "image.sh: OCI layout in $out/oci" >&2
