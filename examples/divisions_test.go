@@ -22,6 +22,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/gobuild"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -207,9 +208,7 @@ func allInOne(t *testing.T, ctx context.Context, c *etcdtest.Cluster, storeDir s
 			return
 		}
 		allInOneBin = filepath.Join(dir, "all-in-one")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", allInOneBin, "./all-in-one").CombinedOutput(); err != nil {
-			allInOneErr = fmt.Errorf("%w\n%s", err, out)
-		}
+		allInOneErr = gobuild.Build(ctx, allInOneBin, "./all-in-one")
 	})
 	if allInOneErr != nil {
 		t.Fatalf("build all-in-one: %v", allInOneErr)

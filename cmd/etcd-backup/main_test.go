@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdkit/etcdkit/internal/gobuild"
 )
 
 // binary is etcd-backup built once for the tests, which run it as a
@@ -24,8 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "etcd-backup")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build etcd-backup: %v\n%s", err, out)
+	if err := gobuild.Build(context.Background(), binary, "."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

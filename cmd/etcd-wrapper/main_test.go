@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/gobuild"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -31,8 +32,8 @@ func TestMain(m *testing.M) {
 	}
 	wrapperBin, backupBin = filepath.Join(dir, "etcd-wrapper"), filepath.Join(dir, "etcd-backup")
 	for bin, pkg := range map[string]string{wrapperBin: ".", backupBin: "../etcd-backup"} {
-		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
+		if err := gobuild.Build(context.Background(), bin, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}

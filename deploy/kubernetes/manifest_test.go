@@ -12,6 +12,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/etcdkit/etcdkit/internal/gobuild"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
 
@@ -200,8 +201,8 @@ func buildBinaries(t *testing.T) map[string]string {
 	out := map[string]string{}
 	for _, name := range []string{"etcd-wrapper", "etcd-backup"} {
 		bin := filepath.Join(dir, name)
-		if b, err := exec.Command("go", "build", "-o", bin, "../../cmd/"+name).CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", name, err, b)
+		if err := gobuild.Build(t.Context(), bin, "../../cmd/"+name); err != nil {
+			t.Fatal(err)
 		}
 		out[name] = bin
 	}
