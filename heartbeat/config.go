@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -48,17 +46,4 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, ErrNoAPIServer
 	}
 	return RESTConfig(path)
-}
-
-// NewClient is a client of the API server's leases. Its calls are bounded
-// by timeout besides their context; 0 leaves them to the context.
-func NewClient(cfg *rest.Config, userAgent string, timeout time.Duration) (coordinationclient.LeasesGetter, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = userAgent
-	cfg.Timeout = timeout
-	c, err := coordinationclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client of %s: %w", cfg.Host, err)
-	}
-	return c, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -32,7 +31,7 @@ type Source interface {
 // Options configures a Heartbeat. Client and Namespace are required, and
 // at least one lease name.
 type Options struct {
-	Client    coordinationclient.LeasesGetter
+	Client    Client
 	Namespace string
 	// MemberLease is the member lease's name (etcd-druid's: the member's
 	// name). "": no member lease.

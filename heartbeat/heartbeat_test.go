@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/member"
@@ -66,7 +64,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	roles := func() (map[string]string, string) {
 		got, cluster := map[string]string{}, ""
 		for _, m := range c.Members {
-			l, err := leases.Leases(ns).Get(t.Context(), m.Name, metaGet)
+			l, err := leases.Get(t.Context(), ns, m.Name)
 			if err != nil {
 				return nil, ""
 			}
@@ -107,7 +105,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 
 	uploader := func() *sidecar.Sidecar { return sidecars[c.Leader().Name] }
 	leaseRev := func(name string) int64 {
-		l, err := leases.Leases(ns).Get(t.Context(), name, metaGet)
+		l, err := leases.Get(t.Context(), ns, name)
 		if err != nil {
 			return -1
 		}
@@ -143,7 +141,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcdtest.Eventually(t, "the full snapshot lease advances", 10*time.Second, func() bool {
-		l, err := leases.Leases(ns).Get(t.Context(), "full-snapshot-revisions", metaGet)
+		l, err := leases.Get(t.Context(), ns, "full-snapshot-revisions")
 		return err == nil && holder(l) == strconv.FormatInt(full.LastRevision, 10) && l.Spec.RenewTime.Time.Equal(full.Created)
 	})
 
@@ -200,8 +198,6 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 		return leaseRev("delta-snapshot-revisions") >= rev
 	})
 }
-
-var metaGet = metav1.GetOptions{}
 
 // failuresOf reads etcdkit_heartbeat_failures_total{lease=kind} from the
 // sidecar's metrics.

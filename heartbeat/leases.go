@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/util/retry"
 )
 
@@ -42,7 +41,7 @@ func (m Member) HolderIdentity() string {
 // Leases writes Lease objects in one namespace.
 type Leases struct {
 	// Client reaches the API server's coordination.k8s.io/v1.
-	Client coordinationclient.LeasesGetter
+	Client Client
 	// Namespace holds the leases (POD_NAMESPACE).
 	Namespace string
 	// Create makes a missing lease. false: a missing lease is an error,
@@ -128,15 +127,14 @@ func (l *Leases) microNow() *metav1.MicroTime {
 // and writes it back with the resource version it read, again when
 // another writer got in between.
 func (l *Leases) update(ctx context.Context, name string, change func(*coordinationv1.Lease) bool) error {
-	api := l.Client.Leases(l.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		lease, err := api.Get(ctx, name, metav1.GetOptions{})
+		lease, err := l.Client.Get(ctx, l.Namespace, name)
 		if apierrors.IsNotFound(err) && l.Create {
 			lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.Namespace}}
 			if !change(lease) {
 				return nil
 			}
-			_, err = api.Create(ctx, lease, metav1.CreateOptions{})
+			_, err = l.Client.Create(ctx, lease)
 			if apierrors.IsAlreadyExists(err) {
 				// Created meanwhile: read it and try again.
 				return apierrors.NewConflict(coordinationv1.Resource("leases"), name, err)
@@ -149,7 +147,7 @@ func (l *Leases) update(ctx context.Context, name string, change func(*coordinat
 		if !change(lease) {
 			return nil
 		}
-		_, err = api.Update(ctx, lease, metav1.UpdateOptions{})
+		_, err = l.Client.Update(ctx, lease)
 		return err
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/heartbeat"
@@ -17,7 +16,7 @@ import (
 
 // apiServer starts a kube-apiserver over an etcd member of its own, with
 // TLS between them, and returns it with an administrator's lease client.
-func apiServer(t *testing.T) (*emulator.Server, coordinationclient.LeasesGetter) {
+func apiServer(t *testing.T) (*emulator.Server, heartbeat.Client) {
 	t.Helper()
 	etcd := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
 	sec := etcd.Security
@@ -26,7 +25,7 @@ func apiServer(t *testing.T) (*emulator.Server, coordinationclient.LeasesGetter)
 	return s, leaseClient(t, s.Kube.Kubeconfig)
 }
 
-func leaseClient(t *testing.T, kubeconfig string) coordinationclient.LeasesGetter {
+func leaseClient(t *testing.T, kubeconfig string) heartbeat.Client {
 	t.Helper()
 	cfg, err := heartbeat.RESTConfig(kubeconfig)
 	if err != nil {
@@ -48,9 +47,9 @@ func namespace(t *testing.T, s *emulator.Server, name string) string {
 	return name
 }
 
-func getLease(t *testing.T, c coordinationclient.LeasesGetter, ns, name string) *coordinationv1.Lease {
+func getLease(t *testing.T, c heartbeat.Client, ns, name string) *coordinationv1.Lease {
 	t.Helper()
-	l, err := c.Leases(ns).Get(t.Context(), name, metav1.GetOptions{})
+	l, err := c.Get(t.Context(), ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +72,7 @@ func TestLeasesFormat(t *testing.T) {
 	ctx := t.Context()
 	// etcd-druid makes the leases empty.
 	for _, name := range []string{"etcd-main-0", "etcd-main-full-snap", "etcd-main-delta-snap"} {
-		if _, err := c.Leases(ns).Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/heartbeat"
@@ -25,7 +23,7 @@ type kube struct {
 	t      *testing.T
 	api    *emulator.KubeAPI
 	ns     string
-	leases coordinationclient.LeasesGetter
+	leases heartbeat.Client
 }
 
 // startKube starts kube-apiserver over an etcd of its own, with TLS
@@ -91,7 +89,7 @@ func (k *kube) kubeconfig(sa string) string {
 // lease reads a lease; nil when it does not exist.
 func (k *kube) lease(name string) *coordinationv1.Lease {
 	k.t.Helper()
-	l, err := k.leases.Leases(k.ns).Get(k.t.Context(), name, metav1.GetOptions{})
+	l, err := k.leases.Get(k.t.Context(), k.ns, name)
 	if err != nil {
 		return nil
 	}
