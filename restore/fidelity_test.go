@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -37,12 +38,17 @@ type history struct {
 	fulls     []snapshot.Snapshot
 	compacted int64 // the last live compaction
 	head      int64
+	// leases are the live member's leases at the head, by ID, with their
+	// granted TTLs; kept is a short one a keep-alive held until then.
+	leases map[clientv3.LeaseID]int64
+	kept   clientv3.LeaseID
 }
 
 // record runs a randomized workload while a Snapshotter backs the member
 // up: puts of values up to 1 MiB, deletes, range deletes, multi-op txns,
-// keys with long leases (granted before and after the first full) and with
-// a lease that expires, a second full snapshot midway and live compactions.
+// keys with long leases (granted before and after the first full), with
+// leases that expire, with a short lease a keep-alive holds, a second full
+// snapshot midway and live compactions.
 func record(t *testing.T, seed uint64, ops int) history {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -95,6 +101,9 @@ func record(t *testing.T, seed uint64, ops int) history {
 	if err != nil {
 		t.Fatal(err)
 	}
+	longs := []clientv3.LeaseID{early.ID, late.ID}
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	defer stopKeeping()
 	var short clientv3.LeaseID
 	for i := range ops {
 		var err error
@@ -123,10 +132,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 			}
 			_, err = cli.Txn(ctx).Then(txn...).Commit()
 		case p < 85:
-			lease := early.ID
-			if r.IntN(2) == 0 {
-				lease = late.ID
-			}
+			lease := longs[r.IntN(len(longs))]
 			_, err = cli.Put(ctx, key(), value(), clientv3.WithLease(lease))
 		default:
 			if short == 0 {
@@ -169,7 +175,30 @@ func record(t *testing.T, seed uint64, ops int) history {
 				t.Fatal(err)
 			}
 			h.fulls = append(h.fulls, full)
+			// Leases the latest chain's full does not hold: a long one
+			// and a short one a keep-alive holds to the end.
+			last, err := cli.Grant(ctx, 3600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept, err := cli.Grant(ctx, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alive, err := cli.KeepAlive(keepCtx, kept.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for range alive {
+				}
+			}()
+			h.kept = kept.ID
+			longs = append(longs, last.ID, kept.ID)
 		}
+	}
+	if _, err := cli.Put(ctx, "/kept/last", "x", clientv3.WithLease(h.kept)); err != nil {
+		t.Fatal(err)
 	}
 	// The short lease expires: its keys are deleted by the member.
 	deadline := time.Now().Add(10 * time.Second)
@@ -194,6 +223,8 @@ func record(t *testing.T, seed uint64, ops int) history {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	h.leases = leasesOf(t, cli)
+	stopKeeping()
 	h.head = s.Status().LastRevision
 	if last.LastRevision != 0 && last.LastRevision != h.head {
 		t.Fatalf("last delta ends at %d, status says %d", last.LastRevision, h.head)
@@ -231,6 +262,11 @@ func TestFidelity(t *testing.T) {
 			if res.Revision != h.head {
 				t.Fatalf("restored revision %d, head %d", res.Revision, h.head)
 			}
+			// late and kept at least, granted after the first full; none
+			// without the TTL its delta recorded.
+			if res.GrantedLeases < 2 || res.GuessedLeases != 0 || res.DroppedLeases != 0 {
+				t.Fatalf("leases granted again %d, with a guessed TTL %d, dropped %d", res.GrantedLeases, res.GuessedLeases, res.DroppedLeases)
+			}
 			m := etcdtest.StartDataDir(t, etcdtest.Options{}, "restored", dir, peer)
 			rcli := m.Client(t)
 			// A bumped restore marks its head compacted: it is read as the latest.
@@ -239,6 +275,14 @@ func TestFidelity(t *testing.T) {
 				readAt = 0
 			}
 			compareAt(t, h.cli, rcli, h.head, readAt)
+			// The same leases, with the same TTLs: the short ones that
+			// expired are not granted again.
+			if got := leasesOf(t, rcli); !maps.Equal(got, h.leases) {
+				t.Fatalf("restored leases (ID: granted TTL) %v, live %v", got, h.leases)
+			}
+			if n := keysWithLease(t, rcli, h.kept); n == 0 {
+				t.Fatal("no key has the kept lease on the restored member")
+			}
 			put, err := rcli.Put(ctx, "/after/restore", "1")
 			if err != nil {
 				t.Fatal(err)
@@ -246,7 +290,6 @@ func TestFidelity(t *testing.T) {
 			if want := h.head + int64(bump) + 1; put.Header.Revision != want {
 				t.Fatalf("first write after restore at revision %d, want %d", put.Header.Revision, want)
 			}
-
 			// Random revisions after the live compaction: the replay digest
 			// equals the live one.
 			r := rand.New(rand.NewPCG(seed, 11))
@@ -269,13 +312,56 @@ func TestFidelity(t *testing.T) {
 					t.Fatalf("revision %d: backup %+v, live %+v", rev, rep.Digest, live)
 				}
 			}
+			// Nothing keeps the kept lease alive on the restored member:
+			// its keys go once its TTL (5 s) passes there.
+			etcdtest.Eventually(t, "the kept lease's keys expire on the restored member", 30*time.Second, func() bool {
+				ttl, err := rcli.TimeToLive(ctx, h.kept)
+				return err == nil && ttl.TTL == -1
+			})
+			if n := keysWithLease(t, rcli, h.kept); n != 0 {
+				t.Fatalf("%d keys of the expired lease remain on the restored member", n)
+			}
 		})
 	}
 }
 
+// leasesOf is a member's leases by ID, with their granted TTLs.
+func leasesOf(t *testing.T, cli *clientv3.Client) map[clientv3.LeaseID]int64 {
+	t.Helper()
+	ctx := context.Background()
+	resp, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[clientv3.LeaseID]int64{}
+	for _, l := range resp.Leases {
+		ttl, err := cli.TimeToLive(ctx, l.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[l.ID] = ttl.GrantedTTL
+	}
+	return out
+}
+
+func keysWithLease(t *testing.T, cli *clientv3.Client, id clientv3.LeaseID) int {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), "\x00", clientv3.WithFromKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, kv := range resp.Kvs {
+		if clientv3.LeaseID(kv.Lease) == id {
+			n++
+		}
+	}
+	return n
+}
+
 // compareAt compares every key of the live member at rev with the restored
 // one at restoredRev: value, create revision, modification revision,
-// version.
+// version and lease.
 func compareAt(t *testing.T, live, restored *clientv3.Client, rev, restoredRev int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -293,9 +379,9 @@ func compareAt(t *testing.T, live, restored *clientv3.Client, rev, restoredRev i
 	for i, w := range want.Kvs {
 		g := got.Kvs[i]
 		if string(g.Key) != string(w.Key) || string(g.Value) != string(w.Value) || g.CreateRevision != w.CreateRevision ||
-			g.ModRevision != w.ModRevision || g.Version != w.Version {
-			t.Fatalf("revision %d, key %q: restored %d/%d/v%d, live %d/%d/v%d (create/mod/version)",
-				rev, w.Key, g.CreateRevision, g.ModRevision, g.Version, w.CreateRevision, w.ModRevision, w.Version)
+			g.ModRevision != w.ModRevision || g.Version != w.Version || g.Lease != w.Lease {
+			t.Fatalf("revision %d, key %q: restored %d/%d/v%d/lease %x, live %d/%d/v%d/lease %x (create/mod/version/lease)",
+				rev, w.Key, g.CreateRevision, g.ModRevision, g.Version, g.Lease, w.CreateRevision, w.ModRevision, w.Version, w.Lease)
 		}
 	}
 }

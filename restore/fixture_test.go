@@ -138,8 +138,23 @@ func TestRestoresEtcdBackupRestoreFixtures(t *testing.T) {
 					t.Fatalf("restored %+v, live %+v", rep.Digest, live)
 				}
 				if layout == "v1" && comp == "gz" {
-					if _, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")}); err != nil {
+					// etcd-backup-restore records no lease TTLs: the lease
+					// granted after the full gets the default TTL, or none.
+					res, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+					if err != nil {
 						t.Fatal(err)
+					}
+					if res.GuessedLeases != 1 || res.GrantedLeases != 0 || res.DroppedLeases != 0 {
+						t.Fatalf("leases granted with the default TTL %d, with a recorded one %d, dropped %d; want 1, 0, 0",
+							res.GuessedLeases, res.GrantedLeases, res.DroppedLeases)
+					}
+					res, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
+						Source: restore.Source{UnknownLeaseTTL: -1}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.GuessedLeases != 0 || res.DroppedLeases == 0 {
+						t.Fatalf("without a default TTL: %d leases guessed, %d puts without their lease", res.GuessedLeases, res.DroppedLeases)
 					}
 				}
 			})

@@ -30,16 +30,24 @@ type replayer struct {
 	until     int64
 	untilTime time.Time
 	done      bool
-	// cur gathers the events of revision curRev from delta curName.
-	cur     []*mvccpb.Event
-	curRev  int64
-	curName string
-	// applied counts revisions written; dropped counts leases not found.
-	applied, droppedLeases int64
-	progress               func(revisions int64)
+	// cur gathers the events of revision curRev from delta curName, and
+	// curRevoked the leases its deltas recorded as revoked by then.
+	cur        []*mvccpb.Event
+	curRev     int64
+	curName    string
+	curRevoked []int64
+	// leaseTTL holds the TTLs the deltas recorded of leases not granted
+	// yet; unknownTTL (seconds) is granted to the others, none when 0.
+	leaseTTL   map[int64]int64
+	unknownTTL int64
+	// applied counts revisions written; granted counts leases granted
+	// with their recorded TTL, guessed those granted unknownTTL, dropped
+	// the puts written without their lease.
+	applied, grantedLeases, guessedLeases, droppedLeases int64
+	progress                                             func(revisions int64)
 }
 
-func openReplayer(path string, until int64, untilTime time.Time) *replayer {
+func openReplayer(path string, until int64, untilTime time.Time, unknownTTL time.Duration) *replayer {
 	lg := zap.NewNop()
 	cfg := backend.DefaultBackendConfig(lg)
 	cfg.Path = path
@@ -54,7 +62,8 @@ func openReplayer(path string, until int64, untilTime time.Time) *replayer {
 	// No one reads while Compact runs, so it need not pause between
 	// batches as a serving member does.
 	kv := mvcc.NewStore(lg, b, lessor, mvcc.StoreConfig{CompactionBatchLimit: 100000, CompactionSleepInterval: time.Microsecond})
-	return &replayer{path: path, b: b, lessor: lessor, kv: kv, at: kv.Rev(), until: until, untilTime: untilTime}
+	return &replayer{path: path, b: b, lessor: lessor, kv: kv, at: kv.Rev(), until: until, untilTime: untilTime,
+		leaseTTL: map[int64]int64{}, unknownTTL: int64(max(unknownTTL, 0) / time.Second)}
 }
 
 // close commits and closes everything; the file is then a plain etcd
@@ -84,8 +93,12 @@ func (r *replayer) feed(name string, ev snapshot.Event) error {
 		r.done = true
 		return nil
 	}
+	if ev.LeaseTTL > 0 {
+		r.leaseTTL[ev.EtcdEvent.Kv.Lease] = ev.LeaseTTL
+	}
 	r.curName, r.curRev = name, rev
 	r.cur = append(r.cur, ev.EtcdEvent)
+	r.curRevoked = append(r.curRevoked, ev.RevokedLeases...)
 	return nil
 }
 
@@ -95,13 +108,60 @@ func (r *replayer) flush() error {
 		return nil
 	}
 	err := r.write(r.curName, r.curRev, r.cur)
-	r.cur = r.cur[:0]
+	if err == nil {
+		r.revoke(r.curRevoked)
+	}
+	r.cur, r.curRevoked = r.cur[:0], r.curRevoked[:0]
 	return err
+}
+
+// grant grants again the leases of puts that the database does not hold:
+// granted after the full snapshot. It runs before the revision's
+// transaction, which holds the lock a grant takes.
+func (r *replayer) grant(events []*mvccpb.Event) {
+	for _, ev := range events {
+		id := lease.LeaseID(ev.Kv.Lease)
+		if ev.Type != mvccpb.PUT || id == lease.NoLease || r.lessor.Lookup(id) != nil {
+			continue
+		}
+		ttl, recorded := r.leaseTTL[ev.Kv.Lease]
+		if !recorded {
+			ttl = r.unknownTTL
+		}
+		if ttl <= 0 {
+			continue
+		}
+		// A lessor that is not primary holds a granted lease forever: the
+		// TTL counts from the restored member's start, as for the leases
+		// of the full snapshot.
+		if _, err := r.lessor.Grant(id, min(ttl, lease.MaxLeaseTTL)); err != nil {
+			continue
+		}
+		delete(r.leaseTTL, ev.Kv.Lease)
+		if recorded {
+			r.grantedLeases++
+		} else {
+			r.guessedLeases++
+		}
+	}
+}
+
+// revoke removes leases their deltas recorded as revoked. One that still
+// has keys keeps them and expires on the restored member: removing it
+// would leave its keys alive forever.
+func (r *replayer) revoke(ids []int64) {
+	for _, id := range ids {
+		if l := r.lessor.Lookup(lease.LeaseID(id)); l != nil && len(l.Keys()) == 0 {
+			_ = r.lessor.Revoke(l.ID)
+		}
+		delete(r.leaseTTL, id)
+	}
 }
 
 // write applies the events of one revision in one mvcc transaction and
 // checks the store landed on that revision.
 func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
+	r.grant(events)
 	tw := r.kv.Write(untraced())
 	if at := tw.Rev(); at+1 != rev {
 		tw.End()
@@ -112,7 +172,7 @@ func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
 		switch ev.Type {
 		case mvccpb.PUT:
 			id := lease.LeaseID(kv.Lease)
-			// A lease granted after the full snapshot is not in it; its
+			// A lease neither in the full snapshot nor granted again: its
 			// key is restored without one rather than failing the restore.
 			if id != lease.NoLease && r.lessor.Lookup(id) == nil {
 				id = lease.NoLease

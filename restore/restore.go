@@ -47,6 +47,15 @@ type Source struct {
 	Concurrency int
 	// Ahead bounds the deltas downloaded and not yet replayed. Default 8.
 	Ahead int
+	// UnknownLeaseTTL is granted to the leases of keys put after the full
+	// snapshot whose deltas do not record a TTL (written before etcdkit
+	// recorded them, or by etcd-backup-restore), so that those keys expire
+	// instead of living forever. Default one hour: the TTL Kubernetes gives
+	// its Events, the bulk of such keys, and longer than the leases of
+	// locks and elections, whose owners keep them alive anyway, so no key
+	// goes sooner than it would have. Negative restores those keys without
+	// a lease.
+	UnknownLeaseTTL time.Duration
 	// Progress, when set, is called as the work advances, from one
 	// goroutine at a time.
 	Progress func(Progress)
@@ -60,6 +69,9 @@ func (s Source) withDefaults() Source {
 	}
 	if s.Ahead <= 0 {
 		s.Ahead = 8
+	}
+	if s.UnknownLeaseTTL == 0 {
+		s.UnknownLeaseTTL = time.Hour
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -112,8 +124,14 @@ type Result struct {
 	Revision int64
 	// Revisions is how many revisions were replayed from deltas.
 	Revisions int64
-	// DroppedLeases counts puts written without their lease because the
-	// lease was granted after the full snapshot.
+	// GrantedLeases counts leases granted after the full snapshot that
+	// the restore granted again with the TTL their deltas recorded;
+	// GuessedLeases those granted Source.UnknownLeaseTTL because no delta
+	// recorded theirs. Their TTLs count from the restored member's start.
+	GrantedLeases, GuessedLeases int64
+	// DroppedLeases counts puts written without their lease: one granted
+	// after the full snapshot whose TTL no delta recorded, with a negative
+	// Source.UnknownLeaseTTL.
 	DroppedLeases int64
 	// ClusterID is the restored cluster's ID (hex), new with every restore:
 	// etcd derives it from the initial cluster and its token.
@@ -352,7 +370,7 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	}
 
 	began = time.Now()
-	r := openReplayer(full.path, chain.UntilRevision, chain.UntilTime)
+	r := openReplayer(full.path, chain.UntilRevision, chain.UntilTime, src.UnknownLeaseTTL)
 	r.progress = func(n int64) {
 		res.Revisions += n
 		if res.Revisions%10000 == 0 {
@@ -390,7 +408,8 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	if err := ctx.Err(); err != nil && !r.done {
 		return fail(err)
 	}
-	res.Revision, res.DroppedLeases = r.at, r.droppedLeases
+	res.Revision = r.at
+	res.GrantedLeases, res.GuessedLeases, res.DroppedLeases = r.grantedLeases, r.guessedLeases, r.droppedLeases
 	res.Replay = time.Since(began)
 	report()
 	if chain.UntilRevision > 0 && res.Revision != chain.UntilRevision {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,14 +57,22 @@ func randomEvents(n int) ([]Event, []ebrEvent) {
 		}
 		at := time.Unix(r.Int64N(2e9), r.Int64N(1e9)*int64(r.IntN(2))).UTC()
 		ours = append(ours, Event{EtcdEvent: ev, Time: at})
+		if ev.Kv != nil && ev.Kv.Lease != 0 && r.IntN(2) == 0 {
+			ours[len(ours)-1].LeaseTTL = 1 + r.Int64N(1e6)
+		}
+		if r.IntN(20) == 0 {
+			for range 1 + r.IntN(3) {
+				ours[len(ours)-1].RevokedLeases = append(ours[len(ours)-1].RevokedLeases, r.Int64())
+			}
+		}
 		theirs = append(theirs, ebrEvent{EtcdEvent: ev, Time: at})
 	}
 	return ours, theirs
 }
 
 func TestHandWrittenJSONIsJSONMarshal(t *testing.T) {
-	ours, theirs := randomEvents(5000)
-	want, err := json.Marshal(theirs)
+	ours, _ := randomEvents(5000)
+	want, err := json.Marshal(ours)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +146,48 @@ func TestDeltaBytesMatchEtcdBackupRestore(t *testing.T) {
 	}
 	if shape[3].EtcdEvent["type"] != float64(1) {
 		t.Fatalf("a DELETE has type %v, want 1", shape[3].EtcdEvent["type"])
+	}
+}
+
+// What etcdkit adds to a delta (lease TTLs, revocations) leaves it a
+// delta etcd-backup-restore reads: its decoder, with its own struct, takes
+// every event as it was and ignores the rest.
+func TestEtcdBackupRestoreReadsDeltasWithLeases(t *testing.T) {
+	ours, theirs := randomEvents(2000)
+	extras := 0
+	for _, ev := range ours {
+		if ev.LeaseTTL != 0 || len(ev.RevokedLeases) > 0 {
+			extras++
+		}
+	}
+	if extras < 100 {
+		t.Fatalf("only %d events carry lease fields", extras)
+	}
+	var b bytes.Buffer
+	if err := writeDelta(&b, ours); err != nil {
+		t.Fatal(err)
+	}
+	payload := b.Bytes()[:b.Len()-checksumSize]
+	if sum := sha256.Sum256(payload); !bytes.Equal(sum[:], b.Bytes()[b.Len()-checksumSize:]) {
+		t.Fatal("the trailer is not the SHA-256 of the JSON")
+	}
+	// etcd-backup-restore decodes a delta with json.Unmarshal into a slice
+	// of its types.Event (pkg/snapshot/restorer, applyFirstDeltaSnapshot
+	// and applySnaps).
+	var read []ebrEvent
+	if err := json.Unmarshal(payload, &read); err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("etcd-backup-restore's decoder reads other events than the ones written")
 	}
 }
 
@@ -263,7 +314,8 @@ func TestFastParserAgreesWithEncodingJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		if fast.EtcdEvent.Type != std.EtcdEvent.Type || !same(fast.EtcdEvent.Kv, std.EtcdEvent.Kv) ||
-			!same(fast.EtcdEvent.PrevKv, std.EtcdEvent.PrevKv) || !fast.Time.Equal(std.Time) {
+			!same(fast.EtcdEvent.PrevKv, std.EtcdEvent.PrevKv) || !fast.Time.Equal(std.Time) ||
+			fast.LeaseTTL != std.LeaseTTL || !slices.Equal(fast.RevokedLeases, std.RevokedLeases) {
 			t.Fatalf("event %d: fast %v, encoding/json %v", i, fast, std)
 		}
 	}

@@ -96,6 +96,8 @@ type capture struct {
 	cancel  context.CancelFunc
 	ch      clientv3.WatchChan
 	watches int
+
+	leases leaseLog
 }
 
 func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOptions) *capture {
@@ -152,7 +154,7 @@ func (c *capture) stop() {
 // add buffers a watch response. Events at or below what is already held
 // are dropped: they come again after a full snapshot moved the chain
 // ahead of the watch.
-func (c *capture) add(wr clientv3.WatchResponse) error {
+func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 	if wr.CompactRevision != 0 {
 		c.stop()
 		return fmt.Errorf("watch from revision %d (compacted at %d): %w", c.next(), wr.CompactRevision, ErrCompacted)
@@ -180,6 +182,9 @@ func (c *capture) add(wr clientv3.WatchResponse) error {
 		}
 		c.pending = append(c.pending, Event{EtcdEvent: ev, Time: received})
 		c.size += eventSize(ev)
+		if err := c.leases.note(ctx, c.cli, &c.pending[len(c.pending)-1]); err != nil {
+			c.log.Debug("delta: the TTL of a lease is not known yet", "lease", fmt.Sprintf("%x", ev.Kv.Lease), "error", err)
+		}
 	}
 	if c.full() {
 		c.stop()
@@ -216,7 +221,7 @@ func (c *capture) catchUp(ctx context.Context, target int64) error {
 				c.stop()
 				return fmt.Errorf("watch from revision %d: closed", c.next())
 			}
-			if err := c.add(wr); err != nil {
+			if err := c.add(ctx, wr); err != nil {
 				return err
 			}
 		}
@@ -305,13 +310,21 @@ func (c *capture) take(upTo int64) (Snapshot, []Event, error) {
 }
 
 // upload writes a taken batch and returns it with its size. It touches
-// nothing of c but what does not change, so it may run on another
-// goroutine.
+// nothing of c but what does not change and the lease log (which locks),
+// so it may run on another goroutine.
 func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Snapshot, error) {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
 			return snap, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
+	}
+	// The batch is this upload's: a failed one goes back to the buffer
+	// with what it carries.
+	if gone, err := c.leases.revoked(ctx, c.cli); err != nil {
+		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)
+	} else if len(gone) > 0 {
+		last := &events[len(events)-1]
+		last.RevokedLeases = append(last.RevokedLeases, gone...)
 	}
 	var err error
 	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {

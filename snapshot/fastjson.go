@@ -48,14 +48,33 @@ func fastEvent(b []byte) (ev Event, ok bool) {
 		return Event{}, false
 	}
 	ts, ok := p.str()
-	if !ok || !p.lit("}") || p.i != len(p.b) {
+	if !ok {
 		return Event{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, string(ts))
 	if err != nil {
 		return Event{}, false
 	}
-	return Event{EtcdEvent: e, Time: t}, true
+	ev = Event{EtcdEvent: e, Time: t}
+	if p.lit(`,"leaseTTL":`) {
+		if ev.LeaseTTL, ok = p.int(); !ok {
+			return Event{}, false
+		}
+	}
+	if p.lit(`,"revokedLeases":[`) {
+		for !p.lit("]") {
+			id, ok := p.int()
+			if !ok {
+				return Event{}, false
+			}
+			ev.RevokedLeases = append(ev.RevokedLeases, id)
+			p.lit(",")
+		}
+	}
+	if !p.lit("}") || p.i != len(p.b) {
+		return Event{}, false
+	}
+	return ev, true
 }
 
 type parser struct {

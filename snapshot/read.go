@@ -16,10 +16,20 @@ import (
 // Event is one entry of a delta snapshot, in etcd-backup-restore's shape:
 // the watch event as etcd's protobuf struct marshals to JSON (key and value
 // base64, type 1 for DELETE, omitted when 0 for PUT) and when the watcher
-// received it.
+// received it. The fields after those two are etcdkit's: what a restore
+// needs beyond the watch stream. etcd-backup-restore's decoder ignores
+// fields it does not declare, so its restores read these deltas as before.
 type Event struct {
 	EtcdEvent *mvccpb.Event `json:"etcdEvent"`
 	Time      time.Time     `json:"time"`
+	// LeaseTTL is the granted TTL, in seconds, of the lease of
+	// EtcdEvent.Kv, on the first event of a lease the capture had not
+	// recorded: the watch says which lease a key has, never how long it
+	// lives, and a restore grants the lease again with it.
+	LeaseTTL int64 `json:"leaseTTL,omitempty"`
+	// RevokedLeases are leases recorded before that the cluster no longer
+	// held when this event's delta was written.
+	RevokedLeases []int64 `json:"revokedLeases,omitempty"`
 }
 
 // Revision is the revision the event belongs to.

@@ -384,7 +384,7 @@ func (l *loop) watched(ctx context.Context, wr clientv3.WatchResponse, ok bool) 
 		}
 		return
 	}
-	if err := l.capture.add(wr); err != nil {
+	if err := l.capture.add(ctx, wr); err != nil {
 		if errors.Is(err, ErrCompacted) {
 			l.needFull, l.chained = "compacted", false
 		}

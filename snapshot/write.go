@@ -114,6 +114,20 @@ func appendEvent(b []byte, ev Event) ([]byte, error) {
 		return nil, err
 	}
 	b = append(b, t...)
+	if ev.LeaseTTL != 0 {
+		b = append(b, `,"leaseTTL":`...)
+		b = strconv.AppendInt(b, ev.LeaseTTL, 10)
+	}
+	if len(ev.RevokedLeases) > 0 {
+		b = append(b, `,"revokedLeases":[`...)
+		for i, id := range ev.RevokedLeases {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, id, 10)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), nil
 }
 

@@ -60,6 +60,12 @@ func restoreCmd(g *globals) *cobra.Command {
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
+			switch {
+			case opts.UnknownLeaseTTL < 0:
+				return cli.Usage(errors.New("--unknown-lease-ttl is a duration of 0 or more"))
+			case opts.UnknownLeaseTTL == 0:
+				opts.UnknownLeaseTTL = -1 // restore.Source: none
+			}
 			if err := errors.Join(cli.AtLeast("keep-moved-aside", int64(opts.KeepMovedAside), -1),
 				cli.AtLeast("concurrency", int64(opts.Concurrency), 1)); err != nil {
 				return err
@@ -75,11 +81,17 @@ func restoreCmd(g *globals) *cobra.Command {
 			}
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside,
-				"dropped_leases": res.DroppedLeases}
+				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
 				if res.MovedAside != "" {
 					fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
+				}
+				if n := res.GrantedLeases + res.GuessedLeases; n > 0 {
+					fmt.Fprintf(w, "leases granted again\t%d (%d with the TTL recorded, %d with --unknown-lease-ttl)\n", n, res.GrantedLeases, res.GuessedLeases)
+				}
+				if res.DroppedLeases > 0 {
+					fmt.Fprintf(w, "keys without their lease\t%d (no TTL recorded and --unknown-lease-ttl=0)\n", res.DroppedLeases)
 				}
 			})
 		},
@@ -93,6 +105,8 @@ func restoreCmd(g *globals) *cobra.Command {
 	f.StringVar(&opts.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "the new cluster's token")
 	f.Uint64Var(&opts.RevisionBump, "revision-bump", 0, "raise the restored revision by this much, so clients never see it go back")
 	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel downloads")
+	f.DurationVar(&opts.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
+		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
 	cli.KeepMovedAside(f, &opts.KeepMovedAside)
 	return cmd
 }
