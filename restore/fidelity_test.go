@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -42,18 +45,27 @@ type history struct {
 	// granted TTLs; kept is a short one a keep-alive held until then.
 	leases map[clientv3.LeaseID]int64
 	kept   clientv3.LeaseID
+	// sec is the cluster's TLS and users, nil for a plain one; auth its
+	// users and roles at the head, made and changed between the fulls.
+	sec  *etcdtest.Security
+	auth authState
 }
+
+// secure is whether a seed's cluster runs with TLS and authentication,
+// and changes its users and roles during the workload.
+func secure(seed uint64) bool { return seed%5 == 2 }
 
 // record runs a randomized workload while a Snapshotter backs the member
 // up: puts of values up to 1 MiB, deletes, range deletes, multi-op txns,
 // keys with long leases (granted before and after the first full), with
 // leases that expire, with a short lease a keep-alive holds, a second full
-// snapshot midway and live compactions.
+// snapshot midway and live compactions; on secure seeds, users and roles
+// made and changed before and after the second full.
 func record(t *testing.T, seed uint64, ops int) history {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := etcdtest.Start(t, etcdtest.Options{})
+	c := etcdtest.Start(t, etcdtest.Options{TLS: secure(seed), Auth: secure(seed)})
 	cli := c.Client(t)
 	st, err := store.NewFile(t.TempDir())
 	if err != nil {
@@ -89,7 +101,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	h := history{cli: cli, st: st}
+	h := history{cli: cli, st: st, sec: c.Security}
 	for res := range results {
 		if res.Op == snapshot.OpFull && res.Err == nil {
 			h.fulls = append(h.fulls, res.Snapshot)
@@ -149,6 +161,12 @@ func record(t *testing.T, seed uint64, ops int) history {
 		}
 		if err != nil {
 			t.Fatalf("op %d: %v", i, err)
+		}
+		switch {
+		case secure(seed) && i == ops/4:
+			changeAuth(t, cli, false)
+		case secure(seed) && i == 3*ops/4:
+			changeAuth(t, cli, true)
 		}
 		switch i {
 		case ops / 3:
@@ -224,6 +242,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 		t.Fatal(err)
 	}
 	h.leases = leasesOf(t, cli)
+	h.auth = authOf(t, cli)
 	stopKeeping()
 	h.head = s.Status().LastRevision
 	if last.LastRevision != 0 && last.LastRevision != h.head {
@@ -247,6 +266,9 @@ func TestFidelity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if h.sec != nil && h.sec.CA != nil {
+				peer.Scheme = "https"
+			}
 			dir := filepath.Join(t.TempDir(), "data")
 			bump := uint64(0)
 			if seed%2 == 1 {
@@ -267,8 +289,23 @@ func TestFidelity(t *testing.T) {
 			if res.GrantedLeases < 2 || res.GuessedLeases != 0 || res.DroppedLeases != 0 {
 				t.Fatalf("leases granted again %d, with a guessed TTL %d, dropped %d", res.GrantedLeases, res.GuessedLeases, res.DroppedLeases)
 			}
-			m := etcdtest.StartDataDir(t, etcdtest.Options{}, "restored", dir, peer)
+			m := etcdtest.StartDataDir(t, etcdtest.Options{Security: h.sec}, "restored", dir, peer)
 			rcli := m.Client(t)
+			if secure(seed) {
+				// The users and roles as they were; passwords as the full
+				// snapshot had them, and none for a user made after it.
+				if got := authOf(t, rcli); !reflect.DeepEqual(got, h.auth) {
+					t.Fatalf("restored users and roles %+v, live %+v", got, h.auth)
+				}
+				if !res.AuthRestored || !slices.Equal(res.UsersWithoutPassword, []string{"bob"}) {
+					t.Fatalf("auth restored %v, users without a password %v; want true, [bob]", res.AuthRestored, res.UsersWithoutPassword)
+				}
+				if !canLogIn(t, m, "alice", "alice-first") || canLogIn(t, m, "alice", "alice-second") || canLogIn(t, m, "bob", "bob-pw") {
+					t.Fatal("alice logs in with another password than the full snapshot's, or bob with one")
+				}
+			} else if res.AuthRestored {
+				t.Fatal("users and roles restored from a cluster that never changed them")
+			}
 			// A bumped restore marks its head compacted: it is read as the latest.
 			readAt := h.head
 			if bump > 0 {
@@ -384,4 +421,107 @@ func compareAt(t *testing.T, live, restored *clientv3.Client, rev, restoredRev i
 				rev, w.Key, g.CreateRevision, g.ModRevision, g.Version, g.Lease, w.CreateRevision, w.ModRevision, w.Version, w.Lease)
 		}
 	}
+}
+
+// changeAuth changes users and roles: before the second full, a user with
+// a password and two roles; after it, another user, a role's permissions,
+// a role deleted, a grant revoked and a password changed.
+func changeAuth(t *testing.T, cli *clientv3.Client, afterFull bool) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if !afterFull {
+		_, err = cli.RoleAdd(ctx, "team")
+		err = errors.Join(err, func() error {
+			_, err := cli.RoleGrantPermission(ctx, "team", "/p1/", clientv3.GetPrefixRangeEnd("/p1/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		}())
+		_, e := cli.RoleAdd(ctx, "doomed")
+		err = errors.Join(err, e)
+		_, e = cli.UserAdd(ctx, "alice", "alice-first")
+		err = errors.Join(err, e)
+		_, e = cli.UserGrantRole(ctx, "alice", "team")
+		err = errors.Join(err, e)
+		_, e = cli.UserGrantRole(ctx, "alice", "doomed")
+		err = errors.Join(err, e)
+	} else {
+		_, err = cli.UserAdd(ctx, "bob", "bob-pw")
+		_, e := cli.UserGrantRole(ctx, "bob", "team")
+		err = errors.Join(err, e)
+		_, e = cli.RoleGrantPermission(ctx, "team", "/p2/k001", "", clientv3.PermissionType(clientv3.PermRead))
+		err = errors.Join(err, e)
+		_, e = cli.RoleDelete(ctx, "doomed")
+		err = errors.Join(err, e)
+		_, e = cli.UserRevokeRole(ctx, "reader", "reader")
+		err = errors.Join(err, e)
+		_, e = cli.UserChangePassword(ctx, "alice", "alice-second")
+		err = errors.Join(err, e)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// authState is a member's users with their roles and its roles with their
+// permissions, as text that compares.
+type authState struct {
+	Enabled bool
+	Users   map[string]string
+	Roles   map[string]string
+}
+
+func authOf(t *testing.T, cli *clientv3.Client) authState {
+	t.Helper()
+	ctx := context.Background()
+	st, err := cli.AuthStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := authState{Enabled: st.Enabled, Users: map[string]string{}, Roles: map[string]string{}}
+	users, err := cli.UserList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users.Users {
+		got, err := cli.UserGet(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Users[u] = strings.Join(got.Roles, ",")
+	}
+	roles, err := cli.RoleList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range roles.Roles {
+		got, err := cli.RoleGet(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var perms []string
+		for _, p := range got.Perm {
+			perms = append(perms, fmt.Sprintf("%s %q-%q", p.PermType, p.Key, p.RangeEnd))
+		}
+		a.Roles[r] = strings.Join(perms, "; ")
+	}
+	return a
+}
+
+// canLogIn says whether user logs in to the member with password.
+func canLogIn(t *testing.T, m *etcdtest.Cluster, user, password string) bool {
+	t.Helper()
+	cfg := m.ClientConfig()
+	cfg.User, cfg.PasswordFile = user, filepath.Join(t.TempDir(), user+".password")
+	if err := os.WriteFile(cfg.PasswordFile, []byte(password), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := etcdclient.New(ctx, cfg)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = cli.Close() }()
+	_, err = cli.Get(ctx, "/p1/k000")
+	return err == nil
 }

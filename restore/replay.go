@@ -40,6 +40,8 @@ type replayer struct {
 	// yet; unknownTTL (seconds) is granted to the others, none when 0.
 	leaseTTL   map[int64]int64
 	unknownTTL int64
+	// auth is the newest users and roles the replayed deltas recorded.
+	auth *snapshot.Auth
 	// applied counts revisions written; granted counts leases granted
 	// with their recorded TTL, guessed those granted unknownTTL, dropped
 	// the puts written without their lease.
@@ -99,6 +101,7 @@ func (r *replayer) feed(name string, ev snapshot.Event) error {
 	r.curName, r.curRev = name, rev
 	r.cur = append(r.cur, ev.EtcdEvent)
 	r.curRevoked = append(r.curRevoked, ev.RevokedLeases...)
+	r.noteAuth(ev)
 	return nil
 }
 

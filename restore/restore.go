@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,8 +103,14 @@ type Options struct {
 	InitialClusterToken string
 	// RevisionBump raises the restored revision by this much and marks it
 	// compacted, so clients that saw revisions past the backup never see
-	// the revision go back. 0: no bump.
+	// the revision go back. 0: no bump, unless SafeRevision.
 	RevisionBump uint64
+	// SafeRevision, with RevisionBump 0, bumps by SafeBump's estimate of
+	// the revisions the cluster made that the store does not hold. Every
+	// automated restore sets it: the cluster it replaces served those
+	// revisions to watchers (Kubernetes' among them) that would stall or
+	// miss events on a revision that goes back.
+	SafeRevision bool
 	// Now names the moved-aside data dir. Default time.Now.
 	Now func() time.Time
 }
@@ -122,6 +129,8 @@ type Result struct {
 	Chain snap.Chain
 	// Revision is the revision the data dir holds (before any bump).
 	Revision int64
+	// RevisionBump is how much the restored revision was raised by.
+	RevisionBump uint64
 	// Revisions is how many revisions were replayed from deltas.
 	Revisions int64
 	// GrantedLeases counts leases granted after the full snapshot that
@@ -133,6 +142,13 @@ type Result struct {
 	// after the full snapshot whose TTL no delta recorded, with a negative
 	// Source.UnknownLeaseTTL.
 	DroppedLeases int64
+	// AuthRestored says the users and roles are the deltas' (changed
+	// since the full snapshot), not the full's. UsersWithoutPassword are
+	// the users made since the full: etcd never tells a password, so they
+	// have none until one is set (etcdctl user passwd); certificate
+	// authentication works for them meanwhile.
+	AuthRestored         bool
+	UsersWithoutPassword []string
 	// ClusterID is the restored cluster's ID (hex), new with every restore:
 	// etcd derives it from the initial cluster and its token.
 	ClusterID string
@@ -176,26 +192,33 @@ func (o Options) withDefaults() (Options, error) {
 // Chain picks and checks the chain a target asks for: gaps are an error
 // before anything is downloaded.
 func Chain(ctx context.Context, st store.Store, t Target) (snap.Chain, error) {
+	chain, _, err := pick(ctx, st, t)
+	return chain, err
+}
+
+// pick is Chain, and the store's latest chain.
+func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Chain, err error) {
 	if t.Revision < 0 {
-		return snap.Chain{}, fmt.Errorf("restore: revision %d: a revision is positive (0: the latest)", t.Revision)
+		return chain, latest, fmt.Errorf("restore: revision %d: a revision is positive (0: the latest)", t.Revision)
 	}
 	cat, err := snap.List(ctx, st)
 	if err != nil {
-		return snap.Chain{}, err
+		return chain, latest, err
 	}
-	var chain snap.Chain
+	latest, err = cat.Latest()
 	switch {
 	case t.Revision > 0:
 		chain, err = cat.ContainingRevision(t.Revision)
 	case !t.Time.IsZero():
 		chain, err = cat.AsOf(t.Time)
 	default:
-		chain, err = cat.Latest()
+		chain = latest
 	}
 	if err != nil {
-		return snap.Chain{}, fmt.Errorf("restore from %v: %w", st, err)
+		return chain, latest, fmt.Errorf("restore from %v: %w", st, err)
 	}
-	return chain.Check()
+	chain, err = chain.Check()
+	return chain, latest, err
 }
 
 // Restore rebuilds a member's data dir from the store: the chain the
@@ -210,10 +233,12 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return Result{}, err
 	}
 	start := time.Now()
-	var chain snap.Chain
+	// latest is what SafeRevision estimates from: the caller's chain (one
+	// that listed the store picked the latest), or the listing's.
+	var chain, latest snap.Chain
 	if opts.Chain != nil {
-		chain = *opts.Chain
-	} else if chain, err = Chain(ctx, st, opts.Target); err != nil {
+		chain, latest = *opts.Chain, *opts.Chain
+	} else if chain, latest, err = pick(ctx, st, opts.Target); err != nil {
 		return Result{}, err
 	}
 	parent := filepath.Dir(opts.DataDir)
@@ -261,6 +286,13 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 			}
 		}
 	}
+	if res.RevisionBump = opts.RevisionBump; res.RevisionBump == 0 && opts.SafeRevision {
+		b := safeBump(latest, res.Revision, opts.Now())
+		res.RevisionBump = b.Revisions
+		opts.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
+			"revision", res.Revision, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
+			"since_newest_snapshot", b.Since.Round(time.Second))
+	}
 	out := filepath.Join(work, "data")
 	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
 		SnapshotPath:        db,
@@ -270,8 +302,8 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		InitialCluster:      opts.InitialCluster,
 		InitialClusterToken: opts.InitialClusterToken,
 		SkipHashCheck:       !inPlace,
-		RevisionBump:        opts.RevisionBump,
-		MarkCompacted:       opts.RevisionBump > 0,
+		RevisionBump:        res.RevisionBump,
+		MarkCompacted:       res.RevisionBump > 0,
 	}); err != nil {
 		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}
@@ -291,7 +323,12 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}
 	res.Total = time.Since(start)
 	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(chain.Deltas),
-		"revisions", res.Revisions, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
+		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
+		"auth_restored", res.AuthRestored, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
+	if len(res.UsersWithoutPassword) > 0 {
+		opts.Logger.Warn("restore: users made after the full snapshot have no password: set one with etcdctl user passwd",
+			"users", res.UsersWithoutPassword)
+	}
 	return res, nil
 }
 
@@ -410,6 +447,10 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	}
 	res.Revision = r.at
 	res.GrantedLeases, res.GuessedLeases, res.DroppedLeases = r.grantedLeases, r.guessedLeases, r.droppedLeases
+	var err error
+	if res.AuthRestored, res.UsersWithoutPassword, err = r.applyAuth(); err != nil {
+		return fail(err)
+	}
 	res.Replay = time.Since(began)
 	report()
 	if chain.UntilRevision > 0 && res.Revision != chain.UntilRevision {

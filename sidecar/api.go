@@ -539,6 +539,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 	start := time.Now()
 	if req.IfNeeded {
 		src := s.source(progress)
+		src.KeepRevision = req.KeepRevision
 		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 			Token: req.InitialClusterToken, Endpoints: req.Endpoints}
 		// A lone member's defaults, as a restore's.
@@ -577,7 +578,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		}
 		start = time.Now()
 		res, err := src.Restore(ctx, cfg, p)
-		s.restored(id, start, res.Revision, res.Revisions, err)
+		s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 		return
 	}
 	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
@@ -585,15 +586,16 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
+		RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision,
 	})
-	s.restored(id, start, res.Revision, res.Revisions, err)
+	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
 
 // restored ends a restore job.
-func (s *Sidecar) restored(id string, start time.Time, rev, revs int64, err error) {
+func (s *Sidecar) restored(id string, start time.Time, rev, revs int64, bump uint64, err error) {
 	s.ran(Operation{Name: "restore", Took: time.Since(start), Err: err})
 	s.jobs.update(id, func(j *api.Job) {
-		j.State, j.Action, j.Revision, j.Revisions = api.JobSucceeded, "restored", rev, revs
+		j.State, j.Action, j.Revision, j.Revisions, j.RevisionBump = api.JobSucceeded, "restored", rev, revs, bump
 		if err != nil {
 			j.State, j.Action, j.Error = api.JobFailed, "", err.Error()
 		}

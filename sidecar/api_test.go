@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
@@ -135,10 +136,13 @@ func TestAPI(t *testing.T) {
 			t.Fatalf("restore job read again: %+v (first %+v)", again, job)
 		}
 	}
+	// A restore job bumps the revision past what the store holds, unless
+	// asked to keep it.
 	rep, err := validate.DataDir(context.Background(), dir, validate.Options{Mode: validate.Full})
-	if err != nil || rep.Verdict != validate.Valid || rep.Revision != job.Revision {
-		t.Fatalf("restored data dir: %+v %v", rep, err)
+	if err != nil || rep.Verdict != validate.Valid || job.RevisionBump < restore.MinSafeBump || rep.Revision != job.Revision+int64(job.RevisionBump) {
+		t.Fatalf("restored data dir: %+v %v; job %+v", rep, err, job)
 	}
+	first := job
 	// If needed: the restored dir is fit, nothing is done.
 	call(t, "POST", base+"/v1/restore", token, `{"data_dir": "`+dir+`", "name": "m0", "if_needed": true}`, &started)
 	etcdtest.Eventually(t, "the second job ends", 30*time.Second, func() bool {
@@ -151,7 +155,7 @@ func TestAPI(t *testing.T) {
 	// The facts a caller's start-up decides from.
 	var v api.Validation
 	if code, body := call(t, "POST", base+"/v1/validate", token, `{"data_dir": "`+dir+`", "name": "m0"}`, &v); code != http.StatusOK ||
-		v.Verdict != "Valid" || !v.Backups || v.BackupRevision != job.Revision || v.Revision != job.Revision {
+		v.Verdict != "Valid" || !v.Backups || v.BackupRevision != first.Revision || v.Revision != first.Revision+int64(first.RevisionBump) {
 		t.Fatalf("validate a restored data dir: %d %s", code, body)
 	}
 	if code, body := call(t, "POST", base+"/v1/validate", token, `{"data_dir": "/elsewhere"}`, nil); code != http.StatusForbidden {

@@ -98,6 +98,7 @@ type capture struct {
 	watches int
 
 	leases leaseLog
+	auth   authLog
 }
 
 func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOptions) *capture {
@@ -310,8 +311,8 @@ func (c *capture) take(upTo int64) (Snapshot, []Event, error) {
 }
 
 // upload writes a taken batch and returns it with its size. It touches
-// nothing of c but what does not change and the lease log (which locks),
-// so it may run on another goroutine.
+// nothing of c but what does not change and the lease and auth logs
+// (which lock), so it may run on another goroutine.
 func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Snapshot, error) {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
@@ -325,6 +326,15 @@ func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Sn
 	} else if len(gone) > 0 {
 		last := &events[len(events)-1]
 		last.RevokedLeases = append(last.RevokedLeases, gone...)
+	}
+	if auth, err := c.auth.changed(ctx, c.cli); err != nil {
+		if c.auth.deniedOnce(err) {
+			c.log.Warn("delta: users and roles are not recorded: the backup's etcd user needs the root role to read them; a restore brings back those of the full snapshot", "error", err)
+		} else {
+			c.log.Debug("delta: users and roles not read; recorded with a later delta", "error", err)
+		}
+	} else if auth != nil {
+		events[len(events)-1].Auth = auth
 	}
 	var err error
 	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {

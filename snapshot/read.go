@@ -30,6 +30,9 @@ type Event struct {
 	// RevokedLeases are leases recorded before that the cluster no longer
 	// held when this event's delta was written.
 	RevokedLeases []int64 `json:"revokedLeases,omitempty"`
+	// Auth is the users and roles, on the last event of a delta written
+	// after they changed.
+	Auth *Auth `json:"auth,omitempty"`
 }
 
 // Revision is the revision the event belongs to.

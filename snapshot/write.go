@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -127,6 +128,15 @@ func appendEvent(b []byte, ev Event) ([]byte, error) {
 			b = strconv.AppendInt(b, id, 10)
 		}
 		b = append(b, ']')
+	}
+	if ev.Auth != nil {
+		// Rare enough for encoding/json.
+		auth, err := json.Marshal(ev.Auth)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"auth":`...)
+		b = append(b, auth...)
 	}
 	return append(b, '}'), nil
 }

@@ -25,9 +25,12 @@ type RecoverOptions struct {
 	Token string
 	// Source picks the chain and how it is read (the latest by default).
 	Source restore.Source
-	// RevisionBump is passed to the restore: clients that saw revisions
-	// past the backup never see one go back.
+	// RevisionBump raises the restored revision by this much. 0: by
+	// restore.SafeBump's estimate, so that clients that saw revisions past
+	// the backup never see one go back, unless KeepRevision.
 	RevisionBump uint64
+	// KeepRevision, with RevisionBump 0, keeps the backup's revision.
+	KeepRevision bool
 	// Conn is how the members are reached (TLS, authentication); its
 	// endpoints are ignored: the first member's client URLs are. With
 	// authentication on, its user needs the root role.
@@ -70,12 +73,12 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	initial := initialCluster(nil, first)
 	res, err := restore.Restore(ctx, st, restore.Options{
 		Source: o.Source, DataDir: first.DataDir, Name: first.Name, PeerURLs: first.PeerURLs,
-		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
+		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
 	})
 	if err != nil {
 		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Name, err)
 	}
-	o.Logger.Info("startup: restored", "member", first.Name, "revision", res.Revision, "moved_aside", res.MovedAside)
+	o.Logger.Info("startup: restored", "member", first.Name, "revision", res.Revision, "bump", res.RevisionBump, "moved_aside", res.MovedAside)
 	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
 		return res, fmt.Errorf("startup: recover quorum: start %s: %w", first.Name, err)
 	}

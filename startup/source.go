@@ -49,6 +49,8 @@ type Check struct {
 type Restored struct {
 	// Revision the data dir holds; Revisions replayed from deltas.
 	Revision, Revisions int64
+	// RevisionBump is how far the revision was raised past Revision.
+	RevisionBump uint64
 	// MovedAside is where the previous data dir went, "" if none.
 	MovedAside string
 }
@@ -64,6 +66,10 @@ type Local struct {
 	// KeepMovedAside is how many moved-aside data dirs a restore keeps.
 	// Default 1; negative keeps them all.
 	KeepMovedAside int
+	// KeepRevision has restores keep the backup's revision. By default a
+	// start-up's restore bumps it past any the lost data may have served
+	// and marks it compacted (restore.Options.SafeRevision).
+	KeepRevision bool
 	// Progress, when set, follows a restore.
 	Progress func(restore.Progress)
 	// Logger: nil discards.
@@ -115,12 +121,12 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	res, err := restore.Restore(ctx, l.Store, restore.Options{
 		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger},
 		DataDir: cfg.DataDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
-		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside,
+		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,
 	})
 	if err != nil {
 		return Restored{}, err
 	}
-	return Restored{Revision: res.Revision, Revisions: res.Revisions, MovedAside: res.MovedAside}, nil
+	return Restored{Revision: res.Revision, Revisions: res.Revisions, RevisionBump: res.RevisionBump, MovedAside: res.MovedAside}, nil
 }
 
 // Remote has a sidecar's API validate and restore: the sidecar holds the
@@ -167,7 +173,7 @@ func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	if job.State != api.JobSucceeded {
 		return Restored{}, fmt.Errorf("the sidecar's restore job %s failed: %s", job.ID, job.Error)
 	}
-	return Restored{Revision: job.Revision, Revisions: job.Revisions}, nil
+	return Restored{Revision: job.Revision, Revisions: job.Revisions, RevisionBump: job.RevisionBump}, nil
 }
 
 // retry calls f until the sidecar answers, backing off from 1 s to 15 s,

@@ -224,9 +224,14 @@ func TestNoSecondCluster(t *testing.T) {
 	}
 }
 
+// A cluster that lost quorum comes back from its backups, with a revision
+// past every one its clients saw: a watcher of the lost cluster gets a
+// compaction error from the recovered one and lists again, and no revision
+// is served twice.
 func TestRecoverQuorum(t *testing.T) {
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
-	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
 	cli := c.Client(t)
 	if _, err := (etcdtest.Workload{Ops: 300, Prefix: "/w/", Seed: 3, TxnPercent: 10, DeletePercent: 10}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
@@ -243,9 +248,25 @@ func TestRecoverQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Writes after the backup are lost with the cluster.
-	if _, err := cli.Put(ctx, "/after-backup", "lost"); err != nil {
-		t.Fatal(err)
+	// A watcher of the lost cluster sees writes the backup does not hold.
+	watcher := c.Client(t)
+	events := watcher.Watch(ctx, "/", clientv3.WithPrefix(), clientv3.WithRev(full.LastRevision+1))
+	var seen int64
+	for i := range 3 {
+		put, err := cli.Put(ctx, fmt.Sprintf("/after-backup/%d", i), "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = put.Header.Revision
+	}
+	for last := int64(0); last < seen; {
+		wr := <-events
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			last = ev.Kv.ModRevision
+		}
 	}
 	var cfgs []startup.Config
 	for _, m := range c.Members {
@@ -256,7 +277,7 @@ func TestRecoverQuorum(t *testing.T) {
 		cfgs = append(cfgs, config(c, m, m.InitialCluster))
 	}
 	res, err := startup.RecoverQuorum(ctx, st, startup.RecoverOptions{
-		Members: cfgs, Token: "etcdtest",
+		Members: cfgs, Token: "etcdtest", Conn: c.ClientConfig(),
 		Start: func(ctx context.Context, cfg startup.Config, p startup.Plan) error {
 			return c.Member(cfg.Name).StartWith(ctx, p.InitialCluster, p.ClusterState)
 		},
@@ -266,6 +287,9 @@ func TestRecoverQuorum(t *testing.T) {
 	}
 	if res.Revision != full.LastRevision {
 		t.Fatalf("restored revision %d, the backup's is %d", res.Revision, full.LastRevision)
+	}
+	if bumped := res.Revision + int64(res.RevisionBump); bumped <= seen {
+		t.Fatalf("recovered at revision %d (bump %d), a watcher saw %d", bumped, res.RevisionBump, seen)
 	}
 	cli = c.Client(t)
 	etcdtest.Voters(t, cli, 3)
@@ -278,6 +302,36 @@ func TestRecoverQuorum(t *testing.T) {
 	}
 	for _, m := range c.Members {
 		c.WaitSameData(t, m)
+	}
+
+	// The watch resumes after the last revision it saw and finds it
+	// compacted: the watcher must list again, and what it lists is newer
+	// than anything it saw.
+	for {
+		wr, ok := <-events
+		if !ok {
+			t.Fatal("the watch ended without a compaction error")
+		}
+		if wr.CompactRevision != 0 {
+			if wr.CompactRevision <= seen {
+				t.Fatalf("compacted at %d, the watcher saw %d", wr.CompactRevision, seen)
+			}
+			break
+		}
+		if len(wr.Events) > 0 {
+			t.Fatalf("the watch resumed with events at revision %d: revisions are served twice", wr.Events[0].Kv.ModRevision)
+		}
+	}
+	list, err := watcher.Get(ctx, "/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := watcher.Put(ctx, "/after-recovery", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list.Header.Revision <= seen || put.Header.Revision <= list.Header.Revision {
+		t.Fatalf("listed at revision %d, wrote at %d; the lost cluster served up to %d", list.Header.Revision, put.Header.Revision, seen)
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -42,6 +44,32 @@ func (t *target) target() (restore.Target, error) {
 	return out, nil
 }
 
+// revisionBump is --revision-bump: a number, or auto for restore's
+// estimate (Options.SafeRevision).
+type revisionBump struct{ opts *restore.Options }
+
+func (b *revisionBump) String() string {
+	if b.opts == nil || b.opts.SafeRevision {
+		return "auto"
+	}
+	return strconv.FormatUint(b.opts.RevisionBump, 10)
+}
+
+func (b *revisionBump) Set(s string) error {
+	if s == "auto" {
+		b.opts.RevisionBump, b.opts.SafeRevision = 0, true
+		return nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return errors.New("a number of revisions, or auto")
+	}
+	b.opts.RevisionBump, b.opts.SafeRevision = n, false
+	return nil
+}
+
+func (b *revisionBump) Type() string { return "auto|N" }
+
 func restoreCmd(g *globals) *cobra.Command {
 	var (
 		t    target
@@ -80,15 +108,25 @@ func restoreCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
-				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside,
-				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases}
+				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "revision_bump": res.RevisionBump,
+				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
+				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+				if res.RevisionBump > 0 {
+					fmt.Fprintf(w, "revision bump\t%d (the member starts at revision %d, marked compacted)\n", res.RevisionBump, res.Revision+int64(res.RevisionBump))
+				}
 				if res.MovedAside != "" {
 					fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
 				}
 				if n := res.GrantedLeases + res.GuessedLeases; n > 0 {
 					fmt.Fprintf(w, "leases granted again\t%d (%d with the TTL recorded, %d with --unknown-lease-ttl)\n", n, res.GrantedLeases, res.GuessedLeases)
+				}
+				if res.AuthRestored {
+					fmt.Fprintf(w, "users and roles\tas the deltas recorded them, changed since the full\n")
+				}
+				if len(res.UsersWithoutPassword) > 0 {
+					fmt.Fprintf(w, "users without a password\t%s (made after the full snapshot: set one with etcdctl user passwd)\n", strings.Join(res.UsersWithoutPassword, ", "))
 				}
 				if res.DroppedLeases > 0 {
 					fmt.Fprintf(w, "keys without their lease\t%d (no TTL recorded and --unknown-lease-ttl=0)\n", res.DroppedLeases)
@@ -103,7 +141,8 @@ func restoreCmd(g *globals) *cobra.Command {
 	f.StringSliceVar(&opts.PeerURLs, "peer-urls", []string{"http://localhost:2380"}, "the member's advertised peer URLs")
 	f.StringVar(&opts.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
 	f.StringVar(&opts.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "the new cluster's token")
-	f.Uint64Var(&opts.RevisionBump, "revision-bump", 0, "raise the restored revision by this much, so clients never see it go back")
+	f.Var(&revisionBump{opts: &opts}, "revision-bump",
+		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")
 	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel downloads")
 	f.DurationVar(&opts.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")

@@ -82,6 +82,12 @@ type RestoreRequest struct {
 	// ask whether a cluster runs. None: a multi-member cluster is taken
 	// as not running.
 	Endpoints []string `json:"endpoints,omitempty"`
+	// RevisionBump raises the restored revision by this much. 0: past
+	// any revision the lost cluster may have served, as estimated from
+	// the store's deltas, unless KeepRevision. Either way a bumped
+	// revision is marked compacted, so watchers list again.
+	RevisionBump uint64 `json:"revision_bump,omitempty"`
+	KeepRevision bool   `json:"keep_revision,omitempty"`
 }
 
 // JobState is where a restore job is.
@@ -107,12 +113,14 @@ type Job struct {
 	// the caller must do ("rejoin", "join-as-learner").
 	Action string `json:"action,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// Revision restored; Revisions replayed from deltas.
-	Revision  int64     `json:"revision,omitempty"`
-	Revisions int64     `json:"revisions,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Started   time.Time `json:"started"`
-	Finished  time.Time `json:"finished,omitzero"`
+	// Revision restored; Revisions replayed from deltas; RevisionBump
+	// how far the restored revision was raised past Revision.
+	Revision     int64     `json:"revision,omitempty"`
+	Revisions    int64     `json:"revisions,omitempty"`
+	RevisionBump uint64    `json:"revision_bump,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	Started      time.Time `json:"started"`
+	Finished     time.Time `json:"finished,omitzero"`
 	// Progress while running.
 	BytesDownloaded int64 `json:"bytes_downloaded"`
 	BytesTotal      int64 `json:"bytes_total"`

@@ -1,0 +1,140 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/authpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Auth is etcd's authentication state as a delta records it: users and
+// roles change outside the keyspace, so the watch never carries them.
+// etcd never tells a user's password, so none is recorded: a restore keeps
+// the password of a user its full snapshot holds, and a user made since
+// has none until one is set.
+type Auth struct {
+	Enabled bool `json:"enabled"`
+	// Revision is etcd's auth revision, raised by every change.
+	Revision uint64     `json:"revision"`
+	Users    []AuthUser `json:"users"`
+	Roles    []AuthRole `json:"roles"`
+}
+
+// AuthUser is a user and the roles granted to it.
+type AuthUser struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles,omitempty"`
+}
+
+// AuthRole is a role and its permissions.
+type AuthRole struct {
+	Name        string           `json:"name"`
+	Permissions []AuthPermission `json:"permissions,omitempty"`
+}
+
+// AuthPermission is one key or range a role may read, write or both.
+type AuthPermission struct {
+	// Type is READ, WRITE or READWRITE.
+	Type     string `json:"type"`
+	Key      []byte `json:"key"`
+	RangeEnd []byte `json:"rangeEnd,omitempty"`
+}
+
+// Proto is the role as etcd stores it.
+func (r AuthRole) Proto() (*authpb.Role, error) {
+	role := &authpb.Role{Name: []byte(r.Name)}
+	for _, p := range r.Permissions {
+		t, ok := authpb.Permission_Type_value[p.Type]
+		if !ok {
+			return nil, fmt.Errorf("role %s: permission type %q", r.Name, p.Type)
+		}
+		role.KeyPermission = append(role.KeyPermission, &authpb.Permission{PermType: authpb.Permission_Type(t), Key: p.Key, RangeEnd: p.RangeEnd})
+	}
+	return role, nil
+}
+
+// authLog records the auth state with a delta whenever etcd's auth
+// revision moved since the last one recorded: one AuthStatus per delta,
+// and the users and roles only after a change.
+type authLog struct {
+	mu       sync.Mutex
+	recorded bool
+	revision uint64
+	denied   bool // logged once: the backup user may not read users and roles
+}
+
+// changed returns the auth state when it changed since it was last
+// recorded, nil otherwise.
+func (a *authLog) changed(ctx context.Context, cli *clientv3.Client) (*Auth, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := cli.AuthStatus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("auth status: %w", err)
+	}
+	if a.recorded && st.AuthRevision == a.revision {
+		return nil, nil
+	}
+	state, err := readAuth(ctx, cli)
+	if err != nil {
+		return nil, err
+	}
+	state.Enabled, state.Revision = st.Enabled, st.AuthRevision
+	a.recorded, a.revision = true, st.AuthRevision
+	return state, nil
+}
+
+// deniedOnce says whether err is the first refusal to read the users and
+// roles: worth a warning once, not with every delta.
+func (a *authLog) deniedOnce(err error) bool {
+	if !errors.Is(err, rpctypes.ErrPermissionDenied) && !errors.Is(err, rpctypes.ErrGRPCPermissionDenied) {
+		return false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first := !a.denied
+	a.denied = true
+	return first
+}
+
+func readAuth(ctx context.Context, cli *clientv3.Client) (*Auth, error) {
+	state := &Auth{}
+	users, err := cli.UserList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	for _, name := range users.Users {
+		u, err := cli.UserGet(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("user %s: %w", name, err)
+		}
+		state.Users = append(state.Users, AuthUser{Name: name, Roles: u.Roles})
+	}
+	roles, err := cli.RoleList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list roles: %w", err)
+	}
+	for _, name := range roles.Roles {
+		r, err := cli.RoleGet(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("role %s: %w", name, err)
+		}
+		role := AuthRole{Name: name}
+		for _, p := range r.Perm {
+			role.Permissions = append(role.Permissions, AuthPermission{Type: p.PermType.String(), Key: p.Key, RangeEnd: p.RangeEnd})
+		}
+		state.Roles = append(state.Roles, role)
+	}
+	slices.SortFunc(state.Users, func(a, b AuthUser) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(state.Roles, func(a, b AuthRole) int { return strings.Compare(a.Name, b.Name) })
+	return state, nil
+}
