@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned store emulators the tests run against into tools/bin
-# and tools/azurite/node_modules (both git-ignored), and kube-apiserver with
-# kubectl, built from the Kubernetes module pinned in tools/kube/go.mod.
+# and tools/azurite/node_modules (both git-ignored), kube-apiserver with
+# kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, and
+# the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36.
 # Idempotent: an emulator already installed at the pinned version is left
 # alone.
 set -euo pipefail
@@ -54,6 +55,22 @@ install_kube() {
 install_kube &
 kube=$!
 
+# Older etcd servers, whose backups the tests restore with etcd 3.7.
+install_etcd() { # minor, as in 35
+  local dir="$here/etcd$1" name="etcd-${1:0:1}.${1:1}" want
+  want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x "$bin/$name" && -f "$bin/.$name.version" && "$(cat "$bin/.$name.version")" == "$want" ]]; then
+    return
+  fi
+  echo "installing $name $(cd "$dir" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" >&2
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -o "$bin/$name" go.etcd.io/etcd/server/v3)
+  echo "$want" >"$bin/.$name.version"
+}
+install_etcd 35 &
+etcd35=$!
+install_etcd 36 &
+etcd36=$!
+
 lock="$here/azurite/package-lock.json"
 stamp="$here/azurite/node_modules/.lock.sha256"
 want=$(sha256sum "$lock" | cut -d' ' -f1)
@@ -66,4 +83,6 @@ fi
 wait $s3
 wait $gcs
 wait $kube
+wait $etcd35
+wait $etcd36
 echo "emulators ready in $here" >&2

@@ -1,8 +1,9 @@
 // Package emulator starts the servers the tests and the benchmarks run
 // against as child processes on free loopback ports, and stops them: the
 // store emulators — versitygw for S3, fake-gcs-server for GCS, Azurite
-// for Azure Blob Storage — and kube-apiserver, over an etcd the test
-// gives, with certificates, an administrator's token and RBAC of its own.
+// for Azure Blob Storage —, kube-apiserver, over an etcd the test
+// gives, with certificates, an administrator's token and RBAC of its own,
+// and etcd servers of older versions (3.5, 3.6), one member each.
 //
 // It owns finding the installed programs (tools/install-emulators.sh puts
 // them in tools/), the policy for a missing one (a test fails when

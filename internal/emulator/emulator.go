@@ -54,6 +54,8 @@ type Server struct {
 	Account, Key string
 	// Kube is what a client of the API server needs.
 	Kube *KubeAPI
+	// Etcd is the member an older etcd's server runs.
+	Etcd *Etcd
 
 	prog   string
 	dir    string
@@ -111,6 +113,8 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
 	case Kube:
 		p = filepath.Join(tools, "bin", "kube-apiserver")
+	case Etcd35, Etcd36:
+		p = filepath.Join(tools, "bin", string(kind))
 	default:
 		return "", fmt.Errorf("emulator: unknown kind %q", kind)
 	}
@@ -122,8 +126,11 @@ func program(kind Kind) (string, error) {
 
 // Start starts an emulator and waits until it answers.
 func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
-	if kind == Kube {
+	switch kind {
+	case Kube:
 		return nil, errors.New("emulator: kube-apiserver needs an etcd: StartKube")
+	case Etcd35, Etcd36:
+		return nil, errors.New("emulator: an etcd server starts with StartEtcd")
 	}
 	s, err := prepare(kind, opts)
 	if err != nil {
@@ -186,6 +193,8 @@ func (s *Server) args() []string {
 			"-backend", "memory", "-public-host", addr, "-log-level", "error"}
 	case Kube:
 		return s.Kube.args(s.Port)
+	case Etcd35, Etcd36:
+		return s.Etcd.args(s.Port)
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
@@ -235,10 +244,13 @@ func (s *Server) start(ctx context.Context) error {
 }
 
 // answers says whether the server is up: any answer for a store
-// emulator, the API server's readiness.
+// emulator, the API server's readiness, an etcd's health.
 func (s *Server) answers() bool {
-	if s.Kind == Kube {
+	switch s.Kind {
+	case Kube:
 		return s.Kube.ready()
+	case Etcd35, Etcd36:
+		return s.Etcd.healthy()
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))

@@ -1,0 +1,124 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/pki"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tlsfiles"
+)
+
+// Backups of real etcd 3.5 and 3.6 members, over TLS, taken by the
+// Snapshotter (a full, then deltas with leases granted after it), restore
+// with this module's etcd 3.7 packages, and a 3.7 member serves the result:
+// every key, its revisions and lease, and the leases with their TTLs, as
+// the old member had them.
+func TestRestoresOlderEtcd(t *testing.T) {
+	for _, kind := range []emulator.Kind{emulator.Etcd35, emulator.Etcd36} {
+		t.Run(string(kind), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			ca := pki.NewCA(t, dir, "ca")
+			server := ca.Issue(t, "server", pki.LeafOptions{CommonName: "etcd", ServerOnly: true})
+			client := ca.Issue(t, "client", pki.LeafOptions{CommonName: "backup", ClientOnly: true})
+			old := emulator.RequireEtcd(t, kind, emulator.EtcdOptions{CA: ca.File, Cert: server.CertFile, Key: server.KeyFile,
+				ClientCert: client.CertFile, ClientKey: client.KeyFile})
+			t.Logf("etcd %s at %s", old.Etcd.Version, old.Etcd.ClientURL)
+			cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{old.Etcd.ClientURL},
+				TLS: tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cli.Close() }()
+
+			work := etcdtest.Workload{Ops: 300, Seed: 5, TxnPercent: 20, DeletePercent: 15, LeasePercent: 10}
+			if _, err := work.Run(ctx, cli); err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.NewFile(filepath.Join(dir, "backups"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := make(chan snapshot.Result, 100)
+			s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
+				FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, RetentionPeriod: -1,
+				SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: snapshot.Gzip},
+				OnResult: func(r snapshot.Result) { results <- r },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- s.Run(runCtx) }()
+			for r := range results {
+				if r.Err != nil {
+					t.Fatalf("%s %s: %v", r.Op, r.Reason, r.Err)
+				}
+				if r.Op == snapshot.OpFull {
+					break
+				}
+			}
+			// After the full: another lease, and range deletes among the rest.
+			work.Seed, work.Prefix = 6, "/after/"
+			res, err := work.Run(ctx, cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Delete(ctx, "/workload/key-00001", clientv3.WithPrefix()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.TakeDelta(ctx); err != nil && !errors.Is(err, snapshot.ErrNoEvents) {
+				t.Fatal(err)
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			head := s.Status().LastRevision
+			if head <= res.LastRevision {
+				t.Fatalf("the backups end at revision %d, the workload wrote up to %d", head, res.LastRevision)
+			}
+			live := leasesOf(t, cli)
+
+			peer, _, err := etcdtest.FreeURLs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(dir, "restored")
+			rres, err := restore.Restore(ctx, st, restore.Options{DataDir: data, Name: "restored", PeerURLs: []string{peer.String()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rres.Revision != head || len(rres.Chain.Deltas) == 0 || rres.GrantedLeases != 1 {
+				t.Fatalf("restored revision %d from %d deltas, %d leases granted again; want %d, some, 1", rres.Revision, len(rres.Chain.Deltas), rres.GrantedLeases, head)
+			}
+			m := etcdtest.StartDataDir(t, etcdtest.Options{}, "restored", data, peer)
+			rcli := m.Client(t)
+			compareAt(t, cli, rcli, head, head)
+			if got := leasesOf(t, rcli); !maps.Equal(got, live) {
+				t.Fatalf("restored leases %v, etcd %s had %v", got, old.Etcd.Version, live)
+			}
+			put, err := rcli.Put(ctx, "/after/restore", "1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if put.Header.Revision != head+1 {
+				t.Fatalf("the restored member writes at revision %d, want %d", put.Header.Revision, head+1)
+			}
+		})
+	}
+}
