@@ -24,14 +24,25 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// seeds is how many randomized histories the fidelity test restores: ten
-// (about 20 s, a minute with -race), or a hundred with ETCDKIT_LONG=1.
+// seeds is how many randomized histories the fidelity test restores: ten,
+// or two hundred with ETCDKIT_LONG=1. What a seed varies besides its
+// workload: secure and moving.
 func seeds() int {
 	if os.Getenv("ETCDKIT_LONG") == "1" {
-		return 100
+		return 200
 	}
 	return 10
 }
+
+// scheduled is whether a seed's second full comes from the cron schedule
+// (hourly, on a clock that starts a second before the hour: it fires amid
+// the workload) instead of a demand midway.
+func scheduled(seed uint64) bool { return seed%3 == 0 }
+
+// moving is whether a seed's cluster has three members and its leader
+// moves twice during the workload: the Snapshotter's watch ends with the
+// leader and must go on from where it was.
+func moving(seed uint64) bool { return seed%4 == 1 }
 
 // history is what a randomized workload did to a live member whose
 // backups a Snapshotter took meanwhile.
@@ -60,12 +71,17 @@ func secure(seed uint64) bool { return seed%5 == 2 }
 // keys with long leases (granted before and after the first full), with
 // leases that expire, with a short lease a keep-alive holds, a second full
 // snapshot midway and live compactions; on secure seeds, users and roles
-// made and changed before and after the second full.
+// made and changed before and after the second full; on moving seeds, a
+// three-member cluster whose leader moves twice.
 func record(t *testing.T, seed uint64, ops int) history {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := etcdtest.Start(t, etcdtest.Options{TLS: secure(seed), Auth: secure(seed)})
+	members := 1
+	if moving(seed) {
+		members = 3
+	}
+	c := etcdtest.Start(t, etcdtest.Options{Members: members, TLS: secure(seed), Auth: secure(seed), UnsafeNoFsync: moving(seed)})
 	cli := c.Client(t)
 	st, err := store.NewFile(t.TempDir())
 	if err != nil {
@@ -89,8 +105,13 @@ func record(t *testing.T, seed uint64, ops int) history {
 	}
 
 	results := make(chan snapshot.Result, 1000)
+	clock := &etcdtest.Clock{}
+	clock.Set(time.Date(2026, 12, 1, 10, 20, 0, 0, time.UTC))
+	if scheduled(seed) {
+		clock.Set(time.Date(2026, 12, 1, 10, 59, 59, 0, time.UTC))
+	}
 	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
-		FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
+		FullSchedule: "0 * * * *", Now: clock.Now, DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
 		RetentionPeriod: -1, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
 		Codec:    snapshot.Codec{Compression: snapshot.Zstd},
 		OnResult: func(res snapshot.Result) { results <- res },
@@ -167,6 +188,8 @@ func record(t *testing.T, seed uint64, ops int) history {
 			changeAuth(t, cli, false)
 		case secure(seed) && i == 3*ops/4:
 			changeAuth(t, cli, true)
+		case moving(seed) && (i == ops/5 || i == 2*ops/3):
+			c.MoveLeader(t)
 		}
 		switch i {
 		case ops / 3:
@@ -188,8 +211,16 @@ func record(t *testing.T, seed uint64, ops int) history {
 				t.Fatal(err)
 			}
 		case ops / 2:
-			full, err := s.TakeFull(ctx)
-			if err != nil {
+			var full snapshot.Snapshot
+			if scheduled(seed) {
+				for full = s.Status().LastFull; full.Key == h.fulls[0].Key; full = s.Status().LastFull {
+					if ctx.Err() != nil {
+						t.Fatal("no full snapshot at 11:00")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				t.Logf("the schedule's full at %s, revision %d", full.Created.Format(time.TimeOnly), full.LastRevision)
+			} else if full, err = s.TakeFull(ctx); err != nil {
 				t.Fatal(err)
 			}
 			h.fulls = append(h.fulls, full)

@@ -319,29 +319,34 @@ func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Sn
 			return snap, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	// The batch is this upload's: a failed one goes back to the buffer
-	// with what it carries.
-	if gone, err := c.leases.revoked(ctx, c.cli); err != nil {
-		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)
-	} else if len(gone) > 0 {
-		last := &events[len(events)-1]
-		last.RevokedLeases = append(last.RevokedLeases, gone...)
-	}
-	if auth, err := c.auth.changed(ctx, c.cli); err != nil {
-		if c.auth.deniedOnce(err) {
-			c.log.Warn("delta: users and roles are not recorded: the backup's etcd user needs the root role to read them; a restore brings back those of the full snapshot", "error", err)
-		} else {
-			c.log.Debug("delta: users and roles not read; recorded with a later delta", "error", err)
-		}
-	} else if auth != nil {
-		events[len(events)-1].Auth = auth
-	}
+	c.annotate(ctx, &events[len(events)-1])
 	var err error
 	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
 		return snap, err
 	}
 	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, snap.LastRevision))
 	return snap, nil
+}
+
+// annotate adds to a batch's last event what the watch does not carry:
+// the leases revoked by then, and the users and roles when they changed.
+// The batch is the upload's: a failed one goes back to the buffer with
+// what it carries.
+func (c *capture) annotate(ctx context.Context, last *Event) {
+	gone, err := c.leases.revoked(ctx, c.cli, last.Revision())
+	if err != nil {
+		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)
+	}
+	last.RevokedLeases = append(last.RevokedLeases, gone...)
+	auth, err := c.auth.changed(ctx, c.cli)
+	switch {
+	case c.auth.deniedOnce(err):
+		c.log.Warn("delta: users and roles are not recorded: the backup's etcd user needs the root role to read them; a restore brings back those of the full snapshot", "error", err)
+	case err != nil:
+		c.log.Debug("delta: users and roles not read; recorded with a later delta", "error", err)
+	case auth != nil:
+		last.Auth = auth
+	}
 }
 
 // landed ends an upload: the batch is stored, or back in front of the

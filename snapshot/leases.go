@@ -8,19 +8,25 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// leaseLog is what the capture recorded of the leases its events name:
-// each one's granted TTL, asked of etcd once, so that a restore can grant
-// the lease again. The watch loop adds to it and the upload forgets the
-// leases etcd no longer holds, so it holds the leases alive, not every
-// lease ever seen.
+// leaseLog is what the capture knows of etcd's leases, for a restore to
+// grant them again: which ones had their TTL recorded with an event (asked
+// of etcd once each), and which ones it watches for revocation (those, and
+// the leases listed before a full snapshot or at start, whose revocation
+// the watch shows only as deletions). The upload forgets the leases etcd
+// no longer holds, so it holds the leases alive, not every one ever seen.
 type leaseLog struct {
-	mu  sync.Mutex
-	ttl map[int64]int64
+	mu       sync.Mutex
+	recorded map[int64]bool
+	tracked  map[int64]bool
+	// gone are leases found revoked, by the revision etcd was at when it
+	// said so: a revocation is written with the first delta that reaches
+	// that revision, so that its keys' deletions come before it.
+	gone map[int64]int64
 }
 
-// note sets ev.LeaseTTL when ev puts a key with a lease not recorded yet.
-// A lease etcd does not know any more (expired since) is recorded without
-// a TTL: its keys' deletions follow in the stream. A failed question is
+// note sets ev.LeaseTTL when ev puts a key with a lease whose TTL is not
+// recorded yet. A lease etcd does not know any more (expired since) gets
+// no TTL: its keys' deletions follow in the stream. A failed question is
 // asked again with the lease's next event.
 func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *Event) error {
 	id := ev.EtcdEvent.GetKv().GetLease()
@@ -28,7 +34,7 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *Event) er
 		return nil
 	}
 	l.mu.Lock()
-	_, known := l.ttl[id]
+	known := l.recorded[id]
 	l.mu.Unlock()
 	if known {
 		return nil
@@ -39,33 +45,62 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *Event) er
 	if err != nil {
 		return err
 	}
-	ttl := max(resp.GrantedTTL, 0)
-	if resp.TTL < 0 {
-		ttl = 0
+	if resp.TTL >= 0 {
+		ev.LeaseTTL = max(resp.GrantedTTL, 0)
 	}
-	ev.LeaseTTL = ttl
 	l.mu.Lock()
-	if l.ttl == nil {
-		l.ttl = map[int64]int64{}
-	}
-	l.ttl[id] = ttl
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	l.recorded = setOf(l.recorded, id)
+	l.tracked = setOf(l.tracked, id)
 	return nil
 }
 
-// revoked forgets and returns the recorded leases etcd no longer holds.
-func (l *leaseLog) revoked(ctx context.Context, cli *clientv3.Client) ([]int64, error) {
-	l.mu.Lock()
-	n := len(l.ttl)
-	l.mu.Unlock()
-	if n == 0 {
-		return nil, nil
-	}
+// track watches the leases etcd holds now for revocation: called before a
+// full snapshot, they are all in it or in the deltas after it.
+func (l *leaseLog) track(ctx context.Context, cli *clientv3.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := cli.Leases(ctx)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range resp.Leases {
+		l.tracked = setOf(l.tracked, int64(s.ID))
+	}
+	return nil
+}
+
+// revoked returns the tracked leases etcd no longer holds, for a delta
+// that ends at revision last, and forgets them.
+func (l *leaseLog) revoked(ctx context.Context, cli *clientv3.Client, last int64) ([]int64, error) {
+	l.mu.Lock()
+	n := len(l.tracked)
+	l.mu.Unlock()
+	var err error
+	if n > 0 {
+		err = l.list(ctx, cli)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int64
+	for id, rev := range l.gone {
+		if rev <= last {
+			out = append(out, id)
+			delete(l.gone, id)
+		}
+	}
+	return out, err
+}
+
+// list moves the tracked leases etcd does not list any more to gone.
+func (l *leaseLog) list(ctx context.Context, cli *clientv3.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.Leases(ctx)
+	if err != nil {
+		return err
 	}
 	alive := make(map[int64]bool, len(resp.Leases))
 	for _, s := range resp.Leases {
@@ -73,12 +108,23 @@ func (l *leaseLog) revoked(ctx context.Context, cli *clientv3.Client) ([]int64, 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var gone []int64
-	for id := range l.ttl {
+	for id := range l.tracked {
 		if !alive[id] {
-			gone = append(gone, id)
-			delete(l.ttl, id)
+			if l.gone == nil {
+				l.gone = map[int64]int64{}
+			}
+			l.gone[id] = resp.GetRevision()
+			delete(l.tracked, id)
+			delete(l.recorded, id)
 		}
 	}
-	return gone, nil
+	return nil
+}
+
+func setOf(m map[int64]bool, id int64) map[int64]bool {
+	if m == nil {
+		m = map[int64]bool{}
+	}
+	m[id] = true
+	return m
 }
