@@ -5,7 +5,10 @@
 // full snapshot and the deltas in parallel with a bounded window on disk,
 // and replays the deltas straight into the full snapshot's bbolt file
 // through etcd's own mvcc store: one write transaction per original
-// revision, each checked to land on that revision. etcdutl's snapshot
+// revision, each checked to land on that revision. Leases the deltas
+// recorded are granted again with their TTLs, and the users and roles they
+// recorded last written; SafeBump estimates how far an automated restore
+// raises the revision past what the lost cluster served. etcdutl's snapshot
 // restore then makes the file a member data dir, built beside the target
 // and exchanged with it in one step; an existing data dir is moved aside,
 // never deleted. A lock beside the target keeps two restores of it apart

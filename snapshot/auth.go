@@ -68,6 +68,9 @@ type authLog struct {
 	recorded bool
 	revision uint64
 	denied   bool // logged once: the backup user may not read users and roles
+	// moved: the users and roles changed since the first record, and no
+	// full snapshot took their password hashes yet.
+	moved bool
 }
 
 // changed returns the auth state when it changed since it was last
@@ -89,8 +92,19 @@ func (a *authLog) changed(ctx context.Context, cli *clientv3.Client) (*Auth, err
 		return nil, err
 	}
 	state.Enabled, state.Revision = st.Enabled, st.AuthRevision
+	a.moved = a.moved || a.recorded
 	a.recorded, a.revision = true, st.AuthRevision
 	return state, nil
+}
+
+// takeMoved says whether the users and roles changed since the last call:
+// a full snapshot then takes what a delta cannot, the password hashes.
+func (a *authLog) takeMoved() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	moved := a.moved
+	a.moved = false
+	return moved
 }
 
 // deniedOnce says whether err is the first refusal to read the users and

@@ -10,7 +10,10 @@
 // with etcd's SHA-256 trailer; it is named with the revision read from the
 // database itself. A delta is the JSON array of watch events received
 // after the previous snapshot, followed by the SHA-256 of that JSON, and
-// never splits a revision. Objects are compressed (gzip, zstd; zlib and
+// never splits a revision. Its events carry, in fields etcd-backup-restore's
+// decoder ignores, what the watch stream does not: the granted TTL of each
+// lease they name first, the leases revoked since, and the users and roles
+// once they changed. Objects are compressed (gzip, zstd; zlib and
 // LZW are read) and then optionally encrypted with age.
 //
 // The package also owns the catalog (List, Chain selection and Check),

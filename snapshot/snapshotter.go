@@ -569,6 +569,13 @@ func (l *loop) wrote(r Result) {
 	l.setStatus(func(st *Status) { st.LastDelta, st.LastRevision = r.Snapshot, r.Snapshot.LastRevision })
 	l.publish()
 	l.report(r)
+	// A delta records users and roles but never a password: a full
+	// snapshot soon after a change holds the hashes, so a restore loses
+	// no password set before it.
+	if l.capture.auth.takeMoved() && l.needFull == "" {
+		l.needFull = "users and roles changed"
+		l.retry.Reset(0)
+	}
 }
 
 // delta writes every event up to the cluster's current revision now, in as
