@@ -58,9 +58,7 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *Event) er
 // track watches the leases etcd holds now for revocation: called before a
 // full snapshot, they are all in it or in the deltas after it.
 func (l *leaseLog) track(ctx context.Context, cli *clientv3.Client) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := cli.Leases(ctx)
+	resp, err := leases(ctx, cli)
 	if err != nil {
 		return err
 	}
@@ -96,9 +94,7 @@ func (l *leaseLog) revoked(ctx context.Context, cli *clientv3.Client, last int64
 
 // list moves the tracked leases etcd does not list any more to gone.
 func (l *leaseLog) list(ctx context.Context, cli *clientv3.Client) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := cli.Leases(ctx)
+	resp, err := leases(ctx, cli)
 	if err != nil {
 		return err
 	}
@@ -119,6 +115,12 @@ func (l *leaseLog) list(ctx context.Context, cli *clientv3.Client) error {
 		}
 	}
 	return nil
+}
+
+func leases(ctx context.Context, cli *clientv3.Client) (*clientv3.LeaseLeasesResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return cli.Leases(ctx)
 }
 
 func setOf(m map[int64]bool, id int64) map[int64]bool {
