@@ -144,9 +144,9 @@ type Result struct {
 	DroppedLeases int64
 	// AuthRestored says the users and roles are the deltas' (changed
 	// since the full snapshot), not the full's. UsersWithoutPassword are
-	// the users made since the full: etcd never tells a password, so they
-	// have none until one is set (etcdctl user passwd); certificate
-	// authentication works for them meanwhile.
+	// the users whose password the full does not hold (made since it):
+	// etcd never tells a password, so they have none until one is set
+	// (etcdctl user passwd); certificate authentication works meanwhile.
 	AuthRestored         bool
 	UsersWithoutPassword []string
 	// ClusterID is the restored cluster's ID (hex), new with every restore:
@@ -326,7 +326,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
 		"auth_restored", res.AuthRestored, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
 	if len(res.UsersWithoutPassword) > 0 {
-		opts.Logger.Warn("restore: users made after the full snapshot have no password: set one with etcdctl user passwd",
+		opts.Logger.Warn("restore: users the full snapshot holds no password of have none: set one with etcdctl user passwd",
 			"users", res.UsersWithoutPassword)
 	}
 	return res, nil

@@ -126,7 +126,7 @@ func restoreCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "users and roles\tas the deltas recorded them, changed since the full\n")
 				}
 				if len(res.UsersWithoutPassword) > 0 {
-					fmt.Fprintf(w, "users without a password\t%s (made after the full snapshot: set one with etcdctl user passwd)\n", strings.Join(res.UsersWithoutPassword, ", "))
+					fmt.Fprintf(w, "users without a password\t%s (the full snapshot holds no password of theirs: set one with etcdctl user passwd)\n", strings.Join(res.UsersWithoutPassword, ", "))
 				}
 				if res.DroppedLeases > 0 {
 					fmt.Fprintf(w, "keys without their lease\t%d (no TTL recorded and --unknown-lease-ttl=0)\n", res.DroppedLeases)
