@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -278,8 +279,8 @@ func (c *capture) flushTo(ctx context.Context, upTo int64) (Snapshot, int, error
 	if err != nil {
 		return Snapshot{}, 0, err
 	}
-	snap, err = c.upload(ctx, snap, events)
-	c.landed(snap, err)
+	snap, a, err := c.upload(ctx, snap, events)
+	c.landed(snap, a, err)
 	return snap, len(events), err
 }
 
@@ -310,53 +311,71 @@ func (c *capture) take(upTo int64) (Snapshot, []Event, error) {
 	return snap, c.inflight, nil
 }
 
-// upload writes a taken batch and returns it with its size. It touches
-// nothing of c but what does not change and the lease and auth logs
-// (which lock), so it may run on another goroutine.
-func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Snapshot, error) {
+// upload writes a taken batch and returns it with its size and what it
+// added to its last event. It touches nothing of c but what does not
+// change and the lease and auth logs (which lock), and only reads the
+// batch, so it may run on another goroutine.
+func (c *capture) upload(ctx context.Context, snap Snapshot, events []Event) (Snapshot, annotations, error) {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
-			return snap, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
+			return snap, annotations{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	c.annotate(ctx, &events[len(events)-1])
+	a := c.annotate(ctx, events[len(events)-1].Revision())
 	var err error
-	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events) }); err != nil {
-		return snap, err
+	if snap.Size, err = put(ctx, c.st, snap.Key, c.opts.Codec, lean, func(w io.Writer) error { return writeDelta(w, events, a) }); err != nil {
+		return snap, a, err
 	}
 	c.log.Info("delta snapshot written", "key", snap.Key, "events", len(events), "revisions", fmt.Sprintf("%d-%d", snap.StartRevision, snap.LastRevision))
-	return snap, nil
+	return snap, a, nil
 }
 
-// annotate adds to a batch's last event what the watch does not carry:
+// annotations are what a delta adds to its last event beyond the watch:
 // the leases revoked by then, and the users and roles when they changed.
-// The batch is the upload's: a failed one goes back to the buffer with
-// what it carries.
-func (c *capture) annotate(ctx context.Context, last *Event) {
-	gone, err := c.leases.revoked(ctx, c.cli, last.Revision())
-	if err != nil {
+// They are applied to a copy as the delta is written: the batch's events
+// are read meanwhile by the watch loop.
+type annotations struct {
+	revoked []int64
+	auth    *Auth
+}
+
+func (a annotations) apply(ev *Event) {
+	if len(a.revoked) > 0 {
+		ev.RevokedLeases = append(slices.Clip(ev.RevokedLeases), a.revoked...)
+	}
+	if a.auth != nil {
+		ev.Auth = a.auth
+	}
+}
+
+// annotate asks etcd what a delta ending at revision last adds.
+func (c *capture) annotate(ctx context.Context, last int64) annotations {
+	var a annotations
+	var err error
+	if a.revoked, err = c.leases.revoked(ctx, c.cli, last); err != nil {
 		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)
 	}
-	last.RevokedLeases = append(last.RevokedLeases, gone...)
-	auth, err := c.auth.changed(ctx, c.cli)
+	a.auth, err = c.auth.changed(ctx, c.cli)
 	switch {
 	case c.auth.deniedOnce(err):
 		c.log.Warn("delta: users and roles are not recorded: the backup's etcd user needs the root role to read them; a restore brings back those of the full snapshot", "error", err)
 	case err != nil:
 		c.log.Debug("delta: users and roles not read; recorded with a later delta", "error", err)
-	case auth != nil:
-		last.Auth = auth
 	}
+	return a
 }
 
 // landed ends an upload: the batch is stored, or back in front of the
-// buffer to be written again.
-func (c *capture) landed(snap Snapshot, err error) {
+// buffer, with the annotations it was written with, to be written again.
+func (c *capture) landed(snap Snapshot, a annotations, err error) {
 	if err == nil {
 		c.last = snap.LastRevision
 	} else {
 		c.pending = append(c.inflight, c.pending...)
 		c.size += c.inflightSize
+		if n := len(c.inflight); n > 0 {
+			a.apply(&c.pending[n-1])
+		}
 	}
 	c.inflight, c.inflightSize = nil, 0
 }

@@ -252,6 +252,7 @@ type loop struct {
 
 type upload struct {
 	snap   Snapshot
+	ann    annotations
 	events int
 	reason string
 	start  time.Time
@@ -542,8 +543,8 @@ func (l *loop) startUpload(reason string) {
 	l.uploading = true
 	go func() {
 		start := time.Now()
-		snap, err := l.capture.upload(l.upCtx, snap, events)
-		l.uploads <- upload{snap: snap, events: len(events), reason: reason, start: start, err: err}
+		snap, ann, err := l.capture.upload(l.upCtx, snap, events)
+		l.uploads <- upload{snap: snap, ann: ann, events: len(events), reason: reason, start: start, err: err}
 	}()
 }
 
@@ -556,7 +557,7 @@ func (l *loop) waitUpload() {
 
 func (l *loop) landed(u upload) {
 	l.uploading = false
-	l.capture.landed(u.snap, u.err)
+	l.capture.landed(u.snap, u.ann, u.err)
 	if u.err != nil {
 		l.fail(OpDelta, u.reason, u.err)
 		return

@@ -60,8 +60,9 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // The JSON is written by hand into one reused buffer: encoding/json's
 // reflection allocated three times each event's size per flush, garbage
 // that sat beside the next batch of events. TestDeltaBytesMatchEtcdBackupRestore
-// holds it to json.Marshal's bytes.
-func writeDelta(w io.Writer, events []Event) error {
+// holds it to json.Marshal's bytes. last is applied to a copy of the
+// last event.
+func writeDelta(w io.Writer, events []Event, last annotations) error {
 	h := sha256.New()
 	out := io.MultiWriter(w, h)
 	buf := make([]byte, 0, 64<<10)
@@ -69,6 +70,9 @@ func writeDelta(w io.Writer, events []Event) error {
 	for i, ev := range events {
 		if i > 0 {
 			buf = append(buf, ',')
+		}
+		if i == len(events)-1 {
+			last.apply(&ev)
 		}
 		var err error
 		if buf, err = appendEvent(buf, ev); err != nil {
