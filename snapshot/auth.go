@@ -68,6 +68,10 @@ type authLog struct {
 	recorded bool
 	revision uint64
 	denied   bool // logged once: the backup user may not read users and roles
+	// refusedAt is the auth revision at which reading the users and roles
+	// was refused: asked again only once it moves (a grant of root moves it).
+	refused   bool
+	refusedAt uint64
 	// moved: the users and roles changed since the first record, and no
 	// full snapshot took their password hashes yet.
 	moved bool
@@ -84,11 +88,14 @@ func (a *authLog) changed(ctx context.Context, cli *clientv3.Client) (*Auth, err
 	if err != nil {
 		return nil, fmt.Errorf("auth status: %w", err)
 	}
-	if a.recorded && st.AuthRevision == a.revision {
+	if a.recorded && st.AuthRevision == a.revision || a.refused && st.AuthRevision == a.refusedAt {
 		return nil, nil
 	}
 	state, err := readAuth(ctx, cli)
 	if err != nil {
+		if isDenied(err) {
+			a.refused, a.refusedAt = true, st.AuthRevision
+		}
 		return nil, err
 	}
 	state.Enabled, state.Revision = st.Enabled, st.AuthRevision
@@ -110,7 +117,7 @@ func (a *authLog) takeMoved() bool {
 // deniedOnce says whether err is the first refusal to read the users and
 // roles: worth a warning once, not with every delta.
 func (a *authLog) deniedOnce(err error) bool {
-	if !errors.Is(err, rpctypes.ErrPermissionDenied) && !errors.Is(err, rpctypes.ErrGRPCPermissionDenied) {
+	if !isDenied(err) {
 		return false
 	}
 	a.mu.Lock()
@@ -118,6 +125,10 @@ func (a *authLog) deniedOnce(err error) bool {
 	first := !a.denied
 	a.denied = true
 	return first
+}
+
+func isDenied(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrGRPCPermissionDenied)
 }
 
 func readAuth(ctx context.Context, cli *clientv3.Client) (*Auth, error) {

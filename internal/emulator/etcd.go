@@ -67,7 +67,9 @@ func StartEtcd(ctx context.Context, kind Kind, o EtcdOptions) (*Server, error) {
 		}
 		return nil, fmt.Errorf("emulator %s: %w", kind, err)
 	}
-	out, err := exec.CommandContext(ctx, s.prog, "--version").Output()
+	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(vctx, s.prog, "--version").Output()
 	if err != nil {
 		return fail(err)
 	}
