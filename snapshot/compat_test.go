@@ -254,14 +254,7 @@ func TestReadsEtcdBackupRestoreObjects(t *testing.T) {
 	}
 	defer func() { _ = d.Close() }()
 	var revs []int64
-	for {
-		ev, err := d.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range readEvents(t, d) {
 		revs = append(revs, ev.Revision())
 	}
 	if fmt.Sprint(revs) != "[11 12 12 13]" {
@@ -361,18 +354,24 @@ func TestAnnotationsGoOnACopyOfTheLastEvent(t *testing.T) {
 		t.Fatalf("the batch's last event changed: %+v", events[1])
 	}
 	d := NewDeltaReader(io.NopCloser(bytes.NewReader(b.Bytes()[:b.Len()-checksumSize])), "test")
-	var read []Event
+	read := readEvents(t, d)
+	if len(read) != 2 || read[0].Auth != nil || !slices.Equal(read[1].RevokedLeases, []int64{0, 7}) || read[1].Auth == nil || read[1].Auth.Revision != 3 {
+		t.Fatalf("read back %+v", read)
+	}
+}
+
+// readEvents reads a delta's events to its verified end.
+func readEvents(t *testing.T, d *DeltaReader) []Event {
+	t.Helper()
+	var out []Event
 	for {
 		ev, err := d.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return out
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		read = append(read, ev)
-	}
-	if len(read) != 2 || read[0].Auth != nil || !slices.Equal(read[1].RevokedLeases, []int64{0, 7}) || read[1].Auth == nil || read[1].Auth.Revision != 3 {
-		t.Fatalf("read back %+v", read)
+		out = append(out, ev)
 	}
 }

@@ -106,7 +106,10 @@ func StartEtcd(ctx context.Context, kind Kind, o EtcdOptions) (*Server, error) {
 // emulator, and stops it when the test ends.
 func RequireEtcd(t testing.TB, kind Kind, o EtcdOptions) *Server {
 	t.Helper()
-	s, err := StartEtcd(context.Background(), kind, o)
+	// The server outlives the deadline: it bounds the start only.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := StartEtcd(ctx, kind, o)
 	return required(t, s, err)
 }
 
