@@ -22,6 +22,8 @@ type config struct {
 	runs      int
 	dir       string
 	only      []string
+	// etcdbrctl is etcd-backup-restore's binary, for the ebr benchmark.
+	etcdbrctl string
 	// checkBounds fails the run when a ratio falls below its bound.
 	checkBounds bool
 }
@@ -29,6 +31,8 @@ type config struct {
 type benchmark struct {
 	name string
 	run  func(ctx context.Context, cfg config) ([]row, error)
+	// byHand benchmarks run only when -only names them.
+	byHand bool
 }
 
 // row is one line of the table.
@@ -51,6 +55,8 @@ var benchmarks = []benchmark{
 	{name: "delta", run: deltaBench},
 	{name: "restore", run: restoreBench},
 	{name: "validate", run: validateBench},
+	// By hand only: it needs etcd-backup-restore's binary.
+	{name: "ebr", run: ebrBench, byHand: true},
 }
 
 func main() {
@@ -71,6 +77,7 @@ func main() {
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
+	flag.StringVar(&cfg.etcdbrctl, "etcdbrctl", "", "etcd-backup-restore's binary (ebr)")
 	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run each, and exit 1 when a ratio falls below its bound")
 	flag.Parse()
 	if short {
@@ -104,7 +111,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	var rows []row
 	for _, b := range benchmarks {
-		if len(cfg.only) > 0 && !slices.Contains(cfg.only, b.name) {
+		if (len(cfg.only) > 0 || b.byHand) && !slices.Contains(cfg.only, b.name) {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s ...\n", b.name)
@@ -137,9 +144,11 @@ var bounds = []struct {
 	{"gs://", "Get", 0.3},
 	{"full snapshot (none)", "", 0.5},
 	{"full snapshot", "", 0.25},
+	{"delta capture's cost", "", 0.85},
 	{"delta capture", "", 0.8},
 	{"restore, full + chain", "", 10},
 	{"restore, full only", "", 0.5},
+	{"restore, gzip full alone", "", 0.5},
 	{"compaction", "", 1},
 	{"validate (sanity", "", 1},
 	{"validate (full", "", 0.5},

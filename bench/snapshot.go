@@ -53,11 +53,11 @@ func fullBench(ctx context.Context, cfg config) ([]row, error) {
 	var refRSS int64
 	ref := func() error {
 		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints", m.endpoint, "snapshot", "save", filepath.Join(cfg.dir, "etcdctl.db"))
-		out, rss, err := runWatchingRSS(cmd)
+		out, rss, err := runWatchingMemory(cmd)
 		if err != nil {
 			return fmt.Errorf("etcdctl snapshot save: %w\n%s", err, out)
 		}
-		refRSS = max(refRSS, rss)
+		refRSS = max(refRSS, rss.Peak)
 		return nil
 	}
 	var rows []row
@@ -183,6 +183,13 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 	if err := os.MkdirAll(storeDir, 0o750); err != nil {
 		return nil, err
 	}
+	// The member's write rate alone, then with the capture attached: what
+	// a sidecar costs the member it backs up, on the same two cores.
+	fmt.Fprintf(os.Stderr, "bench: writing for %v without a sidecar ...\n", cfg.load)
+	_, alone, err := load(ctx, m.cli, cfg.load)
+	if err != nil {
+		return nil, err
+	}
 	var out deltaResult
 	kill, wait, err := startChild(ctx, &out, "deltas", "-endpoint", m.endpoint, "-store", storeDir,
 		"-period", period.String(), "-limit", fmt.Sprint(limit))
@@ -216,12 +223,18 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 	slices.Sort(lags)
 	rss := out.PeakRSS
 	goal := period + time.Second
+	perWrite := func(n int) time.Duration { return time.Duration(float64(cfg.load) / float64(n)) }
 	return []row{{
 		Subject: "delta capture", Op: fmt.Sprintf("%.0f writes/s, 1 KiB", float64(writes)/cfg.load.Seconds()),
 		Bytes: out.Bytes, Ours: lags[len(lags)-1], Reference: "goal: period (5 s) + 1 s", Ref: goal,
 		Note: fmt.Sprintf("worst lag of %d deltas (median %.2fs); peak RSS %d MiB at a %d MiB limit (goal ≤ %d MiB)",
 			len(lags), lags[len(lags)/2].Seconds(), rss>>20, limit>>20, (limit>>20)+64),
 		Time: true,
+	}, {
+		Subject: "delta capture's cost on etcd", Op: "32 writers, 1 KiB puts", Bytes: out.Bytes,
+		Ours: perWrite(writes), Reference: "the member without a sidecar", Ref: perWrite(alone), Time: true,
+		Note: fmt.Sprintf("%.0f writes/s with the sidecar, %.0f without (goal: ≥ 0.95×)",
+			float64(writes)/cfg.load.Seconds(), float64(alone)/cfg.load.Seconds()),
 	}}, nil
 }
 
@@ -407,49 +420,4 @@ func runAsChild(mode string, args []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
-}
-
-// peakRSS is this process's peak resident set (VmHWM). The rusage a parent
-// gets counts the parent's own memory from before the child's exec.
-func peakRSS() int64 {
-	return vmHWM("/proc/self/status")
-}
-
-func vmHWM(status string) int64 {
-	data, err := os.ReadFile(status)
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kib int64
-			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib)
-			return kib << 10
-		}
-	}
-	return 0
-}
-
-// runWatchingRSS runs a command that is not ours and samples its peak
-// resident set until it exits, once it runs its own program.
-func runWatchingRSS(cmd *exec.Cmd) ([]byte, int64, error) {
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		return nil, 0, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	proc := fmt.Sprintf("/proc/%d/", cmd.Process.Pid)
-	var peak int64
-	for {
-		if exe, err := os.Readlink(proc + "exe"); err == nil && exe == cmd.Path {
-			peak = max(peak, vmHWM(proc+"status"))
-		}
-		select {
-		case err := <-done:
-			return []byte(out.String()), peak, err
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
 }

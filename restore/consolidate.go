@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -64,14 +66,20 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	defer release()
-	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
+	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, opts.Source, true)
 	if err != nil {
 		return Consolidation{}, err
 	}
-	if err := r.compact(ctx); err != nil {
+	// Each pass over the database (the replay, the compaction, the
+	// defragmentation) leaves the pages it read mapped; they are page cache,
+	// not memory the compaction needs, and are released between passes.
+	unmap := func() { _ = datadir.ReleaseMapped(r.path) }
+	unmap()
+	if err := r.compact(ctx, unmap); err != nil {
 		_ = r.close()
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
+	unmap()
 	if err := r.close(); err != nil {
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
@@ -99,8 +107,8 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 
 // compact drops every revision but the last of each key and defragments
 // the file, as etcd does on a compaction and a defrag.
-func (r *replayer) compact(ctx context.Context) error {
-	done, err := r.kv.Compact(untraced(), r.at)
+func (r *replayer) compact(ctx context.Context, between func()) error {
+	done, err := r.store().Compact(untraced(), r.at)
 	if err != nil {
 		return fmt.Errorf("mvcc compaction at %d: %w", r.at, err)
 	}
@@ -109,6 +117,7 @@ func (r *replayer) compact(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	between()
 	if err := r.b.Defrag(); err != nil {
 		return fmt.Errorf("defragment: %w", err)
 	}

@@ -1,16 +1,20 @@
 // Package restore turns backups on a store back into etcd data.
 //
 // Restore picks a chain (the latest, the one reaching a revision, or the
-// state as of a time), checks it for gaps before any work, downloads the
-// full snapshot and the deltas in parallel with a bounded window on disk,
-// and replays the deltas straight into the full snapshot's bbolt file
-// through etcd's own mvcc store: one write transaction per original
-// revision, each checked to land on that revision. Leases the deltas
-// recorded are granted again with their TTLs, and the users and roles they
-// recorded last written; SafeBump estimates how far an automated restore
-// raises the revision past what the lost cluster served. etcdutl's snapshot
-// restore then makes the file a member data dir, built beside the target
-// and exchanged with it in one step; an existing data dir is moved aside,
+// state as of a time), checks it for gaps before any work, and decodes the
+// full snapshot once, straight into the new data dir's database, while the
+// deltas are downloaded (kept compressed, in a bounded window) and decoded
+// beside it. The deltas are replayed into that database as etcd's mvcc
+// store writes them: each event at its revision and its place in its
+// transaction, the KeyValue the watch delivered as the value, the
+// revisions checked to follow each other; a member builds its index from
+// them when it starts, as after any restart. Leases the deltas recorded
+// are granted again with their TTLs, and the users and roles they recorded
+// last written; SafeBump estimates how far an automated restore raises the
+// revision past what the lost cluster served. etcdutl's steps then make the
+// database a member's data dir where it lies (a plain full on a local
+// store is handed to etcdutl itself), built beside the target and
+// exchanged with it in one step; an existing data dir is moved aside,
 // never deleted. A lock beside the target keeps two restores of it apart
 // and lets the next one clear what a killed one left. No etcd server runs
 // at any point.

@@ -1,17 +1,18 @@
 package restore
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	snap "github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 // Once the restore is cancelled the decoder must send nothing more: had it
@@ -22,16 +23,22 @@ func TestDecodeAheadSendsNothingOnceCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for trial := range 20 {
-		dir := t.TempDir()
-		f := newFetcher(nil, snap.Codec{}, dir, 1, 3)
+		st, err := store.NewFile(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := newFetcher(st, snap.Codec{}, t.TempDir(), 1, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var deltas []*download
 		for i := range 3 {
 			d := &download{
-				snap: snap.Snapshot{Key: fmt.Sprintf("v2/Incr-%08d-%08d-1", i+2, i+2)},
-				path: filepath.Join(dir, fmt.Sprintf("delta-%06d.json", i)),
+				snap: snap.Snapshot{Key: fmt.Sprintf("v2/Incr-%08d-%08d-1", i+2, i+2), Kind: snap.KindDelta},
+				from: st,
 				done: make(chan struct{}),
 			}
-			writeDeltaPayload(t, d.path, int64(i+2))
+			writeDeltaObject(t, st, d.snap.Key, int64(i+2))
 			close(d.done)
 			f.ahead <- struct{}{}
 			deltas = append(deltas, d)
@@ -43,9 +50,8 @@ func TestDecodeAheadSendsNothingOnceCancelled(t *testing.T) {
 	}
 }
 
-// writeDeltaPayload writes a delta payload, as a download leaves it, of
-// one put at rev.
-func writeDeltaPayload(t *testing.T, path string, rev int64) {
+// writeDeltaObject stores a delta of one put at rev.
+func writeDeltaObject(t *testing.T, st store.Store, key string, rev int64) {
 	t.Helper()
 	b, err := json.Marshal([]snap.Event{{
 		EtcdEvent: &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: rev, Version: rev - 1}},
@@ -54,7 +60,8 @@ func writeDeltaPayload(t *testing.T, path string, rev int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	sum := sha256.Sum256(b)
+	if err := st.Put(context.Background(), key, bytes.NewReader(append(b, sum[:]...))); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,29 +1,38 @@
 package restore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
-// replayer applies delta events to an etcd database file through etcd's
-// own mvcc store: one write transaction per original revision, so every
-// revision, create revision and version comes out as etcd made it. No raft,
-// no gRPC, no fsync per revision.
+// replayer applies delta events to an etcd database file: each event is
+// written into the key bucket as etcd's mvcc store writes it (the key is
+// its revision and its place in its transaction, the value the KeyValue
+// the watch delivered, which is the one etcd stored), so every revision,
+// create revision and version comes out as etcd made it. No mvcc store,
+// no index, no lessor, no raft, no fsync per revision: a restored member
+// builds its index from the key bucket when it starts, as it does after
+// any restart. The events of a batch are written under one lock of the
+// backend's transaction.
 type replayer struct {
-	path   string
-	b      backend.Backend
-	lessor lease.Lessor
-	kv     mvcc.KV
+	path string
+	b    backend.Backend
+	tx   backend.BatchTx
 	// at is the revision the database is at.
 	at int64
 	// until and untilTime end the replay (point-in-time restore).
@@ -36,12 +45,29 @@ type replayer struct {
 	curRev     int64
 	curName    string
 	curRevoked []int64
+	// leases are the leases the database holds; keyLease the lease of
+	// each key that has one, and leaseKeys how many keys each lease has:
+	// a lease recorded as revoked goes only when it has none.
+	leases    map[int64]bool
+	keyLease  map[string]int64
+	leaseKeys map[int64]int
 	// leaseTTL holds the TTLs the deltas recorded of leases not granted
 	// yet; unknownTTL (seconds) is granted to the others, none when 0.
 	leaseTTL   map[int64]int64
 	unknownTTL int64
 	// auth is the newest users and roles the replayed deltas recorded.
 	auth *snapshot.Auth
+	// slab holds the keys and values written in the open transaction:
+	// bbolt keeps the slices it is given until it commits.
+	slab []byte
+	// file is the database, for starting the writeback of what the
+	// commits wrote every writebackBytes written (written).
+	file    *os.File
+	written int64
+	// kv is etcd's mvcc store, opened over the replayed database only
+	// for a caller that compacts or reads it (store).
+	kv     mvcc.KV
+	lessor lease.Lessor
 	// applied counts revisions written; granted counts leases granted
 	// with their recorded TTL, guessed those granted unknownTTL, dropped
 	// the puts written without their lease.
@@ -49,31 +75,104 @@ type replayer struct {
 	progress                                             func(revisions int64)
 }
 
-func openReplayer(path string, until int64, untilTime time.Time, unknownTTL time.Duration) *replayer {
-	lg := zap.NewNop()
-	cfg := backend.DefaultBackendConfig(lg)
+// openBackend opens a database for the replay and the data dir's making.
+// Nothing is synced until it is closed (syncFile): a restore that fails
+// leaves no data dir, so no commit on the way needs to last.
+func openBackend(path string) backend.Backend {
+	cfg := backend.DefaultBackendConfig(zap.NewNop())
 	cfg.Path = path
-	// The file is copied into the data dir and synced there; syncing
-	// every batch here would only slow the replay.
 	cfg.UnsafeNoFsync = true
 	cfg.BatchLimit = 100000
-	b := backend.New(cfg)
-	// A lessor that is never promoted: it knows the full's leases and
-	// never expires one.
-	lessor := lease.NewLessor(lg, b, nil, lease.LessorConfig{MinLeaseTTL: 1})
-	// No one reads while Compact runs, so it need not pause between
-	// batches as a serving member does.
-	kv := mvcc.NewStore(lg, b, lessor, mvcc.StoreConfig{CompactionBatchLimit: 100000, CompactionSleepInterval: time.Microsecond})
-	return &replayer{path: path, b: b, lessor: lessor, kv: kv, at: kv.Rev(), until: until, untilTime: untilTime,
-		leaseTTL: map[int64]int64{}, unknownTTL: int64(max(unknownTTL, 0) / time.Second)}
+	return backend.New(cfg)
 }
+
+// openReplayer opens the database at path, which is at revision rev.
+func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL time.Duration) *replayer {
+	r := &replayer{path: path, b: openBackend(path), at: rev, until: until, untilTime: untilTime,
+		leases: map[int64]bool{}, keyLease: map[string]int64{}, leaseKeys: map[int64]int{},
+		leaseTTL: map[int64]int64{}, unknownTTL: int64(max(unknownTTL, 0) / time.Second)}
+	tx := r.b.BatchTx()
+	tx.LockOutsideApply()
+	defer tx.Unlock()
+	schema.UnsafeCreateLeaseBucket(tx)
+	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
+		r.leases[l.ID] = true
+	}
+	if len(r.leases) > 0 {
+		r.readKeyLeases(tx)
+	}
+	return r
+}
+
+// readKeyLeases finds the keys of the database that have a lease: their
+// revisions in order, the last of each key winning.
+func (r *replayer) readKeyLeases(tx backend.UnsafeReader) {
+	_ = tx.UnsafeForEach(schema.Key, func(k, v []byte) error {
+		key, id := keyAndLease(v)
+		if old, ok := r.keyLease[string(key)]; ok {
+			r.leaseKeys[old]--
+			delete(r.keyLease, string(key))
+		}
+		if id != 0 && !isTombstone(k) {
+			r.keyLease[string(key)] = id
+			r.leaseKeys[id]++
+		}
+		return nil
+	})
+}
+
+// store opens etcd's mvcc store over the replayed database, for Verify's
+// reads and Consolidate's compaction; the replay is over then.
+func (r *replayer) store() mvcc.KV {
+	if r.kv == nil {
+		r.release()
+		lg := zap.NewNop()
+		// A lessor that is never promoted: it knows the leases and never
+		// expires one.
+		r.lessor = lease.NewLessor(lg, r.b, nil, lease.LessorConfig{MinLeaseTTL: 1})
+		// No one reads while Compact runs, so it need not pause between
+		// batches as a serving member does.
+		r.kv = mvcc.NewStore(lg, r.b, r.lessor, mvcc.StoreConfig{CompactionBatchLimit: 100000, CompactionSleepInterval: time.Microsecond})
+	}
+	return r.kv
+}
+
+// release ends the open transaction's lock: after a batch of events, and
+// before anything else uses the backend.
+func (r *replayer) release() {
+	if r.tx == nil {
+		return
+	}
+	r.tx.Unlock()
+	r.tx = nil
+	// The disk writes what the commits wrote while the replay goes on,
+	// instead of all of it at the final sync.
+	if r.written >= writebackBytes {
+		r.written = 0
+		if r.file == nil {
+			r.file, _ = os.Open(r.path)
+		}
+		if r.file != nil {
+			datadir.StartWriteback(r.file)
+		}
+	}
+}
+
+const writebackBytes = 32 << 20
 
 // close commits and closes everything; the file is then a plain etcd
 // database again.
 func (r *replayer) close() error {
-	err := r.kv.Close()
-	r.lessor.Stop()
+	r.release()
+	var err error
+	if r.kv != nil {
+		err = r.kv.Close()
+		r.lessor.Stop()
+	}
 	r.b.ForceCommit()
+	if r.file != nil {
+		err = errors.Join(err, r.file.Close())
+	}
 	return errors.Join(err, r.b.Close())
 }
 
@@ -111,88 +210,117 @@ func (r *replayer) flush() error {
 		return nil
 	}
 	err := r.write(r.curName, r.curRev, r.cur)
-	if err == nil {
-		r.revoke(r.curRevoked)
+	if err == nil && len(r.curRevoked) > 0 {
+		r.revoke(r.tx, r.curRevoked)
 	}
 	r.cur, r.curRevoked = r.cur[:0], r.curRevoked[:0]
 	return err
 }
 
 // grant grants again the leases of puts that the database does not hold:
-// granted after the full snapshot. It runs before the revision's
-// transaction, which holds the lock a grant takes.
-func (r *replayer) grant(events []*mvccpb.Event) {
-	for _, ev := range events {
-		id := lease.LeaseID(ev.Kv.Lease)
-		if ev.Type != mvccpb.PUT || id == lease.NoLease || r.lessor.Lookup(id) != nil {
-			continue
-		}
-		ttl, recorded := r.leaseTTL[ev.Kv.Lease]
-		if !recorded {
-			ttl = r.unknownTTL
-		}
-		if ttl <= 0 {
-			continue
-		}
-		// A lessor that is not primary holds a granted lease forever: the
-		// TTL counts from the restored member's start, as for the leases
-		// of the full snapshot.
-		if _, err := r.lessor.Grant(id, min(ttl, lease.MaxLeaseTTL)); err != nil {
-			continue
-		}
-		delete(r.leaseTTL, ev.Kv.Lease)
-		if recorded {
-			r.grantedLeases++
-		} else {
-			r.guessedLeases++
-		}
+// granted after the full snapshot. A lease whose TTL no delta recorded
+// gets unknownTTL, or none: its keys are then written without it. The
+// TTL counts from the restored member's start, as for the leases of the
+// full snapshot.
+func (r *replayer) grant(tx backend.UnsafeWriter, id int64) bool {
+	if id == 0 || r.leases[id] {
+		return true
 	}
+	ttl, recorded := r.leaseTTL[id]
+	if !recorded {
+		ttl = r.unknownTTL
+	}
+	if ttl <= 0 {
+		return false
+	}
+	schema.MustUnsafePutLease(tx, &leasepb.Lease{ID: id, TTL: max(1, min(ttl, lease.MaxLeaseTTL))})
+	r.leases[id] = true
+	delete(r.leaseTTL, id)
+	if recorded {
+		r.grantedLeases++
+	} else {
+		r.guessedLeases++
+	}
+	return true
 }
 
 // revoke removes leases their deltas recorded as revoked. One that still
 // has keys keeps them and expires on the restored member: removing it
 // would leave its keys alive forever.
-func (r *replayer) revoke(ids []int64) {
+func (r *replayer) revoke(tx backend.UnsafeWriter, ids []int64) {
 	for _, id := range ids {
-		if l := r.lessor.Lookup(lease.LeaseID(id)); l != nil && len(l.Keys()) == 0 {
-			_ = r.lessor.Revoke(l.ID)
+		if r.leases[id] && r.leaseKeys[id] == 0 {
+			schema.UnsafeDeleteLease(tx, &leasepb.Lease{ID: id})
+			delete(r.leases, id)
 		}
 		delete(r.leaseTTL, id)
 	}
 }
 
-// write applies the events of one revision in one mvcc transaction and
-// checks the store landed on that revision.
-func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
-	r.grant(events)
-	tw := r.kv.Write(untraced())
-	if at := tw.Rev(); at+1 != rev {
-		tw.End()
-		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, at)
+// attach moves key to lease id (0: none) in the lease bookkeeping.
+func (r *replayer) attach(key []byte, id int64) {
+	if old, ok := r.keyLease[string(key)]; ok {
+		if old == id {
+			return
+		}
+		if r.leaseKeys[old]--; r.leaseKeys[old] == 0 {
+			delete(r.leaseKeys, old)
+		}
+		delete(r.keyLease, string(key))
 	}
-	for _, ev := range events {
+	if id != 0 {
+		r.keyLease[string(key)] = id
+		r.leaseKeys[id]++
+	}
+}
+
+// write applies the events of one revision, each at its place in the
+// revision's transaction, as etcd's mvcc store numbers them.
+func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
+	if rev != r.at+1 {
+		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, r.at)
+	}
+	if r.tx == nil {
+		r.tx = r.b.BatchTx()
+		r.tx.LockOutsideApply()
+	}
+	for sub, ev := range events {
 		kv := ev.Kv
+		var stored *mvccpb.KeyValue
+		tombstone := false
 		switch ev.Type {
 		case mvccpb.PUT:
-			id := lease.LeaseID(kv.Lease)
-			// A lease neither in the full snapshot nor granted again: its
-			// key is restored without one rather than failing the restore.
-			if id != lease.NoLease && r.lessor.Lookup(id) == nil {
-				id = lease.NoLease
+			if kv.ModRevision != rev || kv.CreateRevision <= 0 || kv.CreateRevision > rev || kv.Version <= 0 {
+				return fmt.Errorf("delta %s: revision %d: a put of %q at revision %d, created at %d, version %d, is not one etcd makes",
+					name, rev, kv.Key, kv.ModRevision, kv.CreateRevision, kv.Version)
+			}
+			stored = kv
+			if !r.grant(r.tx, kv.Lease) {
+				// A lease neither in the full snapshot nor granted again: its
+				// key is restored without one rather than failing the restore.
+				stored = &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+					Version: kv.Version, Value: kv.Value}
 				r.droppedLeases++
 			}
-			tw.Put(kv.Key, kv.Value, id)
+			r.attach(kv.Key, stored.Lease)
 		case mvccpb.DELETE:
-			tw.DeleteRange(kv.Key, nil)
+			// etcd stores a delete as the key alone, at a revision marked as
+			// a tombstone.
+			stored, tombstone = &mvccpb.KeyValue{Key: kv.Key}, true
+			r.attach(kv.Key, 0)
 		default:
-			tw.End()
 			return fmt.Errorf("delta %s: revision %d: unknown event type %d", name, rev, ev.Type)
 		}
-	}
-	changed := len(tw.Changes()) > 0
-	tw.End()
-	if !changed {
-		return fmt.Errorf("delta %s: revision %d changed nothing (a delete of a key the database does not hold): the chain does not continue the database", name, rev)
+		k := r.alloc(revBytesLen + 1)[:0]
+		k = binary.BigEndian.AppendUint64(k, uint64(rev))
+		k = append(k, '_')
+		k = binary.BigEndian.AppendUint64(k, uint64(sub))
+		if tombstone {
+			k = append(k, 't')
+		}
+		v := appendKeyValue(r.alloc(keyValueSize(stored))[:0], stored)
+		r.tx.UnsafeSeqPut(schema.Key, k, v)
+		r.written += int64(len(k) + len(v))
 	}
 	r.at = rev
 	r.applied++
@@ -201,6 +329,21 @@ func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
 	}
 	return nil
 }
+
+// revBytesLen is the length of a revision key: main, '_', sub.
+const revBytesLen = 8 + 1 + 8
+
+// alloc returns n bytes that stay valid until the transaction commits.
+func (r *replayer) alloc(n int) []byte {
+	if cap(r.slab)-len(r.slab) < n {
+		r.slab = make([]byte, 0, max(n, 1<<20))
+	}
+	b := r.slab[len(r.slab) : len(r.slab)+n : len(r.slab)+n]
+	r.slab = r.slab[:len(r.slab)+n]
+	return b
+}
+
+func isTombstone(k []byte) bool { return len(k) == revBytesLen+1 && k[revBytesLen] == 't' }
 
 // untraced is the trace etcd's mvcc store takes with every transaction. A
 // restore records none, and the trace must be a fresh one each time:

@@ -267,45 +267,48 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	defer func() { _ = os.RemoveAll(work) }()
 
 	res := Result{Chain: chain, Revision: chain.Full.LastRevision}
-	// etcdutl checks etcd's trailer itself when it reads the object in
-	// place; a downloaded payload was checked on the way.
-	db, inPlace := inPlace(st, chain)
-	if inPlace {
-		if err := checkFull(db, chain.Full); err != nil {
+	member := newMember{name: opts.Name, peerURLs: opts.PeerURLs, initialCluster: opts.InitialCluster, token: opts.InitialClusterToken}
+	out := filepath.Join(work, "data")
+	bump := func() {
+		if res.RevisionBump = opts.RevisionBump; res.RevisionBump == 0 && opts.SafeRevision {
+			b := safeBump(latest, res.Revision, opts.Now())
+			res.RevisionBump = b.Revisions
+			opts.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
+				"revision", res.Revision, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
+				"since_newest_snapshot", b.Since.Round(time.Second))
+		}
+		member.bump = res.RevisionBump
+	}
+	if db, ok := inPlace(st, chain); ok {
+		// A plain full on a local store is copied by etcdutl, which checks
+		// etcd's trailer as it copies.
+		if _, err := checkFull(db, chain.Full); err != nil {
 			return res, err
+		}
+		bump()
+		if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+			SnapshotPath: db, Name: member.name, OutputDataDir: out, PeerURLs: member.peerURLs,
+			InitialCluster: member.initialCluster, InitialClusterToken: member.token,
+			RevisionBump: res.RevisionBump, MarkCompacted: res.RevisionBump > 0,
+		}); err != nil {
+			return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 		}
 	} else {
+		// Anything else is decoded once, straight into the data dir's
+		// database, replayed there and made a member where it lies: no
+		// copy of the database is ever made.
+		db := dbPath(out)
+		if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+			return res, fmt.Errorf("restore: %w", err)
+		}
 		var r *replayer
-		if res, r, err = replayChain(ctx, st, chain, work, opts.Source, false); err != nil {
+		if res, r, err = replayChain(ctx, st, chain, db, work, opts.Source, false); err != nil {
 			return res, err
 		}
-		db = filepath.Join(work, fullFile)
-		if r != nil {
-			if err := r.close(); err != nil {
-				return res, fmt.Errorf("restore: close the replayed database: %w", err)
-			}
+		bump()
+		if err := finishInPlace(r, out, res.Revision, member); err != nil {
+			return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 		}
-	}
-	if res.RevisionBump = opts.RevisionBump; res.RevisionBump == 0 && opts.SafeRevision {
-		b := safeBump(latest, res.Revision, opts.Now())
-		res.RevisionBump = b.Revisions
-		opts.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
-			"revision", res.Revision, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
-			"since_newest_snapshot", b.Since.Round(time.Second))
-	}
-	out := filepath.Join(work, "data")
-	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath:        db,
-		Name:                opts.Name,
-		OutputDataDir:       out,
-		PeerURLs:            opts.PeerURLs,
-		InitialCluster:      opts.InitialCluster,
-		InitialClusterToken: opts.InitialClusterToken,
-		SkipHashCheck:       !inPlace,
-		RevisionBump:        res.RevisionBump,
-		MarkCompacted:       res.RevisionBump > 0,
-	}); err != nil {
-		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}
 	// The last moment a cancel leaves everything as it was.
 	if err := ctx.Err(); err != nil {
@@ -355,34 +358,38 @@ var ErrDamaged = errors.New("the backup is damaged")
 // make a member that holds newer data restore an older one. Fulls of
 // etcd-backup-restore may hold more than their name says (it reads the
 // revision before the stream), never less.
-func checkFull(path string, full snap.Snapshot) error {
+func checkFull(path string, full snap.Snapshot) (int64, error) {
 	rev, err := snap.DatabaseRevision(path)
 	if err != nil {
-		return fmt.Errorf("restore: full snapshot %s: %w: it is not a readable etcd database (%w); delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, err)
+		return 0, fmt.Errorf("restore: full snapshot %s: %w: it is not a readable etcd database (%w); delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, err)
 	}
 	if rev < full.LastRevision {
-		return fmt.Errorf("restore: full snapshot %s: %w: it holds revision %d, its name says %d; delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, rev, full.LastRevision)
+		return 0, fmt.Errorf("restore: full snapshot %s: %w: it holds revision %d, its name says %d; delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, rev, full.LastRevision)
 	}
-	return nil
+	return rev, nil
 }
 
-// fullFile is the name of the full snapshot's database in the work dir.
+// fullFile is the name of the full snapshot's database in a work dir.
 const fullFile = "full.db"
 
-// replayChain downloads chain into work and replays it. It returns the
-// replayer, still open, for the caller to read or close; with no deltas
-// and open false there is none: the downloaded file is the result.
-func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work string, src Source, open bool) (Result, *replayer, error) {
+// replayChain downloads chain's full to db and its deltas into work, and
+// replays them. It returns the replayer, still open, for the caller to
+// read or close; with no deltas and open false there is none: the
+// downloaded file is the result.
+func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work string, src Source, open bool) (Result, *replayer, error) {
 	res := Result{Chain: chain}
 	var total int64
 	for _, s := range chain.Snapshots() {
 		total += s.Size
 	}
+	f, err := newFetcher(st, src.Codec, work, src.Concurrency, src.Ahead)
+	if err != nil {
+		return res, nil, fmt.Errorf("restore: %w", err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := newFetcher(st, src.Codec, work, src.Concurrency, src.Ahead)
 	defer f.wg.Wait()
 	defer cancel()
-	full, deltas := f.start(ctx, chain)
+	full, deltas := f.start(ctx, chain, db)
 	revisions := chain.LastRevision() - chain.Full.LastRevision
 	if chain.UntilRevision > 0 {
 		revisions = min(revisions, chain.UntilRevision-chain.Full.LastRevision)
@@ -393,21 +400,25 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 		}
 	}
 	began := time.Now()
+	// The deltas are downloaded and decoded while the full is: two cores
+	// do both at once.
+	batches := decodeAhead(ctx, f, deltas)
 	if err := full.wait(ctx); err != nil {
 		return res, nil, fmt.Errorf("restore: %w", err)
 	}
-	if err := checkFull(full.path, chain.Full); err != nil {
+	rev, err := checkFull(full.path, chain.Full)
+	if err != nil {
 		return res, nil, err
 	}
 	res.Download = time.Since(began)
-	res.Revision = chain.Full.LastRevision
+	res.Revision = rev
 	report()
 	if len(deltas) == 0 && !open {
 		return res, nil, nil
 	}
 
 	began = time.Now()
-	r := openReplayer(full.path, chain.UntilRevision, chain.UntilTime, src.UnknownLeaseTTL)
+	r := openReplayer(full.path, rev, chain.UntilRevision, chain.UntilTime, src.UnknownLeaseTTL)
 	r.progress = func(n int64) {
 		res.Revisions += n
 		if res.Revisions%10000 == 0 {
@@ -420,7 +431,7 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	}
 	// Decoding the JSON costs about as much as writing the revisions, so
 	// one goroutine decodes ahead while this one writes.
-	for b := range decodeAhead(ctx, f, deltas) {
+	for b := range batches {
 		if b.err != nil {
 			return fail(b.err)
 		}
@@ -434,6 +445,8 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 				return fail(err)
 			}
 		}
+		// Between batches the backend may commit.
+		r.release()
 		if r.done {
 			cancel()
 			break
@@ -445,9 +458,9 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, work str
 	if err := ctx.Err(); err != nil && !r.done {
 		return fail(err)
 	}
+	r.release()
 	res.Revision = r.at
 	res.GrantedLeases, res.GuessedLeases, res.DroppedLeases = r.grantedLeases, r.guessedLeases, r.droppedLeases
-	var err error
 	if res.AuthRestored, res.UsersWithoutPassword, err = r.applyAuth(); err != nil {
 		return fail(err)
 	}

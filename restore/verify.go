@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -87,7 +88,7 @@ func (r *replayer) digest(ctx context.Context) (Digest, error) {
 	d := newDigester()
 	key := []byte{0}
 	for {
-		tr := r.kv.Read(mvcc.ConcurrentReadTxMode, untraced())
+		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
 		// An empty, non-nil end is "every key from key on", as etcd's
 		// server passes a range end of "\x00" to mvcc.
 		res, err := tr.Range(ctx, key, []byte{}, mvcc.RangeOptions{Limit: page, Rev: r.at})
@@ -137,7 +138,7 @@ func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, er
 		return Report{}, fmt.Errorf("verify: %w", err)
 	}
 	defer release()
-	res, r, err := replayChain(ctx, st, chain, work, opts.Source, true)
+	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, opts.Source, true)
 	if err != nil {
 		return Report{}, err
 	}

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	stdgzip "compress/gzip"
 	"compress/lzw"
 	"compress/zlib"
 	"context"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -213,5 +216,105 @@ func TestVerifierReportsEveryShortObject(t *testing.T) {
 		if n < checksumSize && !errors.Is(err, ErrTruncated) || n >= checksumSize && !errors.Is(err, ErrChecksum) {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
+	}
+}
+
+// Full snapshots are gzipped on every core, one gzip member per block.
+// etcd-backup-restore reads them with Go's compress/gzip, which reads a
+// multi-member stream whole: the standard library's reader must get the
+// exact bytes back, at every size around a block's edge, and see more
+// than one member in a large object.
+func TestParallelGzipIsStandardGzip(t *testing.T) {
+	content, _ := payload(3*compressBlock + 5)
+	for _, n := range []int{0, 1, compressBlock - 1, compressBlock, compressBlock + 1, 2 * compressBlock, len(content)} {
+		var out bytes.Buffer
+		z := newParallelBlocks(&out, gzipBlocks(bulkGzipLevel))
+		// Writes of odd sizes, as a stream of etcd's chunks arrives.
+		for rest := content[:n]; len(rest) > 0; {
+			k := min(len(rest), 1<<16+7)
+			if _, err := z.Write(rest[:k]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[k:]
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := stdgzip.NewReader(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil || !bytes.Equal(got, content[:n]) {
+			t.Fatalf("%d bytes: compress/gzip read %d bytes back, %v", n, len(got), err)
+		}
+		// And so must the reader restores use.
+		kr, err := gzip.NewReader(bytes.NewReader(out.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := io.ReadAll(kr); err != nil || !bytes.Equal(got, content[:n]) {
+			t.Fatalf("%d bytes: klauspost/compress/gzip read %d bytes back, %v", n, len(got), err)
+		}
+		// Members one at a time: a block is one member.
+		r, _ = stdgzip.NewReader(bytes.NewReader(out.Bytes()))
+		r.Multistream(false)
+		first, _ := io.ReadAll(r)
+		if want := min(n, compressBlock); len(first) != want {
+			t.Fatalf("%d bytes: the first member holds %d bytes, want %d", n, len(first), want)
+		}
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.after -= len(p); f.after < 0 {
+		return 0, errors.New("disk full")
+	}
+	return len(p), nil
+}
+
+// A store that stops taking the stream stops the compression: the error
+// reaches the writer, not a silent truncation.
+func TestParallelGzipReportsTheWriteError(t *testing.T) {
+	content, _ := payload(8 * compressBlock)
+	z := newParallelBlocks(&failingWriter{after: compressBlock}, gzipBlocks(bulkGzipLevel))
+	var err error
+	for rest := content; len(rest) > 0 && err == nil; rest = rest[min(len(rest), 1<<20):] {
+		_, err = z.Write(rest[:min(len(rest), 1<<20)])
+	}
+	if cerr := z.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("got %v, want the writer's error", err)
+	}
+}
+
+// zstd fulls are frames of blocks compressed on every core: the zstd
+// reader restores use reads them back whole.
+func TestParallelZstdIsOneStream(t *testing.T) {
+	content, _ := payload(3*compressBlock + 5)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = enc.Close() }()
+	var out bytes.Buffer
+	z := newParallelBlocks(&out, zstdBlocks(enc))
+	if _, err := z.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dec, err := zstd.NewReader(bytes.NewReader(out.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	if got, err := io.ReadAll(dec); err != nil || !bytes.Equal(got, content) {
+		t.Fatalf("read %d bytes back, %v", len(got), err)
 	}
 }

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/base64"
 	"strconv"
 	"time"
@@ -96,18 +97,13 @@ func (p *parser) str() ([]byte, bool) {
 	if !p.lit(`"`) {
 		return nil, false
 	}
-	start := p.i
-	for ; p.i < len(p.b); p.i++ {
-		switch p.b[p.i] {
-		case '"':
-			s := p.b[start:p.i]
-			p.i++
-			return s, true
-		case '\\':
-			return nil, false
-		}
+	rest := p.b[p.i:]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return nil, false
 	}
-	return nil, false
+	p.i += end + 1
+	return rest[:end], true
 }
 
 // name consumes `"name":`.

@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,17 +63,25 @@ func open(ctx context.Context, st store.Store, s Snapshot, c Codec) (io.ReadClos
 		_ = obj.Close()
 		return nil, fmt.Errorf("snapshot %s: %w", s.Key, err)
 	}
-	return &closers{Reader: newVerifier(dec), closers: []io.Closer{dec, obj}}, nil
+	if s.Compression == None && !s.Encrypted {
+		return &closers{Reader: newVerifier(dec), closers: []io.Closer{dec, obj}}, nil
+	}
+	ra := newReadAhead(dec)
+	// Closing the object ends a read the goroutine may be blocked in.
+	return &closers{Reader: newVerifier(ra), closers: []io.Closer{closerFunc(ra.halt), obj, closerFunc(ra.wait), dec}}, nil
 }
 
 // DeltaReader decodes the events of a delta snapshot one at a time, so a
-// delta of any size is read in constant memory.
+// delta of any size is read in constant memory (one event at a time, in a
+// buffer that grows to the largest event).
 type DeltaReader struct {
 	payload io.ReadCloser
-	dec     *json.Decoder
+	in      *bufio.Reader
 	name    string
 	started bool
+	ended   bool
 	last    int64
+	elem    []byte
 }
 
 // OpenDelta opens a delta snapshot for reading its events.
@@ -89,26 +99,36 @@ func OpenDelta(ctx context.Context, st store.Store, s Snapshot, c Codec) (*Delta
 // NewDeltaReader decodes events from a delta's payload, such as one Open
 // returned or a local copy of it. name appears in errors.
 func NewDeltaReader(payload io.ReadCloser, name string) *DeltaReader {
-	return &DeltaReader{payload: payload, dec: json.NewDecoder(payload), name: name}
+	return &DeltaReader{payload: payload, in: bufio.NewReaderSize(payload, 256<<10), name: name}
 }
 
 // Next returns the next event, in revision order. It returns io.EOF after
 // the last one, once the object's trailer was verified.
+//
+// The array is split into its elements by a scanner of its own, which
+// only follows strings and nesting; each element is then parsed by
+// fastEvent or, in any other form, by encoding/json, which checks its
+// syntax. encoding/json's Decoder would scan every byte a second time.
 func (d *DeltaReader) Next() (Event, error) {
+	if d.ended {
+		return Event{}, io.EOF
+	}
 	if !d.started {
-		if err := d.expectDelim('['); err != nil {
+		if err := d.expect('['); err != nil {
 			return Event{}, err
 		}
 		d.started = true
-	}
-	if !d.dec.More() {
-		if err := d.expectDelim(']'); err != nil {
-			return Event{}, err
+		c, err := d.peek()
+		if err != nil {
+			return Event{}, d.fail(err)
 		}
-		return Event{}, d.end()
+		if c == ']' {
+			_, _ = d.in.ReadByte()
+			return Event{}, d.end()
+		}
 	}
-	var raw json.RawMessage
-	if err := d.dec.Decode(&raw); err != nil {
+	raw, err := d.element()
+	if err != nil {
 		return Event{}, d.fail(err)
 	}
 	ev, ok := fastEvent(raw)
@@ -124,32 +144,127 @@ func (d *DeltaReader) Next() (Event, error) {
 		return Event{}, d.fail(fmt.Errorf("revision %d follows revision %d", rev, d.last))
 	}
 	d.last = ev.Revision()
+	// What follows an element: a comma and another, or the array's end.
+	c, err := d.peek()
+	if err != nil {
+		return Event{}, d.fail(err)
+	}
+	switch c {
+	case ',':
+		_, _ = d.in.ReadByte()
+	case ']':
+		_, _ = d.in.ReadByte()
+		if err := d.end(); !errors.Is(err, io.EOF) {
+			return Event{}, err
+		}
+		d.ended = true
+	default:
+		return Event{}, d.fail(fmt.Errorf("want ',' or ']' after an event, found %q", c))
+	}
 	return ev, nil
 }
 
-func (d *DeltaReader) expectDelim(want json.Delim) error {
-	tok, err := d.dec.Token()
+// peek returns the next byte that is not whitespace, without consuming it.
+func (d *DeltaReader) peek() (byte, error) {
+	for {
+		c, err := d.in.ReadByte()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		if !isSpace(c) {
+			return c, d.in.UnreadByte()
+		}
+	}
+}
+
+func (d *DeltaReader) expect(want byte) error {
+	c, err := d.peek()
 	if err != nil {
 		return d.fail(err)
 	}
-	if tok != want {
-		return d.fail(fmt.Errorf("want %q, found %v", want, tok))
+	if c != want {
+		return d.fail(fmt.Errorf("want %q, found %q", want, c))
 	}
+	_, _ = d.in.ReadByte()
 	return nil
 }
+
+// element reads one object of the array, from its '{' to the matching
+// '}', following strings and their escapes so that braces inside them do
+// not count. It returns a buffer that the next call reuses.
+func (d *DeltaReader) element() ([]byte, error) {
+	c, err := d.peek()
+	if err != nil {
+		return nil, err
+	}
+	if c != '{' {
+		return nil, fmt.Errorf("want an event object, found %q", c)
+	}
+	d.elem = d.elem[:0]
+	depth, inString, escaped := 0, false, false
+	for {
+		chunk, err := d.in.Peek(max(1, d.in.Buffered()))
+		if len(chunk) == 0 {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		for i := 0; i < len(chunk); i++ {
+			c := chunk[i]
+			switch {
+			case escaped:
+				escaped = false
+			case inString:
+				// Jump to the string's end or its next escape: values are
+				// long base64 strings.
+				rest := chunk[i:]
+				end := bytes.IndexByte(rest, '"')
+				if end < 0 {
+					end = len(rest)
+				}
+				if esc := bytes.IndexByte(rest[:end], '\\'); esc >= 0 {
+					i += esc
+					escaped = true
+				} else if i += end; end < len(rest) {
+					inString = false
+				}
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+				if depth == 0 {
+					d.elem = append(d.elem, chunk[:i+1]...)
+					_, _ = d.in.Discard(i + 1)
+					return d.elem, nil
+				}
+			}
+		}
+		d.elem = append(d.elem, chunk...)
+		_, _ = d.in.Discard(len(chunk))
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 // end reads past the JSON so the verifier checks the trailer; only
 // whitespace may follow the array.
 func (d *DeltaReader) end() error {
-	rest, err := io.ReadAll(io.MultiReader(d.dec.Buffered(), d.payload))
+	rest, err := io.ReadAll(d.in)
 	if err != nil {
 		return d.fail(err)
 	}
 	for _, b := range rest {
-		if b != ' ' && b != '\n' && b != '\r' && b != '\t' {
+		if !isSpace(b) {
 			return d.fail(errors.New("data after the event array"))
 		}
 	}
+	d.ended = true
 	return io.EOF
 }
 
