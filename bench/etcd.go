@@ -73,9 +73,11 @@ func startMember(dir string) (*member, error) {
 	return start(dir, "bench", peer, client, true)
 }
 
-// startMemberAt starts a member on an existing data dir, fsync on.
+// startMemberAt starts a member on an existing data dir, fsync off, as
+// etcd-backup-restore runs the embedded etcd of its restores
+// (UnsafeNoFsync in its pkg/miscellaneous).
 func startMemberAt(dir, name string, peer, client url.URL) (*member, error) {
-	return start(dir, name, peer, client, false)
+	return start(dir, name, peer, client, true)
 }
 
 func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error) {

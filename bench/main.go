@@ -57,6 +57,8 @@ var benchmarks = []benchmark{
 	{name: "validate", run: validateBench},
 	// By hand only: it needs etcd-backup-restore's binary.
 	{name: "ebr", run: ebrBench, byHand: true},
+	// By hand only: how the compression levels were chosen.
+	{name: "levels", run: levelsBench, byHand: true},
 }
 
 func main() {

@@ -100,14 +100,15 @@ const (
 	lean
 )
 
-// Compression levels, chosen by measurement on two cores (bench/README.md):
-// the fastest of each kind writes objects about 4 % larger than its
-// default level and takes the CPU a member and its sidecar share for a
-// half or a third as long. Deltas keep gzip's default: they are small, and
+// The compression levels of full snapshots, chosen by measurement on one
+// core of the bench's machine (go run ./bench -only levels, bench/README.md):
+// gzip's fastest level compresses 1.43 times as fast as its default and
+// writes 1 % more; zstd's default is both faster and smaller than its
+// fastest there. Deltas keep their encoders' defaults: they are small, and
 // one core compresses them while events are buffered.
 const (
 	bulkGzipLevel = gzip.BestSpeed
-	zstdLevel     = zstd.SpeedFastest
+	bulkZstdLevel = zstd.SpeedDefault
 )
 
 // encoder wraps dst so that what is written to it is compressed then
@@ -139,7 +140,8 @@ func (c Codec) encoder(dst io.Writer, how encoding) (io.WriteCloser, error) {
 	case Zstd:
 		if how == bulk {
 			// One encoder, blocks of it on every core.
-			enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+			enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(bulkZstdLevel), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)),
+				zstd.WithWindowSize(compressBlock), zstd.WithLowerEncoderMem(true))
 			if err != nil {
 				return nil, fmt.Errorf("zstd: %w", err)
 			}
@@ -150,8 +152,7 @@ func (c Codec) encoder(dst io.Writer, how encoding) (io.WriteCloser, error) {
 		}
 		// One core and a small window keep a delta's encoder off the
 		// memory its events need.
-		zw, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1),
-			zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20), zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}

@@ -296,7 +296,7 @@ func TestParallelGzipReportsTheWriteError(t *testing.T) {
 // reader restores use reads them back whole.
 func TestParallelZstdIsOneStream(t *testing.T) {
 	content, _ := payload(3*compressBlock + 5)
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel))
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(bulkZstdLevel))
 	if err != nil {
 		t.Fatal(err)
 	}

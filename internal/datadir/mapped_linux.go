@@ -10,14 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ReleaseMapped drops this process's resident pages of the file at path
-// from its mappings (madvise MADV_DONTNEED): bbolt maps a database
-// read-only and whole, so after a pass over it every page it touched
-// counts in the process's resident set. The pages stay in the page cache;
-// the next access maps them again without reading the disk. Nothing is
-// lost: a read-only shared mapping holds no changes of its own.
-func ReleaseMapped(path string) error {
-	path, err := filepath.Abs(path)
+// ReleaseMapped drops this process's resident pages of the files in dir
+// from its read-only mappings (madvise MADV_DONTNEED): bbolt maps a
+// database read-only and whole, so after a pass over it every page it
+// touched counts in the process's resident set. The pages stay in the page
+// cache; the next access maps them again without reading the disk.
+// Nothing is lost: a read-only shared mapping holds no changes of its own.
+func ReleaseMapped(dir string) error {
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
 	}
@@ -30,7 +30,7 @@ func ReleaseMapped(path string) error {
 	for sc.Scan() {
 		// start-end perms offset dev inode path
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 6 || fields[5] != path || !strings.HasPrefix(fields[1], "r-") {
+		if len(fields) < 6 || filepath.Dir(fields[5]) != dir || !strings.HasPrefix(fields[1], "r-") {
 			continue
 		}
 		start, end, ok := strings.Cut(fields[0], "-")

@@ -50,7 +50,7 @@ func TestReleaseMappedDropsTheResidentPages(t *testing.T) {
 	}
 	defer func() { _ = unix.Munmap(m) }()
 	before := rssFile(t)
-	if err := ReleaseMapped(path); err != nil {
+	if err := ReleaseMapped(filepath.Dir(path)); err != nil {
 		t.Fatal(err)
 	}
 	after := rssFile(t)
