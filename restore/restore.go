@@ -473,18 +473,21 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 }
 
 // checkSpace fails early when the file system cannot hold the work: the
-// full database (compressed ones are assumed to grow 4 times), the data
-// dir built from it (as large again), the deltas in flight and the WAL.
+// database, written once, into the new data dir (compressed fulls are
+// assumed to grow 4 times, and the replay to add as much as the deltas
+// hold, 4 times their objects), the deltas in flight and the WAL with room
+// to spare.
 func checkSpace(dir string, chain snap.Chain) error {
 	db := chain.Full.Size
 	if chain.Full.Compression != snap.None {
 		db *= 4
 	}
-	var deltas int64
+	var deltas, largest int64
 	for _, d := range chain.Deltas {
-		deltas = max(deltas, d.Size*4)
+		deltas += d.Size * 4
+		largest = max(largest, d.Size)
 	}
-	need := 2*db + 8*deltas + 128<<20
+	need := db + deltas + 8*largest + 128<<20
 	free, err := datadir.FreeSpace(dir)
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil
@@ -493,7 +496,7 @@ func checkSpace(dir string, chain snap.Chain) error {
 		return fmt.Errorf("restore: free space of %s: %w", dir, err)
 	}
 	if free < need {
-		return fmt.Errorf("restore into %s: %w: %d MiB free, about %d MiB needed for the database, the data dir built from it and the deltas; free space or restore elsewhere",
+		return fmt.Errorf("restore into %s: %w: %d MiB free, about %d MiB needed for the database, its WAL and the deltas; free space or restore elsewhere",
 			dir, ErrNoSpace, free>>20, need>>20)
 	}
 	return nil

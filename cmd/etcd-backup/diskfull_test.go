@@ -111,7 +111,12 @@ func TestDiskFullWhileRestoring(t *testing.T) {
 	})
 
 	t.Run("full part-way", func(t *testing.T) {
-		disk := smallDisk(t, 256)
+		// Room for the space check (about 130 MiB once the first data
+		// dir's 64 MB WAL is there), not for the 100 MiB database and the
+		// new WAL: the restore writes the database once, into the new
+		// data dir, so a disk that holds it and the WAL twice would not
+		// fill.
+		disk := smallDisk(t, 208)
 		dataDir := filepath.Join(disk, "data")
 		ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir, "--revision", strconv.FormatInt(small, 10))
 		r := etcdBackup(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir)
