@@ -146,7 +146,7 @@ var bounds = []struct {
 	{"gs://", "Get", 0.3},
 	{"full snapshot (none)", "", 0.5},
 	{"full snapshot", "", 0.25},
-	{"delta capture's cost", "", 0.6},
+	{"delta capture's cost", "", 0.5},
 	{"delta capture", "", 0.8},
 	{"restore, full + chain", "", 2.5},
 	{"restore, full only", "", 0.5},

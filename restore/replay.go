@@ -109,14 +109,10 @@ func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL
 func (r *replayer) readKeyLeases(tx backend.UnsafeReader) {
 	_ = tx.UnsafeForEach(schema.Key, func(k, v []byte) error {
 		key, id := keyAndLease(v)
-		if old, ok := r.keyLease[string(key)]; ok {
-			r.leaseKeys[old]--
-			delete(r.keyLease, string(key))
+		if isTombstone(k) {
+			id = 0
 		}
-		if id != 0 && !isTombstone(k) {
-			r.keyLease[string(key)] = id
-			r.leaseKeys[id]++
-		}
+		r.attach(key, id)
 		return nil
 	})
 }
