@@ -147,6 +147,7 @@ var bounds = []struct {
 	{"full snapshot (none)", "", 0.5},
 	{"full snapshot", "", 0.25},
 	{"delta capture's cost", "", 0.5},
+	{"delta capture against a bare watch", "", 0.8},
 	{"delta capture", "", 0.8},
 	{"restore, full + chain", "", 2.5},
 	{"restore, full only", "", 0.5},

@@ -218,7 +218,30 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	alone := (before + after) / 2
+	// A bare watch that drops every event is the floor of any capture
+	// built on etcd's watch: what etcd spends sending the events, and
+	// what receiving them costs on the same cores.
+	var bare bareWatchResult
+	kill, wait, err = startChild(ctx, &bare, "watch", "-endpoint", m.endpoint)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: writing for %v with a bare watch ...\n", cfg.load)
+	_, watched, err := load(ctx, m.cli, cfg.load)
+	if err != nil {
+		kill(syscall.SIGKILL)
+		return nil, err
+	}
+	kill(syscall.SIGTERM)
+	if err := wait(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: writing for %v without a watch ...\n", cfg.load)
+	_, last, err := load(ctx, m.cli, cfg.load)
+	if err != nil {
+		return nil, err
+	}
+	alone, aloneLater := (before+after)/2, (after+last)/2
 	var lags []time.Duration
 	for _, d := range out.Deltas {
 		if at, ok := written[d.StartRevision]; ok {
@@ -244,7 +267,47 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 		Ours: per10k(writes), Reference: "the member without a sidecar", Ref: per10k(alone), Time: true,
 		Note: fmt.Sprintf("%.0f writes/s with the sidecar; without it %.0f before and %.0f after (goal: ≥ 0.95×); the sidecar used %.0f%% of a core",
 			float64(writes)/cfg.load.Seconds(), float64(before)/cfg.load.Seconds(), float64(after)/cfg.load.Seconds(), out.CPU.Seconds()/cfg.load.Seconds()*100),
+	}, {
+		Subject: "a bare watch's cost on etcd", Op: "10,000 puts of 1 KiB, 32 writers",
+		Ours: per10k(watched), Reference: "the member without a watch", Ref: per10k(aloneLater), Time: true,
+		Note: fmt.Sprintf("%.0f writes/s with a watch that drops %d events; without it %.0f before and %.0f after; the watcher used %.0f%% of a core",
+			float64(watched)/cfg.load.Seconds(), bare.Events, float64(after)/cfg.load.Seconds(), float64(last)/cfg.load.Seconds(), bare.CPU.Seconds()/cfg.load.Seconds()*100),
+	}, {
+		// What the capture costs beyond the watch it needs: each run's rate
+		// is taken relative to the member's own rate around it.
+		Subject: "delta capture against a bare watch", Op: "10,000 puts of 1 KiB, 32 writers",
+		Ours: per10k(writes), Reference: "a bare watch, at the member's speed then", Ref: time.Duration(float64(per10k(watched)) * float64(aloneLater) / float64(alone)), Time: true,
+		Note: fmt.Sprintf("the member kept %.2f of its rate with the capture, %.2f with a bare watch", float64(writes)/float64(alone), float64(watched)/float64(aloneLater)),
 	}}, nil
+}
+
+type bareWatchResult struct {
+	Events int64
+	CPU    time.Duration
+}
+
+// childWatch is a clientv3 watch of the whole keyspace that counts the
+// events and keeps none, until SIGTERM.
+func childWatch(ctx context.Context, args []string) (any, error) {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", "", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{*endpoint}})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	var res bareWatchResult
+	for wr := range cli.Watch(clientv3.WithRequireLeader(ctx), "", clientv3.WithPrefix(), clientv3.WithProgressNotify()) {
+		res.Events += int64(len(wr.Events))
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		res.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return res, nil
 }
 
 type deltaResult struct {
@@ -382,6 +445,7 @@ func childClientStore(endpoint, dir string) (*clientv3.Client, store.Store, erro
 var children = map[string]func(context.Context, []string) (any, error){
 	"full":    childFull,
 	"deltas":  childDeltas,
+	"watch":   childWatch,
 	"compact": childCompact,
 }
 

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -151,6 +152,7 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 				Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 				MinConnectTimeout: c.DialTimeout,
 			}),
+			experimental.WithBufferPool(&buffers{}),
 		},
 	}
 	if files != nil {
