@@ -73,7 +73,13 @@ func newFetcher(st store.Store, codec snap.Codec, dir string, concurrency, ahead
 func (f *fetcher) start(ctx context.Context, chain snap.Chain, db string) (full *download, deltas []*download) {
 	full = &download{snap: chain.Full, path: db, done: make(chan struct{})}
 	f.run(ctx, full)
-	for _, d := range chain.Deltas {
+	return full, f.startDeltas(ctx, chain.Deltas)
+}
+
+// startDeltas fetches deltas in the background, at most ahead in front
+// of the replay.
+func (f *fetcher) startDeltas(ctx context.Context, snaps []snap.Snapshot) (deltas []*download) {
+	for _, d := range snaps {
 		deltas = append(deltas, &download{snap: d, from: f.spool, done: make(chan struct{})})
 	}
 	f.wg.Go(func() {
@@ -88,7 +94,7 @@ func (f *fetcher) start(ctx context.Context, chain snap.Chain, db string) (full 
 			f.run(ctx, d)
 		}
 	})
-	return full, deltas
+	return deltas
 }
 
 func (f *fetcher) run(ctx context.Context, d *download) {

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -73,6 +74,9 @@ type replayer struct {
 	// the puts written without their lease.
 	applied, grantedLeases, guessedLeases, droppedLeases int64
 	progress                                             func(revisions int64)
+	// torn: a revision failed part-written; the database may hold some
+	// of its events.
+	torn bool
 }
 
 // openBackend opens a database for the replay and the data dir's making.
@@ -200,12 +204,51 @@ func (r *replayer) feed(name string, ev snapshot.Event) error {
 	return nil
 }
 
+// apply replays the decoded batches until they end, the target is
+// reached (done) or ctx ends, and calls delta after each delta's last
+// revision. The backend may commit between batches, and a revision is
+// always written whole within one, so what it commits ends at a whole
+// revision.
+func (r *replayer) apply(ctx context.Context, batches <-chan batch, delta func(name string)) error {
+	defer r.release()
+	for b := range batches {
+		if b.err != nil {
+			return b.err
+		}
+		for _, ev := range b.events {
+			if err := r.feed(b.name, ev); err != nil {
+				return err
+			}
+		}
+		if b.end {
+			if err := r.flush(); err != nil {
+				return err
+			}
+			if delta != nil {
+				delta(b.name)
+			}
+		}
+		r.release()
+		if r.done {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil && !r.done {
+		return err
+	}
+	return nil
+}
+
 // flush writes the revision being gathered.
 func (r *replayer) flush() error {
 	if len(r.cur) == 0 {
 		return nil
 	}
 	err := r.write(r.curName, r.curRev, r.cur)
+	r.torn = r.torn || err != nil
 	if err == nil && len(r.curRevoked) > 0 {
 		r.revoke(r.tx, r.curRevoked)
 	}

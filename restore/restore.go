@@ -267,16 +267,10 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	defer func() { _ = os.RemoveAll(work) }()
 
 	res := Result{Chain: chain, Revision: chain.Full.LastRevision}
-	member := newMember{name: opts.Name, peerURLs: opts.PeerURLs, initialCluster: opts.InitialCluster, token: opts.InitialClusterToken}
+	member := opts.member(0)
 	out := filepath.Join(work, "data")
 	bump := func() {
-		if res.RevisionBump = opts.RevisionBump; res.RevisionBump == 0 && opts.SafeRevision {
-			b := safeBump(latest, res.Revision, opts.Now())
-			res.RevisionBump = b.Revisions
-			opts.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
-				"revision", res.Revision, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
-				"since_newest_snapshot", b.Since.Round(time.Second))
-		}
+		res.RevisionBump = opts.bump(latest, res.Revision)
 		member.bump = res.RevisionBump
 	}
 	if db, ok := inPlace(st, chain); ok {
@@ -314,25 +308,55 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
-	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
+	if err := install(ctx, st, opts, out, release, &res, start); err != nil {
 		return res, err
 	}
+	return res, nil
+}
+
+// install swaps the data dir built at out into opts.DataDir (the old one
+// moved aside), records which chain the new cluster continues, prunes old
+// moved-aside dirs and logs the result. release ends the hold on
+// opts.DataDir once the swap is done.
+func install(ctx context.Context, st store.Store, opts Options, out string, release func(), res *Result, start time.Time) error {
+	var err error
+	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
+		return err
+	}
 	release()
-	recordRestore(ctx, st, opts, &res)
+	recordRestore(ctx, st, opts, res)
 	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
 		opts.Logger.Warn("restore: prune moved-aside data dirs", "error", err)
 	} else if len(pruned) > 0 {
 		opts.Logger.Info("restore: pruned moved-aside data dirs", "removed", pruned, "keep", opts.KeepMovedAside)
 	}
 	res.Total = time.Since(start)
-	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(chain.Deltas),
+	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
 		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
 		"auth_restored", res.AuthRestored, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
 	if len(res.UsersWithoutPassword) > 0 {
 		opts.Logger.Warn("restore: users the full snapshot holds no password of have none: set one with etcdctl user passwd",
 			"users", res.UsersWithoutPassword)
 	}
-	return res, nil
+	return nil
+}
+
+// bump is the revision bump of a data dir at revision rev: the one asked
+// for, or with SafeRevision the estimate from the store's latest chain.
+func (o Options) bump(latest snap.Chain, rev int64) uint64 {
+	if o.RevisionBump != 0 || !o.SafeRevision {
+		return o.RevisionBump
+	}
+	b := safeBump(latest, rev, o.Now())
+	o.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
+		"revision", rev, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
+		"since_newest_snapshot", b.Since.Round(time.Second))
+	return b.Revisions
+}
+
+// member is the new member opts describe, with its revision bump.
+func (o Options) member(bump uint64) newMember {
+	return newMember{name: o.Name, peerURLs: o.PeerURLs, initialCluster: o.InitialCluster, token: o.InitialClusterToken, bump: bump}
 }
 
 // inPlace is the file of a chain that is a plain full snapshot alone on a
@@ -431,34 +455,10 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 	}
 	// Decoding the JSON costs about as much as writing the revisions, so
 	// one goroutine decodes ahead while this one writes.
-	for b := range batches {
-		if b.err != nil {
-			return fail(b.err)
-		}
-		for _, ev := range b.events {
-			if err := r.feed(b.name, ev); err != nil {
-				return fail(err)
-			}
-		}
-		if b.end {
-			if err := r.flush(); err != nil {
-				return fail(err)
-			}
-		}
-		// Between batches the backend may commit.
-		r.release()
-		if r.done {
-			cancel()
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return fail(err)
-		}
-	}
-	if err := ctx.Err(); err != nil && !r.done {
+	if err := r.apply(ctx, batches, nil); err != nil {
 		return fail(err)
 	}
-	r.release()
+	cancel()
 	res.Revision = r.at
 	res.GrantedLeases, res.GuessedLeases, res.DroppedLeases = r.grantedLeases, r.guessedLeases, r.droppedLeases
 	if res.AuthRestored, res.UsersWithoutPassword, err = r.applyAuth(); err != nil {

@@ -1,0 +1,493 @@
+package restore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/etcdkit/etcdkit/internal/datadir"
+	snap "github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// FollowOptions configures Follow. Options says which data dir the
+// standby becomes when Follow stops and how (member, revision bump); its
+// Target is ignored: a standby follows the newest state.
+type FollowOptions struct {
+	Options
+	// Poll is how often the store is listed for new snapshots. Default 1 s.
+	Poll time.Duration
+	// CatchUpAfter is how long the deltas may stop short of a newer full
+	// snapshot before the standby is built again from that full. An
+	// uploader closes the old chain with a delta only after the new full
+	// has landed, and etcd-backup-restore never does. Default 30 s.
+	CatchUpAfter time.Duration
+	// Applied, when set, is called from Follow's goroutine after each
+	// delta applied and each catch-up from a full snapshot.
+	Applied func(Standby)
+}
+
+// Standby is where a follower is.
+type Standby struct {
+	// Revision the standby database holds.
+	Revision int64
+	// Full is the full snapshot the standby was last built from.
+	Full string
+	// Delta is the delta applied last; "" right after a catch-up.
+	Delta string
+	// Revisions replayed from deltas since Follow started.
+	Revisions int64
+	// CatchUps counts the standby's builds from a full snapshot since
+	// Follow started: the first (unless it resumed), and one for each
+	// chain it could not continue (a gap before a new full snapshot).
+	CatchUps int
+	// Resumed: Follow continued a standby a previous run left.
+	Resumed bool
+}
+
+// The standby's files, in a directory beside the data dir: the database
+// being replayed into, and what it follows.
+const (
+	standbySuffix = ".standby"
+	standbyDB     = "db"
+	standbyState  = "standby.json"
+)
+
+// standbyFile is standby.json: the store the standby follows and the full
+// snapshot it was built from. The database's own revision is the truth of
+// how far it is; this file only guards against following another store.
+type standbyFile struct {
+	Store string `json:"store"`
+	Full  string `json:"full"`
+	// Broken: a delta failed half-applied; the standby must be built again.
+	Broken bool `json:"broken,omitempty"`
+}
+
+// Follow keeps a warm standby of the store's newest state: it restores
+// the latest chain once into a database beside opts.DataDir (in
+// DataDir.standby), then lists the store every Poll and replays each new
+// delta into that same database as it lands. A new full snapshot is
+// followed without a download as long as the deltas continue the standby;
+// after a gap (deltas expired or never written) the standby is built
+// again from the newest full, the old one serving until the new one is
+// ready. A follower killed at any point resumes where its database stands,
+// without downloading the full again: the backend commits only whole
+// revisions.
+//
+// When ctx ends, Follow makes a copy of the standby a member's data dir at
+// opts.DataDir, exactly as Restore would (the old data dir moved aside, the
+// revision bumped as asked), and returns; the standby stays, and the next
+// Follow continues it. Errors of the store are logged and retried at the
+// next poll; Follow returns an error only when it cannot build a standby
+// or the data dir.
+func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return Result{}, err
+	}
+	opts.Options = o
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.CatchUpAfter <= 0 {
+		opts.CatchUpAfter = 30 * time.Second
+	}
+	if err := os.MkdirAll(filepath.Dir(o.DataDir), 0o700); err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	// Held for the follower's life: no restore builds this data dir
+	// meanwhile, and no second follower replays into the standby.
+	unlock, err := datadir.LockBuild(o.DataDir)
+	if err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
+	}
+	defer unlock()
+	f := &follower{st: st, opts: opts, dir: o.DataDir + standbySuffix}
+	defer f.close()
+	if err := f.open(ctx); err != nil {
+		return Result{}, err
+	}
+	for {
+		if err := f.poll(ctx); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			o.Logger.Warn("restore: follow: the standby did not advance; trying again", "revision", f.r.at, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(opts.Poll):
+			continue
+		}
+		break
+	}
+	// The data dir is made even though ctx ended: that is what stopping a
+	// follower asks for. Only local files are written, and the record on
+	// the store is bounded.
+	return f.promote(context.WithoutCancel(ctx))
+}
+
+// follower is Follow's state.
+type follower struct {
+	st   store.Store
+	opts FollowOptions
+	dir  string
+	// r replays into the standby database; chain is the chain it follows
+	// (its full, and the deltas applied last), latest the store's newest
+	// chain at the last listing.
+	r      *replayer
+	full   snap.Snapshot
+	latest snap.Chain
+	status Standby
+	// broken: a delta failed half-applied; the standby is built again.
+	broken bool
+	// short is when the deltas were first seen to stop short of the
+	// newest full; zero while they reach it.
+	short time.Time
+	// What the Result reports: leases granted again, users and roles.
+	grants, guess, dropped int64
+	auth                   bool
+	noPassword             []string
+}
+
+func (f *follower) db() string { return filepath.Join(f.dir, standbyDB) }
+
+// open resumes the standby a previous Follow left, or builds one from the
+// store's latest chain.
+func (f *follower) open(ctx context.Context) error {
+	// What a killed follower was building or downloading.
+	for _, pattern := range []string{"catch-up-*", "deltas-*", standbyState + ".tmp"} {
+		left, _ := filepath.Glob(filepath.Join(f.dir, pattern))
+		for _, l := range left {
+			if err := os.RemoveAll(l); err != nil {
+				return fmt.Errorf("restore: follow: %w", err)
+			}
+		}
+	}
+	state, err := f.readState()
+	switch {
+	case err == nil:
+		rev, err := snap.DatabaseRevision(f.db())
+		if err != nil {
+			return fmt.Errorf("restore: follow: the standby database %s: %w; move %s away to build a new standby", f.db(), err, f.dir)
+		}
+		f.r = openReplayer(f.db(), rev, 0, time.Time{}, f.opts.UnknownLeaseTTL)
+		f.full, f.broken = snap.Snapshot{Kind: snap.KindFull, Key: state.Full}, state.Broken
+		f.status = Standby{Revision: rev, Full: state.Full, Resumed: true}
+		f.opts.Logger.Info("restore: follow: resuming the standby", "dir", f.dir, "revision", rev, "full", state.Full)
+		return nil
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	chain, latest, err := pick(ctx, f.st, Target{})
+	if err != nil {
+		return err
+	}
+	f.latest = latest
+	return f.catchUp(ctx, chain)
+}
+
+// readState reads standby.json, refusing a standby of another store.
+func (f *follower) readState() (standbyFile, error) {
+	var s standbyFile
+	data, err := os.ReadFile(filepath.Join(f.dir, standbyState))
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("restore: follow: %s: %w; move %s away to build a new standby", filepath.Join(f.dir, standbyState), err, f.dir)
+	}
+	if s.Store != fmt.Sprint(f.st) {
+		return s, fmt.Errorf("restore: follow: the standby in %s follows %s, not %s: move it away, or give another data dir", f.dir, s.Store, f.st)
+	}
+	return s, nil
+}
+
+// writeState records what the standby follows, atomically.
+func (f *follower) writeState() error {
+	data, err := json.Marshal(standbyFile{Store: fmt.Sprint(f.st), Full: f.full.Key, Broken: f.broken})
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(f.dir, standbyState+".tmp")
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if err := syncFile(tmp); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(f.dir, standbyState)); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	datadir.SyncParent(tmp)
+	return nil
+}
+
+// catchUp builds the standby again from chain, beside the one it replaces,
+// which stays whole until the new one is complete.
+func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
+	if err := os.MkdirAll(f.dir, 0o700); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if err := checkSpace(f.dir, chain); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp(f.dir, "catch-up-")
+	if err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	next := filepath.Join(work, standbyDB)
+	res, r, err := replayChain(ctx, f.st, chain, next, work, f.opts.Source, true)
+	if err != nil {
+		return err
+	}
+	if err := r.close(); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if err := syncFile(next); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if f.r != nil {
+		_ = f.r.close()
+		f.r = nil
+	}
+	// The state names the new full only once the database is in place; a
+	// kill in between leaves the new database with the old name, which
+	// only a log line reads.
+	if err := os.Rename(next, f.db()); err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	datadir.SyncParent(f.db())
+	f.full, f.broken = chain.Full, false
+	if err := f.writeState(); err != nil {
+		return err
+	}
+	f.r = openReplayer(f.db(), res.Revision, 0, time.Time{}, f.opts.UnknownLeaseTTL)
+	f.grants, f.guess, f.dropped = f.grants+res.GrantedLeases, f.guess+res.GuessedLeases, f.dropped+res.DroppedLeases
+	f.auth, f.noPassword = f.auth || res.AuthRestored, res.UsersWithoutPassword
+	f.status.Revision, f.status.Full, f.status.Delta = res.Revision, chain.Full.Key, ""
+	f.status.Revisions += res.Revisions
+	f.status.CatchUps++
+	f.opts.Logger.Info("restore: follow: the standby is built from a full snapshot", "full", chain.Full.Key,
+		"deltas", len(chain.Deltas), "revision", res.Revision, "took", (res.Download + res.Replay).Round(time.Millisecond))
+	f.applied()
+	return nil
+}
+
+func (f *follower) applied() {
+	if f.opts.Applied != nil {
+		f.opts.Applied(f.status)
+	}
+}
+
+// poll lists the store and brings the standby to its newest revision: the
+// deltas that continue it, or a catch-up from the newest full when none
+// does.
+func (f *follower) poll(ctx context.Context) error {
+	cat, err := snap.List(ctx, f.st)
+	if err != nil {
+		return err
+	}
+	latest, err := cat.Latest()
+	if err != nil {
+		return err
+	}
+	f.latest = latest
+	if f.broken {
+		return f.catchUpLatest(ctx, latest)
+	}
+	next := continuing(cat, f.full, f.r.at)
+	reaches := f.r.at
+	if len(next) > 0 {
+		reaches = next[len(next)-1].LastRevision
+	}
+	switch {
+	case reaches >= latest.Full.LastRevision:
+		f.short = time.Time{}
+	case f.short.IsZero():
+		f.short = time.Now()
+	case time.Since(f.short) >= f.opts.CatchUpAfter:
+		// The deltas stop short of the newest full: it is the way on.
+		f.opts.Logger.Info("restore: follow: no deltas continue the standby to the newest full snapshot; building it again from that",
+			"revision", f.r.at, "full", latest.Full.Key, "full_revision", latest.Full.LastRevision, "waited", f.opts.CatchUpAfter)
+		f.short = time.Time{}
+		return f.catchUpLatest(ctx, latest)
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	return f.replay(ctx, next)
+}
+
+func (f *follower) catchUpLatest(ctx context.Context, latest snap.Chain) error {
+	chain, err := latest.Check()
+	if err != nil {
+		return err
+	}
+	return f.catchUp(ctx, chain)
+}
+
+// continuing are the deltas of cat that continue a standby at revision
+// rev built from full, in replay order, up to the first gap.
+func continuing(cat snap.Catalog, full snap.Snapshot, rev int64) []snap.Snapshot {
+	var deltas []snap.Snapshot
+	for _, s := range cat {
+		if s.Kind == snap.KindDelta && s.LastRevision > rev && s.Legacy() == full.Legacy() {
+			deltas = append(deltas, s)
+		}
+	}
+	slices.SortStableFunc(deltas, func(a, b snap.Snapshot) int {
+		// Of two deltas that start together, the longer replaces the other.
+		return cmp.Or(cmp.Compare(a.StartRevision, b.StartRevision), cmp.Compare(b.LastRevision, a.LastRevision))
+	})
+	var out []snap.Snapshot
+	covered := rev
+	for _, d := range deltas {
+		if d.LastRevision <= covered {
+			continue
+		}
+		if d.StartRevision > covered+1 {
+			break
+		}
+		out = append(out, d)
+		covered = d.LastRevision
+	}
+	return out
+}
+
+// replay applies deltas to the standby. A delta that fails to apply
+// leaves the standby to be built again at the next poll: what the failed
+// batch wrote may hold part of a revision.
+func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
+	work, err := os.MkdirTemp(f.dir, "deltas-")
+	if err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	fe, err := newFetcher(f.st, f.opts.Codec, work, f.opts.Concurrency, f.opts.Ahead)
+	if err != nil {
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer fe.wg.Wait()
+	defer cancel()
+	batches := decodeAhead(ctx, fe, fe.startDeltas(ctx, deltas))
+	before, whole := f.r.applied, f.r.at
+	var stateErr error
+	err = f.r.apply(ctx, batches, func(name string) {
+		f.status.Revision, f.status.Delta = f.r.at, name
+		f.status.Revisions += f.r.applied - before
+		before, whole = f.r.applied, f.r.at
+		// Past the newest full, the standby is that chain's: its record is
+		// the one a promoted member continues.
+		if latest := f.latest.Full; f.r.at >= latest.LastRevision && latest.Key != f.full.Key {
+			f.full, f.status.Full = latest, latest.Key
+			stateErr = errors.Join(stateErr, f.writeState())
+		}
+		f.applied()
+	})
+	err = errors.Join(err, stateErr)
+	if err != nil {
+		// A delta that failed before its first event (a download) leaves
+		// the standby as it was. One that failed on the way may be damaged
+		// where it was already applied (its checksum is checked at its end),
+		// and a revision may be part-written: the standby is built again.
+		if f.r.torn || f.r.at != whole {
+			f.broken = true
+			if werr := f.writeState(); werr != nil {
+				err = errors.Join(err, werr)
+			}
+		}
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	auth, noPassword, err := f.r.applyAuth()
+	if err != nil {
+		f.broken = true
+		return fmt.Errorf("restore: follow: %w", err)
+	}
+	if auth {
+		f.auth, f.noPassword = true, noPassword
+	}
+	f.grants, f.guess, f.dropped = f.r.grantedLeases, f.r.guessedLeases, f.r.droppedLeases
+	return nil
+}
+
+// promote makes a copy of the standby a member's data dir at DataDir.
+func (f *follower) promote(ctx context.Context) (Result, error) {
+	start := time.Now()
+	o := f.opts.Options
+	res := Result{Chain: snap.Chain{Full: f.full}, Revision: f.r.at, Revisions: f.status.Revisions,
+		GrantedLeases: f.grants, GuessedLeases: f.guess, DroppedLeases: f.dropped,
+		AuthRestored: f.auth, UsersWithoutPassword: f.noPassword}
+	if f.latest.Full.Key == f.full.Key {
+		res.Chain.Deltas = slices.DeleteFunc(slices.Clone(f.latest.Deltas), func(d snap.Snapshot) bool { return d.LastRevision > f.r.at })
+	}
+	if f.broken {
+		return res, fmt.Errorf("restore: follow: the standby at revision %d broke on its last delta and was not built again; run the follower again, or restore", f.r.at)
+	}
+	release, err := datadir.Hold(o.DataDir)
+	if err != nil {
+		return res, fmt.Errorf("restore: %w", err)
+	}
+	defer release()
+	parent := filepath.Dir(o.DataDir)
+	work, err := os.MkdirTemp(parent, filepath.Base(o.DataDir)+".tmp-")
+	if err != nil {
+		return res, fmt.Errorf("restore: %w", err)
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	out := filepath.Join(work, "data")
+	db := dbPath(out)
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return res, fmt.Errorf("restore: %w", err)
+	}
+	// The standby stays as it is, to be followed again; the member gets a
+	// consistent copy, from one read transaction.
+	f.r.release()
+	f.r.b.ForceCommit()
+	if err := copyDatabase(f.r, db); err != nil {
+		return res, fmt.Errorf("restore into %s: copy the standby: %w", o.DataDir, err)
+	}
+	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
+		// No listing succeeded yet: the estimate needs one.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, f.latest, err = pick(lctx, f.st, Target{})
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)
+		}
+	}
+	res.RevisionBump = o.bump(f.latest, res.Revision)
+	if err := finishInPlace(nil, out, res.Revision, o.member(res.RevisionBump)); err != nil {
+		return res, fmt.Errorf("restore into %s: build the data dir: %w", o.DataDir, err)
+	}
+	if err := install(ctx, f.st, o, out, release, &res, start); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// copyDatabase writes the replayer's committed database to path.
+func copyDatabase(r *replayer, path string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	s := r.b.Snapshot()
+	_, err = s.WriteTo(datadir.NewWritebackFile(out))
+	return errors.Join(err, s.Close(), out.Close())
+}
+
+func (f *follower) close() {
+	if f.r != nil {
+		_ = f.r.close()
+		f.r = nil
+	}
+}

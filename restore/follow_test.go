@@ -1,0 +1,261 @@
+package restore_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// follower runs restore.Follow until stopped and records each standby
+// state it reports, with when.
+type follower struct {
+	mu      sync.Mutex
+	reached []reached
+	stop    func() (restore.Result, error)
+}
+
+type reached struct {
+	restore.Standby
+	at time.Time
+}
+
+func follow(ctx context.Context, t *testing.T, st store.Store, opts restore.Options) *follower {
+	t.Helper()
+	f := &follower{}
+	fctx, cancel := context.WithCancel(ctx)
+	type ended struct {
+		res restore.Result
+		err error
+	}
+	done := make(chan ended, 1)
+	go func() {
+		res, err := restore.Follow(fctx, st, restore.FollowOptions{Options: opts, Poll: 100 * time.Millisecond, CatchUpAfter: 2 * time.Second,
+			Applied: func(s restore.Standby) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.reached = append(f.reached, reached{s, time.Now()})
+			}})
+		done <- ended{res, err}
+	}()
+	var once sync.Once
+	var last ended
+	f.stop = func() (restore.Result, error) {
+		once.Do(func() {
+			cancel()
+			last = <-done
+		})
+		return last.res, last.err
+	}
+	t.Cleanup(func() { _, _ = f.stop() })
+	return f
+}
+
+func (f *follower) last() restore.Standby {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.reached) == 0 {
+		return restore.Standby{}
+	}
+	return f.reached[len(f.reached)-1].Standby
+}
+
+// when is the first time the standby held rev.
+func (f *follower) when(rev int64) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.reached {
+		if r.Revision >= rev {
+			return r.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (f *follower) reaches(t *testing.T, rev int64) {
+	t.Helper()
+	etcdtest.Eventually(t, "the standby reaches the uploader", 30*time.Second, func() bool { return f.last().Revision >= rev })
+}
+
+// A standby follows a member's sidecar under a write load, across a new
+// full snapshot, a compaction of the chain, a restart and a gap, and
+// stopped, becomes a member whose keyspace is the live one at its revision.
+func TestFollowKeepsAWarmStandby(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true})
+	cli := c.Client(t)
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const period = time.Second
+	var mu sync.Mutex
+	landed := map[int64]time.Time{}
+	codec := snapshot.Codec{Compression: snapshot.Gzip}
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{FullSchedule: "@every 1h", RetentionPeriod: -1, DeltaPeriod: period,
+		Codec: codec, SpoolDir: t.TempDir(), OnResult: func(r snapshot.Result) {
+			if r.Op == snapshot.OpDelta && r.Err == nil {
+				mu.Lock()
+				landed[r.Snapshot.LastRevision] = time.Now()
+				mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stopSidecar := context.WithCancel(ctx)
+	sidecar := make(chan error, 1)
+	go func() { sidecar <- s.Run(sctx) }()
+	defer func() {
+		stopSidecar()
+		if err := <-sidecar; err != nil {
+			t.Error(err)
+		}
+	}()
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "standby")
+	opts := restore.Options{DataDir: dataDir, Name: "standby", PeerURLs: []string{peer.String()},
+		Source: restore.Source{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
+	f := follow(ctx, t, st, opts)
+
+	// Under load, every delta is in the standby within a delta period and
+	// a second of landing.
+	load := etcdtest.StartLoad(t, cli)
+	time.Sleep(4 * period)
+	load.Check(t)
+	if _, err := s.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.reaches(t, s.Status().LastRevision)
+	mu.Lock()
+	if len(landed) < 3 {
+		t.Fatalf("%d deltas landed under the load", len(landed))
+	}
+	for rev, at := range landed {
+		got, ok := f.when(rev)
+		if !ok || got.Sub(at) > period+time.Second {
+			t.Errorf("delta to revision %d landed at %v, the standby held it %v later", rev, at.Format(time.StampMilli), got.Sub(at))
+		}
+	}
+	mu.Unlock()
+	if l := f.last(); l.CatchUps != 1 || l.Resumed {
+		t.Fatalf("standby %+v: want one build from the full, not resumed", l)
+	}
+
+	// A new full snapshot, then a compaction of the chain into one: the
+	// deltas go on past both, nothing is downloaded again.
+	if _, err := (etcdtest.Workload{Ops: 200, Seed: 31, TxnPercent: 20, DeletePercent: 15, LeasePercent: 10}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	full, err := s.TakeFull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 200, Seed: 32, TxnPercent: 20, DeletePercent: 15}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.reaches(t, s.Status().LastRevision)
+	compacted, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{Full: snapshot.FullOptions{Codec: codec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 33, DeletePercent: 20}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.reaches(t, s.Status().LastRevision)
+	if l := f.last(); l.CatchUps != 1 || l.Full != compacted.Snapshot.Key {
+		t.Fatalf("standby %+v after the full %s and the compaction %s: want no second build, following the compaction", l, full.Key, compacted.Snapshot.Key)
+	}
+
+	// Stopped, the standby becomes a member's data dir; started again, it
+	// resumes where it stood.
+	first, err := f.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Revision != f.last().Revision {
+		t.Fatalf("the data dir holds revision %d, the standby %d", first.Revision, f.last().Revision)
+	}
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 34, TxnPercent: 10}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f = follow(ctx, t, st, opts)
+	f.reaches(t, s.Status().LastRevision)
+	if l := f.last(); !l.Resumed || l.CatchUps != 0 {
+		t.Fatalf("standby %+v after a restart: want it resumed without a build", l)
+	}
+
+	// A gap: a delta lost before the standby saw it, then a new full. The
+	// standby is built again from that full.
+	if _, err := f.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 50, Seed: 35}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := s.TakeDelta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, lost.Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeFull(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 36, TxnPercent: 20, LeasePercent: 10}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeDelta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f = follow(ctx, t, st, opts)
+	f.reaches(t, s.Status().LastRevision)
+	if l := f.last(); l.CatchUps != 1 {
+		t.Fatalf("standby %+v after a gap: want one build from the new full", l)
+	}
+	res, err := f.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.MovedAside == "" {
+		t.Fatal("the second data dir did not move the first aside")
+	}
+
+	// The promoted standby serves the live keyspace at its revision.
+	m := etcdtest.StartDataDir(t, etcdtest.Options{TLS: true, Security: c.Security}, "standby", dataDir, peer)
+	want, err := restore.LiveDigest(ctx, cli, res.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := restore.LiveDigest(ctx, m.Client(t), res.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("the standby at revision %d sums to %v, the live cluster to %v", res.Revision, got, want)
+	}
+}
