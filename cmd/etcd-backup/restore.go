@@ -72,13 +72,24 @@ func (b *revisionBump) Type() string { return "auto|N" }
 
 func restoreCmd(g *globals) *cobra.Command {
 	var (
-		t    target
-		opts restore.Options
+		t      target
+		opts   restore.Options
+		follow struct {
+			on                 bool
+			poll, catchUpAfter time.Duration
+		}
 	)
 	cmd := &cobra.Command{
-		Use:   "restore --data-dir DIR [--revision R | --time T]",
+		Use:   "restore --data-dir DIR [--revision R | --time T | --follow]",
 		Short: "Rebuild a member's data dir from the backups; an existing data dir is moved aside",
-		Args:  cobra.NoArgs,
+		Long: `Rebuild a member's data dir from the backups; an existing data dir is moved aside.
+
+With --follow, restore keeps a warm standby: the latest chain is restored once into
+DIR.standby, and every new delta is replayed into it as it lands. On SIGTERM or SIGINT
+the standby's state is made a member's data dir at DIR, as a plain restore would, and the
+standby stays: run it again to go on following. A follower that is killed resumes
+where it stood, without downloading the full snapshot again.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if opts.DataDir == "" {
@@ -98,11 +109,23 @@ func restoreCmd(g *globals) *cobra.Command {
 				cli.AtLeast("concurrency", int64(opts.Concurrency), 1)); err != nil {
 				return err
 			}
+			if follow.on && (t.revision != 0 || t.at != "") {
+				return cli.Usage(errors.New("--follow keeps the newest state: it takes no --revision or --time"))
+			}
 			st, p, err := g.source(ctx, &opts.Source)
 			if err != nil {
 				return err
 			}
-			res, err := restore.Restore(ctx, st, opts)
+			var res restore.Result
+			if follow.on {
+				res, err = restore.Follow(ctx, st, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
+					Applied: func(s restore.Standby) {
+						p.Done()
+						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
+					}})
+			} else {
+				res, err = restore.Restore(ctx, st, opts)
+			}
 			p.Done()
 			if err != nil {
 				return err
@@ -147,5 +170,9 @@ func restoreCmd(g *globals) *cobra.Command {
 	f.DurationVar(&opts.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
 	cli.KeepMovedAside(f, &opts.KeepMovedAside)
+	f.BoolVar(&follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")
+	f.DurationVar(&follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
+	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
+		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
 	return cmd
 }
