@@ -74,7 +74,9 @@ func TestRestoreFollow(t *testing.T) {
 	if err := f.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = <-f.exited // killed: the error says so
+	if err := <-f.exited; err == nil {
+		t.Fatal("the follower exited 0 after SIGKILL")
+	}
 	work.Seed = 42
 	if _, err := work.Run(ctx, cli); err != nil {
 		t.Fatal(err)
