@@ -41,11 +41,18 @@ func restoreBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, full, head, err := captureChain(ctx, cfg)
+	standby, err := newStandby(filepath.Join(cfg.dir, "standby"))
 	if err != nil {
 		return nil, err
 	}
-	var rows []row
+	st, full, head, err := captureChain(ctx, cfg, standby)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := standby.rows(ctx, cfg, st, head)
+	if err != nil {
+		return nil, err
+	}
 
 	// The whole restore: download, replay, data dir.
 	var res restore.Result
@@ -110,8 +117,8 @@ func restoreBench(ctx context.Context, cfg config) ([]row, error) {
 }
 
 // captureChain fills a member, takes a full and captures cfg.revisions
-// revisions of deltas with a Snapshotter.
-func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapshot, int64, error) {
+// revisions of deltas with a Snapshotter, which a standby follows.
+func captureChain(ctx context.Context, cfg config, standby *standby) (store.Store, snapshot.Snapshot, int64, error) {
 	m, err := startMember(filepath.Join(cfg.dir, "etcd-chain"))
 	if err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
@@ -133,12 +140,13 @@ func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapsh
 		return nil, snapshot.Snapshot{}, 0, err
 	}
 	s, err := snapshot.New(m.cli, st, snapshot.SnapshotterOptions{
-		FullSchedule: "@every 24h", DeltaPeriod: 10 * time.Second, DeltaMemoryLimit: 10 << 20, RetentionPeriod: -1,
-		Codec: codec,
+		FullSchedule: "@every 24h", DeltaPeriod: deltaPeriod, DeltaMemoryLimit: 10 << 20, RetentionPeriod: -1,
+		Codec: codec, OnResult: standby.landed,
 	})
 	if err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
+	standby.follow(ctx, st)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
@@ -153,6 +161,10 @@ func captureChain(ctx context.Context, cfg config) (store.Store, snapshot.Snapsh
 	}
 	return st, full, s.Status().LastRevision, nil
 }
+
+// deltaPeriod is the period of the chain's deltas; under the bench's load
+// the memory limit writes most of them sooner.
+const deltaPeriod = 10 * time.Second
 
 // caughtUp waits until the Snapshotter stored the member's last revision:
 // writers in the same process can outrun it on a small machine.

@@ -28,8 +28,9 @@ type FollowOptions struct {
 	// uploader closes the old chain with a delta only after the new full
 	// has landed, and etcd-backup-restore never does. Default 30 s.
 	CatchUpAfter time.Duration
-	// Applied, when set, is called from Follow's goroutine after each
-	// delta applied and each catch-up from a full snapshot.
+	// Applied, when set, is called from Follow's goroutine once the
+	// standby is open (resumed or built), then after each delta applied
+	// and each catch-up from a full snapshot.
 	Applied func(Standby)
 }
 
@@ -181,6 +182,7 @@ func (f *follower) open(ctx context.Context) error {
 		f.full, f.broken = snap.Snapshot{Kind: snap.KindFull, Key: state.Full}, state.Broken
 		f.status = Standby{Revision: rev, Full: state.Full, Resumed: true}
 		f.opts.Logger.Info("restore: follow: resuming the standby", "dir", f.dir, "revision", rev, "full", state.Full)
+		f.applied()
 		return nil
 	case !errors.Is(err, os.ErrNotExist):
 		return err
@@ -474,14 +476,17 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// copyDatabase writes the replayer's committed database to path.
+// copyDatabase writes the replayer's committed database to path. bbolt
+// copies the file whole under a read transaction; to an *os.File the copy
+// is copy_file_range, which stays in the kernel (and on a file system
+// that shares extents, copies none).
 func copyDatabase(r *replayer, path string) error {
 	out, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	s := r.b.Snapshot()
-	_, err = s.WriteTo(datadir.NewWritebackFile(out))
+	_, err = s.WriteTo(out)
 	return errors.Join(err, s.Close(), out.Close())
 }
 
