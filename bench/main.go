@@ -150,6 +150,8 @@ var bounds = []struct {
 	{"delta capture against a bare watch", "", 0.8},
 	{"delta capture", "", 0.8},
 	{"restore, full + chain", "", 2.5},
+	{"standby: follow lag", "", 1},
+	{"standby: primary lost", "", 0.9},
 	{"restore, full only", "", 0.5},
 	{"restore, gzip full alone", "", 0.5},
 	{"compaction", "", 1},

@@ -202,15 +202,9 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 		kill(syscall.SIGKILL)
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "bench: writing for %v ...\n", cfg.load)
-	written, writes, err := load(ctx, m.cli, cfg.load)
-	if err != nil {
-		kill(syscall.SIGKILL)
-		return nil, err
-	}
 	// Stopping flushes the last events: that delta counts too.
-	kill(syscall.SIGTERM)
-	if err := wait(); err != nil {
+	written, writes, err := loadBeside(ctx, m.cli, cfg.load, "with the sidecar", kill, wait)
+	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "bench: writing for %v without a sidecar again ...\n", cfg.load)
@@ -226,14 +220,8 @@ func deltaBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "bench: writing for %v with a bare watch ...\n", cfg.load)
-	_, watched, err := load(ctx, m.cli, cfg.load)
+	_, watched, err := loadBeside(ctx, m.cli, cfg.load, "with a bare watch", kill, wait)
 	if err != nil {
-		kill(syscall.SIGKILL)
-		return nil, err
-	}
-	kill(syscall.SIGTERM)
-	if err := wait(); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "bench: writing for %v without a watch ...\n", cfg.load)
@@ -405,6 +393,19 @@ func load(ctx context.Context, cli *clientv3.Client, d time.Duration) (map[int64
 		return nil, 0, errors.New("no write succeeded")
 	}
 	return written, len(written), nil
+}
+
+// loadBeside is load while a child runs, which is then stopped with
+// SIGTERM and its result waited for.
+func loadBeside(ctx context.Context, cli *clientv3.Client, d time.Duration, what string, kill func(os.Signal), wait func() error) (map[int64]time.Time, int, error) {
+	fmt.Fprintf(os.Stderr, "bench: writing for %v %s ...\n", d, what)
+	written, n, err := load(ctx, cli, d)
+	if err != nil {
+		kill(syscall.SIGKILL)
+		return nil, 0, err
+	}
+	kill(syscall.SIGTERM)
+	return written, n, wait()
 }
 
 type ack struct {

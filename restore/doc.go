@@ -19,6 +19,10 @@
 // and lets the next one clear what a killed one left. No etcd server runs
 // at any point.
 //
+// Follow keeps a warm standby: the same restore once, into a database
+// beside the data dir, then each new delta replayed into it as it lands;
+// stopped, it makes a copy of the standby the data dir, as Restore would.
+//
 // Verify does the same replay without a data dir and sums the keyspace;
 // LiveDigest sums a live cluster the same way, so equal digests prove a
 // backup exact. Consolidate folds a chain into one new full snapshot.

@@ -114,24 +114,21 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 	if err := f.open(ctx); err != nil {
 		return Result{}, err
 	}
-	for {
-		if err := f.poll(ctx); err != nil {
-			if ctx.Err() != nil {
-				break
-			}
+	for ctx.Err() == nil {
+		if err := f.poll(ctx); err != nil && ctx.Err() == nil {
 			o.Logger.Warn("restore: follow: the standby did not advance; trying again", "revision", f.r.at, "error", err)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(opts.Poll):
-			continue
 		}
-		break
 	}
 	// The data dir is made even though ctx ended: that is what stopping a
-	// follower asks for. Only local files are written, and the record on
-	// the store is bounded.
-	return f.promote(context.WithoutCancel(ctx))
+	// follower asks for. Only local files are written, then one record
+	// on the store.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	return f.promote(pctx)
 }
 
 // follower is Follow's state.
@@ -139,9 +136,9 @@ type follower struct {
 	st   store.Store
 	opts FollowOptions
 	dir  string
-	// r replays into the standby database; chain is the chain it follows
-	// (its full, and the deltas applied last), latest the store's newest
-	// chain at the last listing.
+	// r replays into the standby database; full is the full snapshot
+	// whose chain the standby is in, latest the store's newest chain at
+	// the last listing.
 	r      *replayer
 	full   snap.Snapshot
 	latest snap.Chain
@@ -179,7 +176,10 @@ func (f *follower) open(ctx context.Context) error {
 			return fmt.Errorf("restore: follow: the standby database %s: %w; move %s away to build a new standby", f.db(), err, f.dir)
 		}
 		f.r = openReplayer(f.db(), rev, 0, time.Time{}, f.opts.UnknownLeaseTTL)
-		f.full, f.broken = snap.Snapshot{Kind: snap.KindFull, Key: state.Full}, state.Broken
+		if f.full, err = snap.Parse(state.Full); err != nil {
+			return fmt.Errorf("restore: follow: %s names no full snapshot (%w); move %s away to build a new standby", filepath.Join(f.dir, standbyState), err, f.dir)
+		}
+		f.broken = state.Broken
 		f.status = Standby{Revision: rev, Full: state.Full, Resumed: true}
 		f.opts.Logger.Info("restore: follow: resuming the standby", "dir", f.dir, "revision", rev, "full", state.Full)
 		f.applied()
