@@ -260,9 +260,9 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 		_ = f.r.close()
 		f.r = nil
 	}
-	// The state names the new full only once the database is in place; a
-	// kill in between leaves the new database with the old name, which
-	// only a log line reads.
+	// The state names the new full only once the database is in place. A
+	// kill in between leaves the old full's name with the new database;
+	// the next delta past the newest full names that one.
 	if err := os.Rename(next, f.db()); err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
