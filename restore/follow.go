@@ -187,12 +187,23 @@ func (f *follower) open(ctx context.Context) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	chain, latest, err := pick(ctx, f.st, Target{})
-	if err != nil {
-		return err
+	// Until the store holds a chain (a follower started beside a new
+	// uploader), and through the store's errors, try again every Poll.
+	for {
+		chain, latest, err := pick(ctx, f.st, Target{})
+		if err == nil {
+			f.latest = latest
+			if err = f.catchUp(ctx, chain); err == nil {
+				return nil
+			}
+		}
+		f.opts.Logger.Warn("restore: follow: no standby yet; trying again", "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("restore: follow: stopped before a standby was built: %w", err)
+		case <-time.After(f.opts.Poll):
+		}
 	}
-	f.latest = latest
-	return f.catchUp(ctx, chain)
 }
 
 // readState reads standby.json, refusing a standby of another store.

@@ -259,3 +259,39 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 		t.Fatalf("the standby at revision %d sums to %v, the live cluster to %v", res.Revision, got, want)
 	}
 }
+
+// A follower started before the store holds a full snapshot waits for
+// one; stopped before, it says so and builds nothing.
+func TestFollowWaitsForAFirstFull(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "standby")
+	early := follow(ctx, t, st, restore.Options{DataDir: dataDir})
+	time.Sleep(300 * time.Millisecond)
+	if _, err := early.stop(); err == nil {
+		t.Fatal("a follower stopped before any full snapshot made a data dir")
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Fatalf("data dir after a stop before any standby: %v", err)
+	}
+	f := follow(ctx, t, st, restore.Options{DataDir: dataDir})
+	time.Sleep(300 * time.Millisecond)
+	if _, err := (etcdtest.Workload{Ops: 50, Seed: 51}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reaches(t, full.LastRevision)
+	res, err := f.stop()
+	if err != nil || res.Revision != full.LastRevision {
+		t.Fatalf("the standby after a late full: %+v, %v", res, err)
+	}
+}
