@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -268,6 +267,7 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
 	if f.r != nil {
+		f.count(f.r)
 		_ = f.r.close()
 		f.r = nil
 	}
@@ -294,6 +294,14 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 	return nil
 }
 
+// count adds what replayer r granted, guessed and dropped to the
+// Result's totals, before r is closed or reported; it counts a
+// replayer once.
+func (f *follower) count(r *replayer) {
+	f.grants, f.guess, f.dropped = f.grants+r.grantedLeases, f.guess+r.guessedLeases, f.dropped+r.droppedLeases
+	r.grantedLeases, r.guessedLeases, r.droppedLeases = 0, 0, 0
+}
+
 func (f *follower) applied() {
 	if f.opts.Applied != nil {
 		f.opts.Applied(f.status)
@@ -316,7 +324,7 @@ func (f *follower) poll(ctx context.Context) error {
 	if f.broken {
 		return f.catchUpLatest(ctx, latest)
 	}
-	next := continuing(cat, f.full, f.r.at)
+	next := cat.Continuing(f.full, f.r.at)
 	reaches := f.r.at
 	if len(next) > 0 {
 		reaches = next[len(next)-1].LastRevision
@@ -345,34 +353,6 @@ func (f *follower) catchUpLatest(ctx context.Context, latest snap.Chain) error {
 		return err
 	}
 	return f.catchUp(ctx, chain)
-}
-
-// continuing are the deltas of cat that continue a standby at revision
-// rev built from full, in replay order, up to the first gap.
-func continuing(cat snap.Catalog, full snap.Snapshot, rev int64) []snap.Snapshot {
-	var deltas []snap.Snapshot
-	for _, s := range cat {
-		if s.Kind == snap.KindDelta && s.LastRevision > rev && s.Legacy() == full.Legacy() {
-			deltas = append(deltas, s)
-		}
-	}
-	slices.SortStableFunc(deltas, func(a, b snap.Snapshot) int {
-		// Of two deltas that start together, the longer replaces the other.
-		return cmp.Or(cmp.Compare(a.StartRevision, b.StartRevision), cmp.Compare(b.LastRevision, a.LastRevision))
-	})
-	var out []snap.Snapshot
-	covered := rev
-	for _, d := range deltas {
-		if d.LastRevision <= covered {
-			continue
-		}
-		if d.StartRevision > covered+1 {
-			break
-		}
-		out = append(out, d)
-		covered = d.LastRevision
-	}
-	return out
 }
 
 // replay applies deltas to the standby. A delta that fails to apply
@@ -428,7 +408,6 @@ func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
 	if auth {
 		f.auth, f.noPassword = true, noPassword
 	}
-	f.grants, f.guess, f.dropped = f.r.grantedLeases, f.r.guessedLeases, f.r.droppedLeases
 	return nil
 }
 
@@ -436,6 +415,7 @@ func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
 func (f *follower) promote(ctx context.Context) (Result, error) {
 	start := time.Now()
 	o := f.opts.Options
+	f.count(f.r)
 	res := Result{Chain: snap.Chain{Full: f.full}, Revision: f.r.at, Revisions: f.status.Revisions,
 		GrantedLeases: f.grants, GuessedLeases: f.guess, DroppedLeases: f.dropped,
 		AuthRestored: f.auth, UsersWithoutPassword: f.noPassword}
@@ -503,6 +483,7 @@ func copyDatabase(r *replayer, path string) error {
 
 func (f *follower) close() {
 	if f.r != nil {
+		f.count(f.r)
 		_ = f.r.close()
 		f.r = nil
 	}

@@ -125,6 +125,27 @@ func (c Catalog) AsOf(t time.Time) (Chain, error) {
 	return ch, nil
 }
 
+// Continuing are the deltas that continue, from revision rev, a database
+// built from full: every delta past rev in full's layout, in replay
+// order, up to the first gap. A follower replays them whichever chain
+// they belong to: a chain's deltas go on past the next full.
+func (c Catalog) Continuing(full Snapshot, rev int64) []Snapshot {
+	from := full
+	from.LastRevision = rev
+	var out []Snapshot
+	for _, d := range c.chainFrom(from).Deltas {
+		if d.LastRevision <= rev {
+			continue
+		}
+		if d.StartRevision > rev+1 {
+			break
+		}
+		out = append(out, d)
+		rev = d.LastRevision
+	}
+	return out
+}
+
 // chainFrom is full plus every delta past its revision, in replay order.
 func (c Catalog) chainFrom(full Snapshot) Chain {
 	ch := Chain{Full: full}

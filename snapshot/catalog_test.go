@@ -212,3 +212,38 @@ func TestChainsView(t *testing.T) {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 }
+
+// Continuing runs across fulls from the revision asked, skips what is
+// covered, prefers the longer of two deltas that start together and stops
+// at the first gap.
+func TestContinuing(t *testing.T) {
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		full(10, t0), delta(11, 20, t0), delta(21, 30, t0),
+		full(30, t0.Add(time.Hour)), delta(31, 35, t0), delta(31, 40, t0), delta(41, 50, t0),
+		delta(60, 70, t0),
+	})
+	for _, c := range []struct {
+		rev  int64
+		want string
+	}{
+		{10, "11-20 21-30 31-40 41-50"},
+		{25, "21-30 31-40 41-50"},
+		{50, ""},
+		{70, ""},
+	} {
+		var got []string
+		for _, d := range cat.Continuing(full(10, t0), c.rev) {
+			got = append(got, fmt.Sprintf("%d-%d", d.StartRevision, d.LastRevision))
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("from revision %d: %q, want %q", c.rev, got, c.want)
+		}
+	}
+	legacy := snapshot.NewCatalog([]snapshot.Snapshot{
+		mustParse("v1/Backup-100/Full-00000000-00000010-100"), mustParse("v1/Backup-100/Incr-00000011-00000020-110"),
+		delta(11, 30, t0),
+	})
+	if got := legacy.Continuing(mustParse("v1/Backup-100/Full-00000000-00000010-100"), 10); len(got) != 1 || got[0].Key != "v1/Backup-100/Incr-00000011-00000020-110" {
+		t.Fatalf("a v1 standby continues with %v, want its own directory's delta", got)
+	}
+}
