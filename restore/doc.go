@@ -23,6 +23,11 @@
 // beside the data dir, then each new delta replayed into it as it lands;
 // stopped, it makes a copy of the standby the data dir, as Restore would.
 //
+// ReadState does the same replay in a scratch directory and reads keys
+// as they were; Diff compares two such states, and Undelete writes the
+// keys of one back into a live cluster where they are absent, never over
+// a key written since.
+//
 // Verify does the same replay without a data dir and sums the keyspace;
 // LiveDigest sums a live cluster the same way, so equal digests prove a
 // backup exact. Consolidate folds a chain into one new full snapshot.
