@@ -58,6 +58,12 @@ type Options struct {
 	// CompactAfter: the uploader compacts the latest chain into a new
 	// full snapshot once its deltas cover this many revisions. 0: never.
 	CompactAfter int64
+	// MaxRestoreTime: the uploader compacts the latest chain once its
+	// estimated restore time on this node passes this. 0: no budget.
+	MaxRestoreTime time.Duration
+	// DrillPeriod: the uploader restores the latest chain in WorkDir this
+	// often and compares it with the live cluster (RunDrill). 0: never.
+	DrillPeriod time.Duration
 	// WorkDir holds spooled snapshots, chains being compacted and
 	// restores being built; New creates it (0700) when missing. Default
 	// os.TempDir().
@@ -104,8 +110,8 @@ type Options struct {
 }
 
 // Operation is one operation the sidecar ran: Name is "validation",
-// "restore", "remove", "add-learner", "promote", "defrag" or
-// "compaction".
+// "restore", "remove", "add-learner", "promote", "defrag", "compaction"
+// or "drill".
 type Operation struct {
 	Name string
 	Took time.Duration
@@ -121,6 +127,7 @@ type Sidecar struct {
 	snap     *snapshot.Snapshotter
 	defrag   cron.Schedule
 	metrics  *metrics
+	drills   *drillMetrics
 	registry *prometheus.Registry
 	peers    *tlsfiles.Client
 	peerHTTP *http.Client
@@ -134,9 +141,15 @@ type Sidecar struct {
 	upDone    chan struct{} // closed when it has stopped
 	promoting bool
 	// chain is the latest chain as this sidecar wrote it.
-	fullRev, chainRevs int64
-	chainDeltas        int
-	compacting         bool
+	fullRev, chainRevs, fullSize int64
+	chainDeltas                  int
+	compacting                   bool
+	// lastUpload is when the newest snapshot landed; drill the last
+	// drill, verified the chain it verified and speed what it measured.
+	lastUpload time.Time
+	drill      Drill
+	verified   snapshot.Chain
+	speed      restore.Speed
 	// compacted is the last full snapshot a compaction wrote, which the
 	// Snapshotter did not take.
 	compacted snapshot.Snapshot
@@ -212,6 +225,8 @@ func New(o Options) (*Sidecar, error) {
 		}
 	}
 	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
+	s.drills = newDrillMetrics(o.Registry, s.verifiedAge, s.rpo)
+	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }
 
@@ -226,6 +241,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	if s.defrag != nil {
 		wg.Go(func() { s.defragLoop(ctx) })
+	}
+	if s.opts.DrillPeriod > 0 && s.snap != nil {
+		wg.Go(func() { s.drillLoop(ctx) })
 	}
 	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
 		if ctx.Err() == nil {
@@ -397,10 +415,11 @@ func (s *Sidecar) loadChain(ctx context.Context) {
 		return
 	}
 	s.mu.Lock()
-	s.fullRev, s.chainDeltas = chain.Full.LastRevision, len(chain.Deltas)
+	s.fullRev, s.chainDeltas, s.fullSize = chain.Full.LastRevision, len(chain.Deltas), chain.Full.Size
 	s.chainRevs = chain.LastRevision() - chain.Full.LastRevision
 	s.mu.Unlock()
 	s.metrics.chain(len(chain.Deltas), chain.LastRevision()-chain.Full.LastRevision)
+	s.estimate()
 }
 
 // result records a Snapshotter result and starts a compaction of the
@@ -415,19 +434,24 @@ func (s *Sidecar) result(r snapshot.Result) {
 	s.stoppedSince, s.stopErr = time.Time{}, nil
 	switch r.Op {
 	case snapshot.OpFull:
-		s.fullRev, s.chainDeltas, s.chainRevs = r.Snapshot.LastRevision, 0, 0
+		s.fullRev, s.chainDeltas, s.chainRevs, s.fullSize = r.Snapshot.LastRevision, 0, 0, r.Snapshot.Size
+		s.lastUpload = time.Now()
 	case snapshot.OpDelta:
 		s.chainDeltas++
 		s.chainRevs = r.Snapshot.LastRevision - s.fullRev
+		s.lastUpload = time.Now()
 	}
 	deltas, revs := s.chainDeltas, s.chainRevs
-	compact := s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter && !s.compacting && s.uploading
+	s.mu.Unlock()
+	s.metrics.chain(deltas, revs)
+	_, overBudget := s.estimate()
+	s.mu.Lock()
+	compact := (s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter || overBudget) && !s.compacting && s.uploading
 	if compact {
 		s.compacting = true
 	}
 	ctx := s.runCtx
 	s.mu.Unlock()
-	s.metrics.chain(deltas, revs)
 	if compact {
 		go func() {
 			_, _ = s.Compact(ctx)
@@ -460,11 +484,12 @@ func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 	s.log.Info("sidecar: chain compacted", "revision", c.Snapshot.LastRevision, "revisions", c.Revisions, "took", c.Took)
 	s.mu.Lock()
 	if c.Snapshot.LastRevision >= s.fullRev {
-		s.fullRev = c.Snapshot.LastRevision
+		s.fullRev, s.fullSize = c.Snapshot.LastRevision, c.OutputBytes
 		s.chainDeltas, s.chainRevs = 0, 0
 	}
 	s.compacted = c.Snapshot
 	s.mu.Unlock()
+	s.estimate()
 	return c, nil
 }
 

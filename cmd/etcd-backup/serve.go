@@ -125,6 +125,10 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	defragFlags(cmd, &o.Defrag)
 	f.BoolVar(&o.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")
 	f.Int64Var(&o.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
+	f.DurationVar(&o.MaxRestoreTime, "max-restore-time", 0,
+		"compact the chain into a new full snapshot once its estimated restore time on this node passes this (0: no budget)")
+	f.DurationVar(&o.DrillPeriod, "drill-period", 0,
+		"restore the latest chain in the work dir this often and compare it with the live cluster; metrics etcdkit_drill_* (0: never)")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
 	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
 	cli.KeepMovedAside(f, &o.KeepMovedAside)
@@ -144,6 +148,7 @@ func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, 
 		{"delta-period", deltaPeriod, true}, {"gc-period", gcPeriod, true}, {"follow-interval", followInterval, false},
 		{"shutdown-timeout", shutdown, false}, {"max-backup-age", o.MaxBackupAge, false},
 		{"defrag-pause", o.Defrag.Pause, true}, {"defrag-timeout", o.Defrag.Timeout, false},
+		{"max-restore-time", o.MaxRestoreTime, true}, {"drill-period", o.DrillPeriod, true},
 	}).Check(); err != nil {
 		return err
 	}

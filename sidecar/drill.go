@@ -1,0 +1,202 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+// The results of a restore drill.
+const (
+	drillOK       = "ok"
+	drillMismatch = "mismatch"
+	drillFailed   = "failed"
+)
+
+// Drill is the last restore drill: the latest chain replayed in the work
+// dir and compared with the live cluster at its revision.
+type Drill struct {
+	At       time.Time
+	Result   string // ok, mismatch, failed
+	Err      error
+	Report   restore.Report
+	Compared bool // false: the cluster had compacted past the revision
+}
+
+// drillMetrics are the drills' and the RPO's metrics.
+type drillMetrics struct {
+	lastRun, lastVerified, verifiedRevision prometheus.Gauge
+	result                                  *prometheus.GaugeVec
+	estimate, speedBytes, speedRevisions    prometheus.Gauge
+}
+
+func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64) *drillMetrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m := &drillMetrics{
+		lastRun:          g("etcdkit_drill_last_run_timestamp_seconds", "Unix time the last restore drill ended."),
+		lastVerified:     g("etcdkit_drill_last_success_timestamp_seconds", "Unix time of the last drill that found the backup equal to the live cluster."),
+		verifiedRevision: g("etcdkit_drill_verified_revision", "Revision of the last backup a drill verified."),
+		result: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_drill_result", Help: "1 for the last drill's result (ok, mismatch, failed), 0 for the others.",
+		}, []string{"result"}),
+		estimate:       g("etcdkit_restore_estimate_seconds", "Estimated time to restore the latest chain on this node, from its size and the speed the last drill measured."),
+		speedBytes:     g("etcdkit_restore_speed_bytes_per_second", "Full snapshot bytes the last drill downloaded and decoded per second."),
+		speedRevisions: g("etcdkit_restore_speed_revisions_per_second", "Revisions the last drill replayed per second."),
+	}
+	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
+		m.result.WithLabelValues(r)
+	}
+	reg.MustRegister(m.lastRun, m.lastVerified, m.verifiedRevision, m.result, m.estimate, m.speedBytes, m.speedRevisions,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "etcdkit_drill_verified_backup_age_seconds", Help: "Age of the newest snapshot of the last chain a drill verified; 0 before one.",
+		}, verifiedAge),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "etcdkit_rpo_seconds", Help: "Age of the newest uploaded snapshot while this sidecar uploads: the writes a loss now would take; 0 otherwise.",
+		}, rpo))
+	return m
+}
+
+// drillLoop runs a drill every DrillPeriod while this sidecar uploads.
+func (s *Sidecar) drillLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(s.opts.DrillPeriod):
+		}
+		if s.Uploader() {
+			s.RunDrill(ctx)
+		}
+	}
+}
+
+// RunDrill restores the latest chain in the work dir without a data dir,
+// compares it with the live cluster at its revision, and records the
+// result and the speed it measured.
+func (s *Sidecar) RunDrill(ctx context.Context) Drill {
+	if s.snap == nil {
+		return Drill{At: time.Now(), Result: drillFailed, Err: ErrNoStore}
+	}
+	d := Drill{Result: drillFailed}
+	rep, err := restore.Verify(ctx, s.opts.Store, restore.VerifyOptions{
+		Source: restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
+	d.Report = rep
+	if err == nil {
+		var live restore.Digest
+		live, err = restore.LiveDigest(ctx, s.opts.Client, rep.Digest.Revision)
+		switch {
+		case errors.Is(err, rpctypes.ErrCompacted):
+			// Only the chain could be checked; it replayed whole.
+			d.Result, err = drillOK, nil
+		case err == nil && live != rep.Digest:
+			d.Result, err = drillMismatch, fmt.Errorf("the backup has %s; the cluster has %s", rep.Digest, live)
+		case err == nil:
+			d.Result, d.Compared = drillOK, true
+		}
+	}
+	d.Err, d.At = err, time.Now()
+	m := s.drills
+	m.lastRun.Set(float64(d.At.Unix()))
+	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
+		v := 0.0
+		if r == d.Result {
+			v = 1
+		}
+		m.result.WithLabelValues(r).Set(v)
+	}
+	s.ran(Operation{Name: "drill", Took: rep.Took, Err: err})
+	if d.Result != drillOK {
+		s.metrics.failures.WithLabelValues("drill").Inc()
+		s.log.Error("sidecar: restore drill failed", "result", d.Result, "error", err)
+	} else {
+		m.lastVerified.Set(float64(d.At.Unix()))
+		m.verifiedRevision.Set(float64(rep.Digest.Revision))
+		sp := s.measured(rep.Speed())
+		m.speedBytes.Set(sp.BytesPerSecond)
+		m.speedRevisions.Set(sp.RevisionsPerSecond)
+		s.log.Info("sidecar: restore drill", "revision", rep.Digest.Revision, "compared", d.Compared, "took", rep.Took.Round(time.Millisecond),
+			"revisions_per_s", int64(sp.RevisionsPerSecond))
+	}
+	s.mu.Lock()
+	s.drill = d
+	if d.Result == drillOK {
+		s.verified = rep.Chain
+	}
+	s.mu.Unlock()
+	s.estimate()
+	return d
+}
+
+// measured keeps what a drill measured as this node's speed: a chain of
+// a full alone measures no replay, and the last replay measured stays.
+func (s *Sidecar) measured(sp restore.Speed) restore.Speed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp.BytesPerSecond > 0 {
+		s.speed.BytesPerSecond = sp.BytesPerSecond
+	}
+	if sp.RevisionsPerSecond > 0 {
+		s.speed.RevisionsPerSecond = sp.RevisionsPerSecond
+	}
+	return s.speed
+}
+
+// estimate is the latest chain's restore time at this node's speed, into
+// its metric; with MaxRestoreTime, it says whether the chain needs a
+// compaction.
+func (s *Sidecar) estimate() (time.Duration, bool) {
+	s.mu.Lock()
+	revs := s.chainRevs
+	chain := snapshot.Chain{Full: snapshot.Snapshot{LastRevision: s.fullRev, Size: s.fullSize},
+		Deltas: []snapshot.Snapshot{{LastRevision: s.fullRev + revs}}}
+	speed := s.speed
+	s.mu.Unlock()
+	e := restore.EstimateRestore(chain, speed)
+	s.drills.estimate.Set(e.Seconds())
+	// A chain of a full alone has nothing a compaction would shorten.
+	return e, s.opts.MaxRestoreTime > 0 && revs > 0 && e > s.opts.MaxRestoreTime
+}
+
+// verifiedAge is the age of the newest snapshot of the last verified
+// chain, 0 before any drill succeeded.
+func (s *Sidecar) verifiedAge() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.verified.Full.Key == "" {
+		return 0
+	}
+	newest := s.verified.Full.Created
+	for _, d := range s.verified.Deltas {
+		if d.Created.After(newest) {
+			newest = d.Created
+		}
+	}
+	return time.Since(newest).Seconds()
+}
+
+// rpo is the age of the newest uploaded snapshot while this sidecar
+// uploads, 0 otherwise.
+func (s *Sidecar) rpo() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.uploading || s.lastUpload.IsZero() {
+		return 0
+	}
+	return time.Since(s.lastUpload).Seconds()
+}
+
+// LastDrill is the last restore drill; zero before one.
+func (s *Sidecar) LastDrill() Drill {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.drill
+}

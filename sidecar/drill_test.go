@@ -1,0 +1,92 @@
+package sidecar_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
+)
+
+// The uploader's restore drills: the latest chain replayed and found equal
+// to the live cluster, with the drill's metrics, the RPO and the restore
+// estimate; a budget of restore time compacts the chain.
+func TestDrillsAndTheRestoreBudget(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true})
+	cli := c.Client(t)
+	ctx := context.Background()
+	s := newSetup(t)
+	sc, err := sidecar.New(sidecar.Options{
+		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
+		Snapshots:   snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		DrillPeriod: 300 * time.Millisecond, Follow: memberFollow,
+		// Any chain with a delta estimates past it: the first delta
+		// compacts the chain.
+		MaxRestoreTime: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = sc.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	etcdtest.Eventually(t, "uploader", 10*time.Second, sc.Uploader)
+	put(t, cli, 50, "/drill/")
+
+	etcdtest.Eventually(t, "the restore budget compacts the chain", 30*time.Second, func() bool {
+		cat, err := snapshot.List(ctx, s.st)
+		return err == nil && len(cat.Fulls()) >= 2
+	})
+	etcdtest.Eventually(t, "a drill verifies the chain against the cluster", 30*time.Second, func() bool {
+		d := sc.LastDrill()
+		return d.Result == "ok" && d.Compared && d.Report.Digest.Revision > 50
+	})
+	d := sc.LastDrill()
+	got := gathered(t, sc)
+	for name, want := range map[string]float64{`etcdkit_drill_result{result="ok"}`: 1, `etcdkit_drill_result{result="mismatch"}`: 0,
+		`etcdkit_drill_result{result="failed"}`: 0} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	for _, name := range []string{"etcdkit_drill_verified_revision", "etcdkit_restore_estimate_seconds", "etcdkit_drill_last_success_timestamp_seconds",
+		"etcdkit_restore_speed_bytes_per_second", "etcdkit_drill_verified_backup_age_seconds"} {
+		if got[name] <= 0 {
+			t.Errorf("%s = %v, want a positive value", name, got[name])
+		}
+	}
+	if _, ok := got["etcdkit_rpo_seconds"]; !ok {
+		t.Error("no etcdkit_rpo_seconds")
+	}
+	t.Logf("drill: %+v in %v", d.Report.Digest, d.Report.Took)
+}
+
+// gathered is the sidecar's gauges by name{labels}.
+func gathered(t *testing.T, sc *sidecar.Sidecar) map[string]float64 {
+	t.Helper()
+	families, err := sc.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			name := f.GetName()
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			if len(labels) > 0 {
+				name += "{" + strings.Join(labels, ",") + "}"
+			}
+			if g := m.GetGauge(); g != nil {
+				out[name] = g.GetValue()
+			}
+		}
+	}
+	return out
+}
