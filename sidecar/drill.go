@@ -35,6 +35,7 @@ type drillMetrics struct {
 	lastRun, lastVerified, verifiedRevision prometheus.Gauge
 	result                                  *prometheus.GaugeVec
 	estimate, speedBytes, speedRevisions    prometheus.Gauge
+	budget                                  prometheus.Gauge
 }
 
 func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64) *drillMetrics {
@@ -51,11 +52,12 @@ func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64)
 		estimate:       g("etcdkit_restore_estimate_seconds", "Estimated time to restore the latest chain on this node, from its size and the speed the last drill measured."),
 		speedBytes:     g("etcdkit_restore_speed_bytes_per_second", "Full snapshot bytes the last drill downloaded and decoded per second."),
 		speedRevisions: g("etcdkit_restore_speed_revisions_per_second", "Revisions the last drill replayed per second."),
+		budget:         g("etcdkit_restore_budget_seconds", "The restore-time budget past which the chain is compacted (--max-restore-time); 0: none."),
 	}
 	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
 		m.result.WithLabelValues(r)
 	}
-	reg.MustRegister(m.lastRun, m.lastVerified, m.verifiedRevision, m.result, m.estimate, m.speedBytes, m.speedRevisions,
+	reg.MustRegister(m.lastRun, m.lastVerified, m.verifiedRevision, m.result, m.estimate, m.speedBytes, m.speedRevisions, m.budget,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "etcdkit_drill_verified_backup_age_seconds", Help: "Age of the newest snapshot of the last chain a drill verified; 0 before one.",
 		}, verifiedAge),

@@ -226,6 +226,7 @@ func New(o Options) (*Sidecar, error) {
 	}
 	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
 	s.drills = newDrillMetrics(o.Registry, s.verifiedAge, s.rpo)
+	s.drills.budget.Set(o.MaxRestoreTime.Seconds())
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -41,10 +42,13 @@ func listCmd(g *globals) *cobra.Command {
 			type chainOut struct {
 				api.ChainView
 				Problem string `json:"problem,omitempty"`
+				// EstimatedRestore is restore.EstimateRestore at the
+				// bench machine's speed: a sidecar's drills measure its own.
+				EstimatedRestore float64 `json:"estimated_restore_seconds"`
 			}
 			chains := []chainOut{}
 			for _, c := range cat.Chains() {
-				out := chainOut{ChainView: sidecar.ChainViewOf(c)}
+				out := chainOut{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
 				if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
 					out.ClusterID = id.ClusterID
 				}
@@ -77,6 +81,8 @@ func listCmd(g *globals) *cobra.Command {
 					}
 					if c.Problem != "" {
 						fmt.Fprintf(w, "%d\t%s\t!\t%s\n", i+1, cluster, c.Problem)
+					} else {
+						fmt.Fprintf(w, "%d\t%s\t~\trestores in about %s\n", i+1, cluster, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
 					}
 				}
 			})
