@@ -63,6 +63,27 @@ func TestDrillsAndTheRestoreBudget(t *testing.T) {
 		t.Error("no etcdkit_rpo_seconds")
 	}
 	t.Logf("drill: %+v in %v", d.Report.Digest, d.Report.Took)
+
+	// A chain that cannot be restored fails the drill, which the result
+	// says. The sidecar is stopped first: its own drills would race.
+	cancel()
+	<-done
+	cat, err := snapshot.List(ctx, s.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range cat.Fulls() {
+		if err := s.st.Delete(ctx, f.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := sc.RunDrill(ctx); d.Result != "failed" || d.Err == nil {
+		t.Fatalf("a drill without a full snapshot: %+v", d)
+	}
+	got = gathered(t, sc)
+	if got[`etcdkit_drill_result{result="failed"}`] != 1 || got[`etcdkit_drill_result{result="ok"}`] != 0 {
+		t.Fatalf("after a failed drill: %v", got)
+	}
 }
 
 // gathered is the sidecar's gauges by name{labels}.
