@@ -64,6 +64,11 @@ type Options struct {
 	// DrillPeriod: the uploader restores the latest chain in WorkDir this
 	// often and compares it with the live cluster (RunDrill). 0: never.
 	DrillPeriod time.Duration
+	// Standby, when set (its DataDir), keeps a warm standby of the
+	// store's newest state (restore.Follow) whichever member leads; when
+	// Run ends its state becomes a data dir there. Its Codec and Logger
+	// default to the Snapshotter's and the sidecar's.
+	Standby *restore.FollowOptions
 	// WorkDir holds spooled snapshots, chains being compacted and
 	// restores being built; New creates it (0700) when missing. Default
 	// os.TempDir().
@@ -128,6 +133,7 @@ type Sidecar struct {
 	defrag   cron.Schedule
 	metrics  *metrics
 	drills   *drillMetrics
+	standby  *standbyMetrics
 	registry *prometheus.Registry
 	peers    *tlsfiles.Client
 	peerHTTP *http.Client
@@ -227,6 +233,10 @@ func New(o Options) (*Sidecar, error) {
 	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
 	s.drills = newDrillMetrics(o.Registry, s.verifiedAge, s.rpo)
 	s.drills.budget.Set(o.MaxRestoreTime.Seconds())
+	s.standby = newStandbyMetrics(o.Registry)
+	if o.Standby != nil && o.Store == nil {
+		return nil, errors.New("sidecar: a warm standby needs a store to follow")
+	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }
@@ -245,6 +255,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	if s.opts.DrillPeriod > 0 && s.snap != nil {
 		wg.Go(func() { s.drillLoop(ctx) })
+	}
+	if s.opts.Standby != nil {
+		wg.Go(func() { s.follow(ctx) })
 	}
 	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
 		if ctx.Err() == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -28,6 +29,7 @@ func serveCmd(g *globals) *cobra.Command {
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
 		leases                   leaseFlags
+		standby                  restore.FollowOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -92,6 +94,9 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if err := so.Auth.Check(); err != nil {
 				return cli.Usage(err)
 			}
+			if standby.DataDir != "" {
+				o.Standby = &standby
+			}
 			sc, err := sidecar.New(o)
 			if err != nil {
 				return cli.Usage(err)
@@ -129,6 +134,9 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 		"compact the chain into a new full snapshot once its estimated restore time on this node passes this (0: no budget)")
 	f.DurationVar(&o.DrillPeriod, "drill-period", 0,
 		"restore the latest chain in the work dir this often and compare it with the live cluster; metrics etcdkit_drill_* (0: never)")
+	f.StringVar(&standby.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
+	f.StringVar(&standby.Name, "standby-name", "default", "with --standby-data-dir: the standby member's name")
+	f.StringSliceVar(&standby.PeerURLs, "standby-peer-urls", []string{"http://localhost:2380"}, "with --standby-data-dir: the standby member's peer URLs")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
 	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
 	cli.KeepMovedAside(f, &o.KeepMovedAside)
