@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
-	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -63,28 +61,15 @@ type State struct {
 // as Verify does, and reads the keys picked at the revision reached. The
 // cluster is never touched.
 func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, error) {
-	opts.Source = opts.withDefaults()
-	chain, err := Chain(ctx, st, opts.Target)
+	var kvs []*mvccpb.KeyValue
+	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "read", func(r *replayer) (err error) {
+		kvs, err = r.read(ctx, opts.Keys)
+		return err
+	})
 	if err != nil {
 		return State{}, err
 	}
-	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-state-")
-	if err != nil {
-		return State{}, fmt.Errorf("read the backups: %w", err)
-	}
-	defer release()
-	_, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, opts.Source, true)
-	if err != nil {
-		return State{}, err
-	}
-	kvs, err := r.read(ctx, opts.Keys)
-	if cerr := r.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return State{}, fmt.Errorf("read the backups: %w", err)
-	}
-	return State{Chain: chain, Revision: r.at, KVs: kvs}, nil
+	return State{Chain: res.Chain, Revision: res.Revision, KVs: kvs}, nil
 }
 
 // read ranges over the keys picked at the replayed head, a page at a time.

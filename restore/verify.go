@@ -143,26 +143,43 @@ func (r Report) Speed() Speed {
 // with LiveDigest at the same revision it proves a backup exact.
 func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, error) {
 	start := time.Now()
-	opts.Source = opts.withDefaults()
-	chain, err := Chain(ctx, st, opts.Target)
+	var d Digest
+	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "verify", func(r *replayer) (err error) {
+		d, err = r.digest(ctx)
+		return err
+	})
 	if err != nil {
 		return Report{}, err
 	}
-	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-verify-")
+	return Report{Chain: res.Chain, Revisions: res.Revisions, Digest: d, Download: res.Download, Replay: res.Replay, Took: time.Since(start)}, nil
+}
+
+// inScratch replays the chain src's target picks in a scratch directory
+// under workDir (default os.TempDir()), hands the replayed database to
+// read, and removes it all. what names the work in errors and the
+// scratch directory.
+func inScratch(ctx context.Context, st store.Store, src Source, workDir, what string, read func(*replayer) error) (Result, error) {
+	src = src.withDefaults()
+	chain, err := Chain(ctx, st, src.Target)
 	if err != nil {
-		return Report{}, fmt.Errorf("verify: %w", err)
+		return Result{}, err
+	}
+	work, release, err := scratch.Dir(workDir, "etcdkit-"+what+"-")
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
 	defer release()
-	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, opts.Source, true)
+	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, src, true)
 	if err != nil {
-		return Report{}, err
+		return Result{}, err
 	}
-	d, err := r.digest(ctx)
+	err = read(r)
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return Report{}, fmt.Errorf("verify: %w", err)
+		return Result{}, fmt.Errorf("%s: %w", what, err)
 	}
-	return Report{Chain: chain, Revisions: res.Revisions, Digest: d, Download: res.Download, Replay: res.Replay, Took: time.Since(start)}, nil
+	res.Revision = r.at
+	return res, nil
 }
