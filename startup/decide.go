@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -94,6 +96,57 @@ type cluster struct {
 	members []*pb.Member
 	// listErr is why the list could not be had.
 	listErr error
+	// silent are the endpoints and peer URLs that accepted a connection
+	// and answered nothing in time, each with why: a member may run there.
+	silent []string
+	// bootstrapping are peer URLs whose member waits for the others of a
+	// new cluster: it holds no data.
+	bootstrapping []string
+	// withData are peer URLs whose member holds a cluster's data although
+	// no endpoint answered for it.
+	withData []string
+	// unreadable are peer URLs where a TLS server answered but would not
+	// let this member read its state: this member lacks the peers' CA or
+	// a peer certificate (etcd-druid mounts none in its sidecar).
+	unreadable []string
+	// timeout is how long each was given.
+	timeout time.Duration
+}
+
+// unsure says why the cluster may run although no endpoint answered, ""
+// when the evidence says it does not: every endpoint and peer URL refused
+// the connection or does not resolve, or answers that it waits for a new
+// cluster's other members. A member that accepts a connection and answers
+// nothing in time is unknown, not absent: a member without quorum, a
+// stopped process and a slow machine look the same, and bootstrapping
+// beside one of them starts a second cluster. The one silence excused is
+// the client port of a member that is bootstrapping too (its peer port
+// says so): it serves clients only once the cluster has formed. A peer
+// port that answers TLS but not this member's questions counts as such a
+// member only when the store holds no backups: a cluster that ran has
+// left some (where it has no store, give this member the peers' TLS
+// files to know).
+func (c cluster) unsure(chk Check) string {
+	if len(c.answered) > 0 {
+		return ""
+	}
+	var why []string
+	if len(c.withData) > 0 {
+		why = append(why, fmt.Sprintf("the members at peer URLs %s hold a cluster's data and no endpoint of theirs answers (give --peer-endpoints that reach them)", strings.Join(c.withData, ", ")))
+	}
+	if len(c.unreadable) > 0 && chk.Backups {
+		why = append(why, fmt.Sprintf("the members at peer URLs %s serve TLS and do not let this member read their state, and the store holds backups (give this member peer-transport-security's CA and a peer certificate)", strings.Join(c.unreadable, ", ")))
+	}
+	waiting := len(c.bootstrapping) > 0 || (len(c.unreadable) > 0 && !chk.Backups)
+	silentPeers := slices.ContainsFunc(c.silent, func(s string) bool { return strings.HasPrefix(s, "peer ") })
+	if len(c.silent) > 0 && (silentPeers || !waiting || len(why) > 0) {
+		why = append(why, fmt.Sprintf("%d accepted a connection and answered nothing within %s, as a member without quorum, a stopped process or a slow machine does (%s)",
+			len(c.silent), c.timeout, strings.Join(c.silent, "; ")))
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "no member answers as a client, but " + strings.Join(why, ", and ") + ": a cluster may run there, so this member waits rather than start a second one"
 }
 
 // Decide says what this member must do before etcd starts, from what
@@ -108,12 +161,12 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 		// Nothing the cluster says changes this.
 		return decide(cfg, chk, cluster{}), nil
 	}
-	c, err := probe(ctx, cfg.Endpoints, o)
+	c, err := probe(ctx, cfg, o)
 	if err != nil {
 		return Plan{}, err
 	}
 	o.Logger.Info("startup: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
-		"members", len(c.members), "list_error", c.listErr)
+		"members", len(c.members), "list_error", c.listErr, "silent", c.silent, "bootstrapping", c.bootstrapping, "with_data", c.withData)
 	p := decide(cfg, chk, c)
 	o.Logger.Info("startup: decided", "action", p.Action, "reason", p.Reason,
 		"initial_cluster", p.InitialCluster, "state", p.ClusterState)
@@ -163,6 +216,8 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 			return c.plan(cfg, Rejoin, self, "the cluster lists this member but its data dir is empty: it must not vote before it holds the log again")
 		case running:
 			return c.plan(cfg, JoinAsLearner, nil, "the data dir is empty and a cluster runs without this member: scale up")
+		case c.unsure(chk) != "":
+			return Plan{Action: Refuse, Retry: true, Reason: "the data dir is empty and " + c.unsure(chk)}
 		case state == "existing":
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
 		case chk.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
@@ -180,6 +235,8 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the data dir is %s and the cluster holds the data", verdict))
 		case alone:
 			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
+		case c.unsure(chk) != "":
+			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, c.unsure(chk))}
 		}
 		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and no other member answers at %v: wait for them, or recover the cluster from a backup (startup.RecoverQuorum)", verdict, cfg.Endpoints)}
 	}
@@ -253,25 +310,28 @@ func parseCluster(s string) map[string][]string {
 }
 
 // probe asks every endpoint at once for its status and member list, so a
-// start-up waits for its slowest peer, not for the sum of them: peers
-// that are starting too accept connections and answer nothing until they
-// have quorum. The answers are then read in the endpoints' order: the
-// member list is the first that one gave. An endpoint that refuses this
-// member's TLS or credentials is an error, not a member that is down:
-// deciding without its answer could start a second cluster beside the
-// running one.
-func probe(ctx context.Context, endpoints []string, opts Options) (cluster, error) {
+// start-up waits for its slowest peer, not for the sum of them. The
+// answers are then read in the endpoints' order: the member list is the
+// first that one gave. An endpoint that refuses this member's TLS or
+// credentials is an error, not a member that is down: deciding without
+// its answer could start a second cluster beside the running one. When
+// no endpoint answers, the other members' peer URLs are asked whether a
+// member runs there, and what it holds.
+func probe(ctx context.Context, cfg Config, opts Options) (cluster, error) {
+	endpoints := cfg.Endpoints
 	answers := make([]answer, len(endpoints))
 	var wg sync.WaitGroup
 	for i, ep := range endpoints {
 		wg.Go(func() { answers[i] = ask(ctx, ep, opts) })
 	}
 	wg.Wait()
-	var c cluster
+	c := cluster{timeout: opts.Timeout}
 	for i, a := range answers {
 		switch {
 		case errors.Is(a.err, etcdclient.ErrUnreachable):
-			continue
+			if !absent(a.err) {
+				c.silent = append(c.silent, endpoints[i]+": "+a.err.Error())
+			}
 		case errors.Is(a.err, etcdclient.ErrSettings):
 			return c, fmt.Errorf("startup: %w", a.err)
 		case a.err != nil:
@@ -279,7 +339,10 @@ func probe(ctx context.Context, endpoints []string, opts Options) (cluster, erro
 			c.answered = append(c.answered, endpoints[i])
 			c.listErr = a.err
 		case a.statusErr != nil:
-			// Not serving yet, or not any more.
+			// It accepted the connection: not serving yet (a member of a
+			// new cluster serves clients once the cluster formed), or
+			// stopped, or slow.
+			c.silent = append(c.silent, endpoints[i]+": "+a.statusErr.Error())
 		default:
 			c.answered = append(c.answered, endpoints[i])
 			if c.members == nil {
@@ -287,7 +350,62 @@ func probe(ctx context.Context, endpoints []string, opts Options) (cluster, erro
 			}
 		}
 	}
+	if len(c.answered) > 0 || !cfg.multiMember() {
+		return c, nil
+	}
+	askPeers(ctx, cfg, opts, &c)
 	return c, nil
+}
+
+// askPeers asks the peer URLs of the initial cluster's other members at
+// once.
+func askPeers(ctx context.Context, cfg Config, opts Options, c *cluster) {
+	var urls []string
+	for name, us := range parseCluster(cfg.InitialCluster) {
+		if name != cfg.Name {
+			urls = append(urls, us...)
+		}
+	}
+	slices.Sort(urls)
+	files := peerFiles(opts)
+	answers := make([]peerAnswer, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() { answers[i] = askPeer(ctx, u, files, opts.Timeout) })
+	}
+	wg.Wait()
+	for _, a := range answers {
+		switch a.state {
+		case peerBootstrapping:
+			c.bootstrapping = append(c.bootstrapping, a.url)
+		case peerHasData:
+			c.withData = append(c.withData, a.url)
+		case peerUnreadable:
+			c.unreadable = append(c.unreadable, a.url)
+			opts.Logger.Warn("startup: a peer serves TLS but does not let this member read its state", "peer", a.url, "error", a.why)
+		case peerSilent:
+			c.silent = append(c.silent, "peer "+a.url+": "+a.why)
+		}
+	}
+}
+
+// peerFiles are the TLS files https:// peer URLs are asked with: etcd's
+// peer-transport-security's, else the client's, else none but the
+// system's roots, which still tell a TLS server that answers from one
+// that does not.
+func peerFiles(opts Options) *tlsfiles.Client {
+	for _, f := range []tlsfiles.Files{opts.PeerTLS, opts.Conn.TLS} {
+		if f.IsZero() {
+			continue
+		}
+		files, err := f.NewClient(opts.Logger)
+		if err == nil {
+			return files
+		}
+		opts.Logger.Warn("startup: the TLS files for the peers' state cannot be read; trying the next", "error", err)
+	}
+	files, _ := tlsfiles.Files{}.NewClient(opts.Logger)
+	return files
 }
 
 // answer is what one endpoint said: err, the dial's; statusErr, Status's;
@@ -304,6 +422,9 @@ func ask(ctx context.Context, ep string, opts Options) answer {
 	defer cancel()
 	conn := opts.Conn.With(ep)
 	conn.DialTimeout = opts.Timeout
+	// A refused connection must say so: it is what tells an absent member
+	// from a silent one.
+	conn.AllowUnreachable = false
 	cli, err := etcdclient.New(ctx, conn)
 	if err != nil {
 		return answer{err: err}

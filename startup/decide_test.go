@@ -25,6 +25,16 @@ func TestDecideTable(t *testing.T) {
 	neverStarted := append([]*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}}}, others...)
 	unstarted := append([]*pb.Member{{ID: 1, PeerURLs: []string{"http://a:2380"}}}, others...)
 	running := func(m []*pb.Member) cluster { return cluster{answered: []string{"http://b:2379"}, members: m} }
+	// Nobody answers as a client: a member that accepted the connection
+	// and said nothing (stopped, without quorum, slow), one whose peer
+	// port names a cluster version, one that waits for a new cluster.
+	silent := cluster{silent: []string{"http://b:2379: context deadline exceeded"}}
+	silentPeer := cluster{silent: []string{"peer http://b:2380: context deadline exceeded"}, bootstrapping: []string{"http://c:2380"}}
+	withData := cluster{withData: []string{"http://b:2380"}}
+	bootstrapping := cluster{silent: []string{"http://b:2379: context deadline exceeded"}, bootstrapping: []string{"http://b:2380"}}
+	// A peer port that answers TLS but not this member's questions: a new
+	// cluster's member while the store holds no backups, else unknown.
+	unreadable := cluster{silent: []string{"https://b:2379: context deadline exceeded"}, unreadable: []string{"https://b:2380"}}
 	noQuorum := cluster{answered: []string{"http://b:2379"}, listErr: errors.New("context deadline exceeded")}
 	existing := self
 	existing.ClusterState = "existing"
@@ -50,6 +60,14 @@ func TestDecideTable(t *testing.T) {
 		{"empty, not listed", self, validate.Empty, false, running(others), JoinAsLearner, 0},
 		{"empty, no quorum", self, validate.Empty, false, noQuorum, Refuse, 0},
 		{"empty, nobody answers", self, validate.Empty, false, cluster{}, Bootstrap, 0},
+		{"empty, a peer silent", self, validate.Empty, false, silent, Refuse, 0},
+		{"empty, a peer silent, backups", self, validate.Empty, true, silent, Refuse, 0},
+		{"empty, a peer port silent", self, validate.Empty, false, silentPeer, Refuse, 0},
+		{"empty, a peer holds data", self, validate.Empty, false, withData, Refuse, 0},
+		{"empty, the others bootstrap too", self, validate.Empty, false, bootstrapping, Bootstrap, 0},
+		{"empty, an unreadable peer, no backups", self, validate.Empty, false, unreadable, Bootstrap, 0},
+		{"empty, an unreadable peer, backups", self, validate.Empty, true, unreadable, Refuse, 0},
+		{"corrupt, a peer silent", self, validate.Corrupt, false, silent, Refuse, 0},
 		{"empty, nobody answers, backups, first member", self, validate.Empty, true, cluster{}, Restore, 0},
 		{"empty, nobody answers, backups, another member", second, validate.Empty, true, cluster{}, Refuse, 0},
 		{"empty, to join but nobody answers", existing, validate.Empty, false, cluster{}, Refuse, 0},
@@ -66,8 +84,8 @@ func TestDecideTable(t *testing.T) {
 			if p.Action != tc.want || p.ID != tc.id {
 				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
 			}
-			if tc.name == "empty, nobody answers, backups, another member" && !p.Retry {
-				t.Fatalf("a member waiting for the first one to restore must retry: %+v", p)
+			if (tc.name == "empty, nobody answers, backups, another member" || len(tc.c.silent)+len(tc.c.withData)+len(tc.c.unreadable) > 0 && p.Action == Refuse) && !p.Retry {
+				t.Fatalf("a member waiting for the first one to restore, or for a silent peer, must retry: %+v", p)
 			}
 			if p.Action == Restore && tc.backups && p.InitialCluster != "a=http://a:2380" {
 				t.Fatalf("the restoring member starts alone: %q", p.InitialCluster)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -20,6 +21,11 @@ type Options struct {
 	// endpoints are ignored: Config.Endpoints are asked one at a time.
 	// With authentication on, membership changes need the root role.
 	Conn etcdclient.Config
+	// PeerTLS is how the other members' peer URLs are reached when none
+	// of the endpoints answers (etcd's peer-transport-security: its
+	// trusted CA, and the certificate the member presents to its peers).
+	// Zero: Conn's TLS files.
+	PeerTLS tlsfiles.Files
 	// Timeout bounds the questions to one endpoint (the endpoints are
 	// asked at once) and each membership call's dial. Default 5 s.
 	Timeout time.Duration
@@ -38,6 +44,11 @@ type Options struct {
 	// OnMember, when set, is told of each membership change a join or
 	// rejoin made ("remove", "add-learner"), for the caller's metrics.
 	OnMember func(op string, took time.Duration, err error)
+	// OnWait, when set, is told why the start-up waits each time it
+	// decides to wait (for the first member's restore, for peers that do
+	// not answer), and "" once it no longer does: a wrapper's probes say
+	// it.
+	OnWait func(reason string)
 	// Now names moved-aside data dirs. Default time.Now.
 	Now func() time.Time
 	// Logger: nil discards.
@@ -97,6 +108,13 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 	for {
 		if p, err = Decide(ctx, cfg, chk, o); err != nil {
 			return p, err
+		}
+		if o.OnWait != nil {
+			waiting := ""
+			if p.Retry {
+				waiting = p.Reason
+			}
+			o.OnWait(waiting)
 		}
 		if !p.Retry {
 			break

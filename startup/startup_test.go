@@ -3,11 +3,16 @@ package startup_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -208,21 +213,154 @@ func TestNoSecondCluster(t *testing.T) {
 		t.Fatalf("initial cluster %q, want %q", p.InitialCluster, want)
 	}
 
-	// The others stopped too: no cluster answers, the configured
-	// bootstrap goes ahead. With one of two running there is no quorum:
-	// refuse.
-	// The running member's answer must come within the timeout even on a
-	// loaded machine: a member that answers nothing in time counts as down.
+	// With one of two running there is no quorum: refuse, whatever the
+	// machine's load (the member answers as late as it likes).
 	c.Members[1].Stop()
-	p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{Timeout: 5 * time.Second})
+	p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{})
 	if p.Action != startup.Refuse {
 		t.Fatalf("one member of three answers: %+v, want refuse", p)
 	}
 	t.Log(p.Reason)
+	// The others stopped too: every endpoint and peer URL refuses the
+	// connection, and the configured bootstrap goes ahead.
 	c.Members[0].Stop()
-	p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{Timeout: time.Second})
+	p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{})
 	if p.Action != startup.Bootstrap || p.ClusterState != "new" || p.InitialCluster != initial {
 		t.Fatalf("no member answers: %+v, want bootstrap", p)
+	}
+}
+
+// holding is a TCP proxy to target that accepts connections and forwards
+// nothing until released: a member that is stopped (SIGSTOP), slow, or
+// behind a network that delays its answers.
+type holding struct {
+	url     string
+	release chan struct{}
+	done    func()
+}
+
+func holdingProxy(t *testing.T, target url.URL) *holding {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holding{url: target.Scheme + "://" + l.Addr().String(), release: make(chan struct{})}
+	var once sync.Once
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		close(done)
+		once.Do(func() { close(h.release) })
+		_ = l.Close()
+	})
+	go func() {
+		for {
+			in, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = in.Close() }()
+				select {
+				case <-h.release:
+				case <-done:
+					return
+				}
+				out, err := net.Dial("tcp", target.Host)
+				if err != nil {
+					return
+				}
+				// Either side's end ends both: a member stops gracefully
+				// only once its connections close.
+				go func() { _, _ = io.Copy(out, in); _ = out.Close(); _ = in.Close() }()
+				_, _ = io.Copy(in, out)
+				_ = out.Close()
+			}()
+		}
+	}()
+	h.done = func() { once.Do(func() { close(h.release) }) }
+	return h
+}
+
+// A member whose peers accept connections and answer nothing in time
+// does not bootstrap: it waits, saying why, and joins once they answer.
+// The peer runs without quorum (its cluster's third member is gone) and
+// is reached through a proxy that holds every byte, as a stopped process
+// or a loaded machine would; a peer URL that holds a cluster's data but
+// whose client endpoint is silent is no absence either.
+func TestSlowPeerIsNoAbsence(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	ctx := context.Background()
+	m, cfg := wiped(t, c)
+	c.Members[1].Stop()
+	running := c.Members[0]
+	client, peer := holdingProxy(t, running.ClientURL), holdingProxy(t, running.PeerURL)
+	cfg.Endpoints = []string{client.url}
+	cfg.InitialCluster = fmt.Sprintf("%s=%s,%s=%s,%s=%s", running.Name, peer.url, c.Members[1].Name, c.Members[1].PeerURL.String(), m.Name, m.PeerURL.String())
+	o := startup.Options{Timeout: 500 * time.Millisecond}
+	p, err := startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Action != startup.Refuse || !p.Retry || !strings.Contains(p.Reason, "answered nothing") || !strings.Contains(p.Reason, client.url) {
+		t.Fatalf("a silent peer: %+v, want a refusal that retries and names it", p)
+	}
+	t.Log(p.Reason)
+	// The peer URL answers straight: it holds a cluster's data.
+	cfg.InitialCluster = strings.Replace(cfg.InitialCluster, peer.url, running.PeerURL.String(), 1)
+	if p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty, Backups: true, Store: true}, o); p.Action != startup.Refuse || !p.Retry || !strings.Contains(p.Reason, "hold a cluster's data") {
+		t.Fatalf("a peer with data whose endpoint is silent: %+v, want a refusal that retries", p)
+	}
+	t.Log(p.Reason)
+	// Once it answers, it says it has no quorum: refuse, never bootstrap.
+	client.done()
+	if p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{}); p.Action != startup.Refuse || !strings.Contains(p.Reason, "no quorum") {
+		t.Fatalf("the peer answers without quorum: %+v, want refuse", p)
+	}
+	// Quorum back: the wiped member rejoins.
+	c.Members[1].Restart(t)
+	etcdtest.Eventually(t, "the cluster has quorum again", 30*time.Second, func() bool {
+		p, _ = startup.Decide(ctx, cfg, check(t, m.Dir), startup.Options{})
+		return p.Action == startup.Rejoin
+	})
+}
+
+// Members of a new cluster started together: a peer that started first
+// waits for the others, accepting connections on its client port and
+// serving nothing there, and says on its peer port that its cluster has
+// not formed. The next member bootstraps beside it, not waits for it.
+func TestBootstrapBesideBootstrappingPeer(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	ctx := context.Background()
+	for _, m := range c.Members {
+		m.Stop()
+		if err := os.RemoveAll(m.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := c.Members[0]
+	started := make(chan error, 1)
+	go func() { started <- first.StartWith(ctx, first.InitialCluster, "new") }()
+	etcdtest.Eventually(t, "the first member's peer port says its cluster waits", 30*time.Second, func() bool {
+		resp, err := http.Get(first.PeerURL.String() + "/version")
+		if err != nil {
+			return false
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), "not_decided")
+	})
+	second := c.Members[1]
+	cfg := config(c, second, second.InitialCluster)
+	p, err := startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, startup.Options{Timeout: 500 * time.Millisecond})
+	if err != nil || p.Action != startup.Bootstrap {
+		t.Fatalf("beside a member that waits for its new cluster: %+v, %v; want bootstrap", p, err)
+	}
+	if err := second.StartWith(ctx, p.InitialCluster, p.ClusterState); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
 	}
 }
 

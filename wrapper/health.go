@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,10 +17,37 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 )
 
-// health serves the member's probes from inside the process.
+// health serves the member's probes from inside the process, from the
+// start: before etcd runs they answer 503 and say what the start-up is
+// doing (a restore, or a wait for peers that do not answer).
 type health struct {
+	mu      sync.Mutex
 	etcd    *embed.Etcd
+	cli     *clientv3.Client
+	waiting string
 	running atomic.Bool
+}
+
+// started hands the running member to the probes.
+func (h *health) started(e *embed.Etcd) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.etcd, h.cli, h.waiting = e, v3client.New(e.Server), ""
+	h.running.Store(true)
+}
+
+// wait records why the start-up waits; "" when it no longer does.
+func (h *health) wait(reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.waiting = reason
+}
+
+// member is the running member and its client, nil before it started.
+func (h *health) member() (*embed.Etcd, *clientv3.Client, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.etcd, h.cli, h.waiting
 }
 
 // serve starts the probes on addr ("" serves none) and returns their stop.
@@ -31,10 +59,13 @@ func (h *health) serve(addr string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("wrapper: health endpoints on %s: %w", addr, err)
 	}
-	cli := v3client.New(h.etcd.Server)
 	mux := http.NewServeMux()
 	// livez: the process runs etcd; a failing liveness probe restarts it.
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
+		if e, _, waiting := h.member(); e == nil {
+			reply(w, http.StatusServiceUnavailable, preparing("live", waiting))
+			return
+		}
 		if !h.running.Load() {
 			reply(w, http.StatusServiceUnavailable, map[string]any{"live": false})
 			return
@@ -44,16 +75,16 @@ func (h *health) serve(addr string) (func(), error) {
 	// readyz: the member answers a read from its own state, which a
 	// learner does too, and says whether it is one.
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-		h.read(w, r, cli, clientv3.WithSerializable())
+		h.read(w, r, clientv3.WithSerializable())
 	})
 	// healthz: the cluster answers a linearizable read through this
 	// member: it has a leader and a quorum.
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if h.etcd.Server.IsLearner() {
-			h.read(w, r, cli, clientv3.WithSerializable())
+		if e, _, _ := h.member(); e != nil && e.Server.IsLearner() {
+			h.read(w, r, clientv3.WithSerializable())
 			return
 		}
-		h.read(w, r, cli)
+		h.read(w, r)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -61,12 +92,31 @@ func (h *health) serve(addr string) (func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
-		_ = cli.Close()
+		// Shutdown closes only listeners Serve tracks already: one stopped
+		// right after its start is closed here, before the port is reused.
+		_ = ln.Close()
+		if _, cli, _ := h.member(); cli != nil {
+			_ = cli.Close()
+		}
 	}, nil
 }
 
-func (h *health) read(w http.ResponseWriter, r *http.Request, cli *clientv3.Client, opts ...clientv3.OpOption) {
-	learner := h.etcd.Server.IsLearner()
+// preparing is a probe's answer before etcd runs.
+func preparing(probe, waiting string) map[string]any {
+	body := map[string]any{probe: false, "phase": "starting"}
+	if waiting != "" {
+		body["waiting"] = waiting
+	}
+	return body
+}
+
+func (h *health) read(w http.ResponseWriter, r *http.Request, opts ...clientv3.OpOption) {
+	e, cli, waiting := h.member()
+	if e == nil {
+		reply(w, http.StatusServiceUnavailable, preparing("ready", waiting))
+		return
+	}
+	learner := e.Server.IsLearner()
 	if !h.running.Load() {
 		reply(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "error": "etcd is stopping"})
 		return

@@ -130,7 +130,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	cfg := o.Config
 	log := o.Logger.With("member", cfg.Name)
-	p, err := prepare(ctx, o, log)
+	h := &health{}
+	stopHealth, err := h.serve(o.Listen)
+	if err != nil {
+		return err
+	}
+	defer stopHealth()
+	p, err := prepare(ctx, o, h, log)
 	if err != nil {
 		return err
 	}
@@ -166,14 +172,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("wrapper: %w", err)
 	}
 	log.Info("wrapper: etcd serves", "learner", e.Server.IsLearner())
-	h := &health{etcd: e}
-	h.running.Store(true)
-	stopHealth, err := h.serve(o.Listen)
-	if err != nil {
-		e.Close()
-		return err
-	}
-	defer stopHealth()
+	h.started(e)
 	if p.Learner || e.Server.IsLearner() {
 		go promote(ctx, o, e, log)
 	}
@@ -205,7 +204,7 @@ func Run(ctx context.Context, o Options) error {
 
 // prepare runs the start-up with the source the division gives: the
 // store in this process, or the sidecar's API.
-func prepare(ctx context.Context, o Options, log *slog.Logger) (startup.Plan, error) {
+func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (startup.Plan, error) {
 	cfg := o.Config
 	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
 	scfg := startup.Config{
@@ -223,8 +222,8 @@ func prepare(ctx context.Context, o Options, log *slog.Logger) (startup.Plan, er
 	case InitEtcdBR:
 		src = startup.EtcdBR{Client: o.EtcdBR, Wait: o.SidecarTimeout, Logger: log}
 	}
-	p, err := startup.Prepare(ctx, scfg, src, startup.Options{Conn: *o.Conn, WipeOnCorrupt: o.WipeOnCorrupt,
-		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, Logger: log})
+	p, err := startup.Prepare(ctx, scfg, src, startup.Options{Conn: *o.Conn, PeerTLS: PeerFiles(cfg), WipeOnCorrupt: o.WipeOnCorrupt,
+		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, OnWait: h.wait, Logger: log})
 	if err != nil {
 		return p, fmt.Errorf("wrapper: %w", err)
 	}
@@ -261,6 +260,15 @@ func ClientConn(cfg *embed.Config) etcdclient.Config {
 		f.Names.Cert, f.Names.Key = "client-transport-security: client-cert-file", "client-transport-security: client-key-file"
 	}
 	return etcdclient.Config{TLS: f}
+}
+
+// PeerFiles are the TLS files a member configured by cfg presents to its
+// peers (peer-transport-security), with which its start-up asks the
+// other members' peer URLs what they hold.
+func PeerFiles(cfg *embed.Config) tlsfiles.Files {
+	info := cfg.PeerTLSInfo
+	return tlsfiles.Files{CA: info.TrustedCAFile, Cert: info.CertFile, Key: info.KeyFile, InsecureSkipVerify: cfg.PeerAutoTLS,
+		Names: tlsfiles.Names{CA: "peer-transport-security: trusted-ca-file", Cert: "peer-transport-security: cert-file", Key: "peer-transport-security: key-file"}}
 }
 
 func urls(us []url.URL) []string {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 // DefaultEtcdConf is where etcd-druid mounts the members' etcd
@@ -32,6 +34,11 @@ type EtcdConf struct {
 	DataDir string
 	// PeerURLs and ClientURLs map member names to their advertised URLs.
 	PeerURLs, ClientURLs map[string][]string
+	// PeerTLS is peer-transport-security's CA, certificate and key: with
+	// them a start-up reads what the other members' peer ports hold.
+	// etcd-druid mounts them in the etcd container only; files absent
+	// here are skipped for the client's.
+	PeerTLS tlsfiles.Files
 }
 
 // LoadEtcdConf reads the configuration at path.
@@ -69,6 +76,15 @@ func EtcdConfOf(source string, raw map[string]any) (*EtcdConf, error) {
 	}
 	if c.InitialCluster == "" {
 		return nil, fmt.Errorf("etcd config %s: initial-cluster is not set", source)
+	}
+	if peer, ok := c.raw["peer-transport-security"].(map[string]any); ok {
+		str := func(key string) string {
+			s, _ := peer[key].(string)
+			return s
+		}
+		auto, _ := peer["auto-tls"].(bool)
+		c.PeerTLS = tlsfiles.Files{CA: str("trusted-ca-file"), Cert: str("cert-file"), Key: str("key-file"), InsecureSkipVerify: auto,
+			Names: tlsfiles.Names{CA: "peer-transport-security: trusted-ca-file", Cert: "peer-transport-security: cert-file", Key: "peer-transport-security: key-file"}}
 	}
 	return c, nil
 }

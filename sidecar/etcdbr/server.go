@@ -114,6 +114,9 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 	if c.Startup.Logger == nil {
 		c.Startup.Logger = c.Logger
 	}
+	if c.Startup.PeerTLS.IsZero() {
+		c.Startup.PeerTLS = c.EtcdConf.PeerTLS
+	}
 	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, state: etcdbrapi.StateNew}
 	s.conn = func(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		conn := c.Startup.Conn.With(endpoints...)
