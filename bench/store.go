@@ -125,6 +125,10 @@ func storeOps(ctx context.Context, cfg config, st store.Store, src string, size 
 			return err
 		}
 		defer func() { _ = f.Close() }()
+		// Objects are written once: each run replaces the last one's.
+		if err := st.Delete(ctx, "bench/object"); err != nil {
+			return err
+		}
 		return st.Put(ctx, "bench/object", f)
 	}
 	get = func() error {

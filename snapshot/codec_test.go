@@ -170,6 +170,10 @@ func damageObject(t *testing.T, st store.Store, key string, damage func([]byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Objects are written once: damage replaces one as bit rot would.
+	if err := st.Delete(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.Put(context.Background(), key, bytes.NewReader(damage(b))); err != nil {
 		t.Fatal(err)
 	}

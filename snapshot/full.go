@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,7 +80,18 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		}
 	}
 	streamed := time.Since(start)
-	if snap.Size, err = sp.upload(ctx, st, snap.Key); err != nil {
+	// A full of the same revision taken in the same second (users, leases
+	// or members changed, which move no revision) takes a later name: a
+	// full is never dropped for its name.
+	for tries := 1; ; tries++ {
+		snap.Size, err = sp.upload(ctx, st, snap.Key)
+		if !errors.Is(err, ErrConflict) || tries == 10 {
+			break
+		}
+		logger(opts.Logger).Info("a full snapshot of this revision with other contents was written in this second; naming this one with a later one", "key", snap.Key)
+		snap = newSnapshot(KindFull, 0, rev, later(now(opts.Now), snap.Created.Add(time.Second)), opts.Codec, opts.Final)
+	}
+	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap.Key, err)
 	}
 	if idErr == nil {
@@ -231,13 +244,20 @@ func (sp *spool) finish() error {
 	return nil
 }
 
-// upload writes the spooled object and returns its size.
+// upload writes the spooled object and returns its size. An object of
+// that name there already is this snapshot when it holds the same bytes
+// (an earlier attempt that landed); with other bytes, ErrConflict.
 func (sp *spool) upload(ctx context.Context, st store.Store, key string) (int64, error) {
 	info, err := sp.object.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("spool %s: %w", sp.object.Name(), err)
 	}
+	exists := fmt.Errorf("store %s: put %s: %w", st, key, store.ErrExists)
 	if sp.stager != nil {
+		// The staged file goes when the put fails: look first.
+		if objs, err := st.List(ctx, key); err == nil && slices.ContainsFunc(objs, func(o store.Object) bool { return o.Key == key }) {
+			return info.Size(), sp.same(ctx, st, key, info.Size(), exists)
+		}
 		obj := sp.object
 		sp.object = nil // PutStaged owns it now, even when it fails
 		if sp.raw == obj {
@@ -248,7 +268,23 @@ func (sp *spool) upload(ctx context.Context, st store.Store, key string) (int64,
 	if _, err := sp.object.Seek(0, io.SeekStart); err != nil {
 		return 0, fmt.Errorf("spool %s: %w", sp.object.Name(), err)
 	}
-	return info.Size(), st.Put(ctx, key, sp.object)
+	if err = st.Put(ctx, key, sp.object); errors.Is(err, store.ErrExists) {
+		err = sp.same(ctx, st, key, info.Size(), err)
+	}
+	return info.Size(), err
+}
+
+// same compares the object key with the spooled one: nil when equal, else
+// ErrConflict wrapping exists.
+func (sp *spool) same(ctx context.Context, st store.Store, key string, size int64, exists error) error {
+	h := crc32.New(castagnoli)
+	if _, err := sp.object.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("%w: %w", ErrConflict, exists)
+	}
+	if _, err := io.Copy(h, sp.object); err != nil {
+		return fmt.Errorf("%w: %w", ErrConflict, exists)
+	}
+	return sameObject(ctx, st, key, size, h.Sum(nil), exists)
 }
 
 func (sp *spool) discard() {
@@ -265,6 +301,13 @@ func (sp *spool) discard() {
 // bucket, raised to the compaction revisions (a compaction may have removed
 // the newest revision's tombstones), and at least 1.
 func DatabaseRevision(path string) (int64, error) { return revision.OfFile(path) }
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 func logger(l *slog.Logger) *slog.Logger {
 	if l == nil {

@@ -1,12 +1,15 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"strconv"
 
@@ -15,9 +18,16 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
+// ErrConflict: the store holds another object under the name a snapshot
+// or record was to take. Objects are written once, so another writer got
+// there first: two uploaders on one prefix.
+var ErrConflict = errors.New("another writer wrote this object first: two uploaders on one prefix (another sidecar beside this cluster's leader, or another cluster pointed at this prefix)")
+
 // put streams what write produces, encoded by c, into the object key. The
 // store sees an error when write fails, so a failed snapshot never becomes
-// visible.
+// visible. An object already there with the same bytes is an earlier
+// attempt of this write that landed (a retry after a lost answer): no
+// error; with other bytes, ErrConflict.
 func put(ctx context.Context, st store.Store, key string, c Codec, how encoding, write func(io.Writer) error) (int64, error) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -30,11 +40,17 @@ func put(ctx context.Context, st store.Store, key string, c Codec, how encoding,
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	counted := &countingReader{r: pr}
+	counted := &countingReader{r: pr, h: crc32.New(castagnoli)}
 	err := st.Put(ctx, key, counted)
 	// A store that gave up early leaves the writer blocked on the pipe.
 	pr.CloseWithError(errors.New("store stopped reading"))
-	if werr := <-done; err == nil {
+	werr := <-done
+	if errors.Is(err, store.ErrExists) && werr == nil {
+		err = sameObject(ctx, st, key, counted.n, counted.h.Sum(nil), err)
+	} else if errors.Is(err, store.ErrExists) {
+		err = fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	if err == nil {
 		err = werr
 	}
 	if err != nil {
@@ -43,15 +59,43 @@ func put(ctx context.Context, st store.Store, key string, c Codec, how encoding,
 	return counted.n, nil
 }
 
-// countingReader counts the bytes the store read: the object's size.
+// castagnoli is the CRC-32C table: in hardware on the machines etcd runs
+// on, so comparing what was written costs nothing next to compressing it.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sameObject says whether the object key, which Put found there, holds
+// size bytes whose CRC-32C is sum: nil when it does, else ErrConflict
+// wrapping exists. It tells an earlier attempt of the same write from
+// another writer's object, not bytes made to collide.
+func sameObject(ctx context.Context, st store.Store, key string, size int64, sum []byte, exists error) error {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("%w: %w (and reading it back: %w)", ErrConflict, exists, err)
+	}
+	defer func() { _ = rc.Close() }()
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, rc)
+	if err != nil {
+		return fmt.Errorf("%w: %w (and reading it back: %w)", ErrConflict, exists, err)
+	}
+	if n != size || !bytes.Equal(h.Sum(nil), sum) {
+		return fmt.Errorf("%w: %w", ErrConflict, exists)
+	}
+	return nil
+}
+
+// countingReader counts the bytes the store read, the object's size, and
+// hashes them.
 type countingReader struct {
 	r io.Reader
 	n int64
+	h hash.Hash
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	c.h.Write(p[:n])
 	return n, err
 }
 

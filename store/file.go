@@ -81,9 +81,9 @@ func (f *File) path(key string) (string, error) {
 	return filepath.Join(f.root, filepath.FromSlash(key)), nil
 }
 
-// Put writes to a temporary file in the target directory, syncs it, renames
-// it over the key and syncs the directory, so the object is either complete
-// or absent after a crash.
+// Put writes to a temporary file in the target directory, syncs it, links
+// it to the key and syncs the directory, so the object is either complete
+// or absent after a crash, and a key that exists is never replaced.
 func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	p, err := f.path(key)
 	if err != nil {
@@ -110,8 +110,8 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader) (err error) {
 	return f.commit(ctx, key, tmp, p)
 }
 
-// commit syncs and closes a complete temporary file and renames it to p,
-// the path of key, then syncs the directory.
+// commit syncs and closes a complete temporary file and makes it p, the
+// path of key, only if p does not exist, then syncs the directory.
 func (f *File) commit(ctx context.Context, key string, tmp *os.File, p string) error {
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("store %s: put %s: sync: %w", f.url, key, err)
@@ -126,13 +126,33 @@ func (f *File) commit(ctx context.Context, key string, tmp *os.File, p string) e
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := createOnly(tmp.Name(), p); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			err = ErrExists
+		}
 		return fmt.Errorf("store %s: put %s: %w", f.url, key, err)
 	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("store %s: put %s: sync directory: %w", f.url, key, err)
 	}
 	return nil
+}
+
+// createOnly moves the file tmp to p unless p exists: a hard link fails
+// when p exists, atomically, where a rename would replace it. A file
+// system without hard links gets a check before the rename, which two
+// writers at once can race.
+func createOnly(tmp, p string) error {
+	err := os.Link(tmp, p)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if _, serr := os.Lstat(p); serr == nil {
+		_ = os.Remove(tmp)
+		return fs.ErrExist
+	}
+	return os.Rename(tmp, p)
 }
 
 func syncDir(dir string) error {

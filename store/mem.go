@@ -53,6 +53,9 @@ func (m *Mem) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, ok := m.objects[key]; ok {
+		return fmt.Errorf("store mem://: put %s: %w", key, ErrExists)
+	}
 	m.objects[key] = memObject{data: data, modified: time.Now()}
 	return nil
 }
@@ -67,7 +70,7 @@ func (m *Mem) Get(_ context.Context, key string) (io.ReadCloser, error) {
 	if !ok {
 		return nil, fmt.Errorf("store mem://: get %s: %w", key, ErrNotFound)
 	}
-	// Objects are never modified in place (Put replaces the slice), so the
+	// Objects are never modified in place (Put never replaces one), so the
 	// reader can share the bytes.
 	return io.NopCloser(bytes.NewReader(o.data)), nil
 }

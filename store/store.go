@@ -20,10 +20,14 @@ import (
 // Keys are slash-separated relative paths (see CheckKey). Implementations are
 // safe for concurrent use.
 type Store interface {
-	// Put stores the bytes of r under key, replacing an object already
-	// there. The object becomes visible only once it is complete: when Put
-	// fails, or ctx is cancelled, List does not show it and Get still returns
-	// the previous object or ErrNotFound.
+	// Put creates the object key from the bytes of r, only if no object is
+	// there: objects are written once and never replaced, so two writers
+	// of one key cannot silently overwrite each other, and a bucket that
+	// refuses overwrites (a WORM lock) takes every write. When key holds an
+	// object, or another writer's completes first, Put fails with ErrExists
+	// and the object is the one already there. The object becomes visible
+	// only once it is complete: when Put fails, or ctx is cancelled, List
+	// does not show it and Get returns ErrNotFound (or the other writer's).
 	Put(ctx context.Context, key string, r io.Reader) error
 	// Get opens the object stored under key; ErrNotFound when there is none.
 	// The caller closes the reader.
@@ -48,6 +52,9 @@ type Object struct {
 var (
 	// ErrNotFound is returned by Get for a key with no object.
 	ErrNotFound = errors.New("object not found")
+	// ErrExists is returned by Put for a key that holds an object already:
+	// one written before, or another writer's that completed first.
+	ErrExists = errors.New("an object exists under this key; objects are written once")
 	// ErrInvalidKey is returned for a key that breaks the rules of CheckKey.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrAccessDenied is returned when the store refuses the credentials.

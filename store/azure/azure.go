@@ -20,9 +20,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etcdkit/etcdkit/store"
@@ -175,6 +177,11 @@ func (s *Store) newClient() (*container.Client, error) {
 func (s *Store) String() string { return s.loc.String() }
 
 // Put sends an object of up to PartSize bytes in one request, and a larger
+// createOnly is the condition of every upload and block list commit:
+// If-None-Match: *, so an existing blob is never replaced and of two
+// writers committing at once one wins.
+var createOnly = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}}
+
 // one as blocks staged in parallel and committed at the end.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	name, err := s.loc.Object(key)
@@ -189,7 +196,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	n, err := io.ReadFull(src, first)
 	switch {
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		_, err = bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(first[:n])), nil)
+		_, err = bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(first[:n])), &blockblob.UploadOptions{AccessConditions: createOnly})
 		if err != nil {
 			return s.fail("put", key, err)
 		}
@@ -262,7 +269,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := context.Cause(ctx); err != nil {
 		return s.fail("put", key, err)
 	}
-	if _, err := bb.CommitBlockList(ctx, ids, nil); err != nil {
+	if _, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{AccessConditions: createOnly}); err != nil {
 		return s.fail("put", key, err)
 	}
 	return nil
@@ -367,6 +374,8 @@ func (s *Store) fail(op, key string, err error) error {
 	case bloberror.HasCode(err, bloberror.ContainerNotFound) || op == "open" && status == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w: container %q of account %s (create it, or fix the container of the store URL): %w",
 			s.loc, what, store.ErrBucketNotFound, s.cfg.Container, s.cfg.Account, err)
+	case op == "put" && (bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) || status == http.StatusPreconditionFailed):
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
 	case bloberror.HasCode(err, bloberror.BlobNotFound) || status == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	case bloberror.HasCode(err, bloberror.AuthenticationFailed, bloberror.AuthorizationFailure,

@@ -171,8 +171,11 @@ func (s *Store) chunkSize() int {
 	return int((s.cfg.Options.PartSize + unit - 1) / unit * unit)
 }
 
-// Put streams r through a resumable upload. Cancelling the writer's
-// context is how an upload is abandoned: the object is then never created.
+// Put streams r through a resumable upload on the condition that the
+// object does not exist (generation 0): GCS applies it when the upload is
+// finalized, so an object that exists, or another writer's upload that
+// finalized first, fails it (412). Cancelling the writer's context is how
+// an upload is abandoned: the object is then never created.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	obj, err := s.object(key)
 	if err != nil {
@@ -180,7 +183,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := obj.NewWriter(wctx)
+	w := obj.If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
 	w.ChunkSize = s.chunkSize()
 	w.ChunkRetryDeadline = 2 * time.Minute
 	if _, err := io.Copy(w, xfer.ContextReader(ctx, r)); err != nil {
@@ -286,6 +289,8 @@ func (s *Store) fail(op, key string, err error) error {
 			s.loc, what, store.ErrBucketNotFound, s.cfg.Bucket, err)
 	case errors.Is(err, storage.ErrObjectNotExist):
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
+	case op == "put" && code == http.StatusPreconditionFailed:
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		return fmt.Errorf("store %s: %s: %w: check the credentials (GOOGLE_APPLICATION_CREDENTIALS or the workload identity) and their permissions on bucket %q: %w",
 			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)

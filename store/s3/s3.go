@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -63,6 +64,8 @@ type Store struct {
 	loc    store.Location
 	client *s3.Client
 	tm     *transfermanager.Client
+	// noConditional: the server answered If-None-Match with 501.
+	noConditional atomic.Bool
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -235,18 +238,35 @@ func (s *Store) String() string { return s.loc.String() }
 
 // Put uploads through the SDK's transfer manager: one PutObject below
 // PartSize, a multipart upload of parallel parts above it, aborted when the
-// source or the context fails.
+// source or the context fails. Both carry If-None-Match: *, so S3 refuses
+// to replace an object (412) and of two writers completing at once one
+// wins (the other gets 409). A server that does not implement the header
+// (501) is asked with HEAD first instead, which two writers at once can
+// race; that is said once in the log.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
 	}
+	in := &transfermanager.UploadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)}
+	if s.noConditional.Load() {
+		if _, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key}); err == nil {
+			return s.fail("put", key, store.ErrExists)
+		} else if kind := s.classify(err); !errors.Is(kind, store.ErrNotFound) {
+			return s.fail("put", key, err)
+		}
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
 	src := &sourceReader{r: r}
-	_, err = s.tm.UploadObject(ctx, &transfermanager.UploadObjectInput{
-		Bucket: aws.String(s.cfg.Bucket),
-		Key:    aws.String(name),
-		Body:   src,
-	})
+	in.Body = src
+	_, err = s.tm.UploadObject(ctx, in)
+	if err != nil && in.IfNoneMatch != nil && s.unconditional(err) {
+		// Nothing was stored; the source was read, so the caller tries
+		// again, and the next Put asks with HEAD.
+		s.cfg.Options.Logger.Warn("the S3 server does not implement conditional writes (If-None-Match); objects are checked with HEAD before they are written, which two writers at once can race",
+			"store", s.loc)
+	}
 	if err != nil {
 		// The cause is the source's own error when it broke; make sure the
 		// caller can match it whatever the SDK wrapped around it.
@@ -263,6 +283,18 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return s.fail("put", key, err)
 	}
 	return nil
+}
+
+// unconditional says whether err is a server's refusal of If-None-Match,
+// and remembers it.
+func (s *Store) unconditional(err error) bool {
+	var ae smithy.APIError
+	var re *awshttp.ResponseError
+	if (errors.As(err, &ae) && ae.ErrorCode() == "NotImplemented") || (errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotImplemented) {
+		s.noConditional.Store(true)
+		return true
+	}
+	return false
 }
 
 // abortAgain aborts a failed multipart upload a few more times over a
@@ -383,6 +415,10 @@ func (s *Store) classify(err error) error {
 		status = re.HTTPStatusCode()
 	}
 	switch {
+	case code == "PreconditionFailed" || code == "ConditionalRequestConflict" || status == http.StatusPreconditionFailed:
+		// 412: the object exists; 409 ConditionalRequestConflict: another
+		// writer's upload of it is completing, and wins.
+		return store.ErrExists
 	case code == "NoSuchBucket":
 		return store.ErrBucketNotFound
 	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
@@ -415,6 +451,8 @@ func (s *Store) fail(op, key string, err error) error {
 			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)
 	case errors.Is(kind, store.ErrNotFound):
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
+	case errors.Is(kind, store.ErrExists):
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
 }

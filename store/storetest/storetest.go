@@ -61,7 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"RoundTripEmpty", s.roundTripEmpty},
 		{"RoundTripSmall", s.roundTripSmall},
 		{"RoundTripLarge", s.roundTripLarge},
-		{"Overwrite", s.overwrite},
+		{"CreateOnly", s.createOnly},
 		{"ListPaging", s.listPaging},
 		{"ListByPrefix", s.listByPrefix},
 		{"GetMissing", s.getMissing},
@@ -231,18 +231,69 @@ func (s *suite) wireCounts() Counts {
 	return s.h.Wire.Counts()
 }
 
-func (s *suite) overwrite(t *testing.T) {
+// createOnly: an object is written once. A second Put of its key fails
+// with ErrExists and leaves it as it was, small or in parts; of two
+// writers racing for one key exactly one wins and the object is the
+// winner's; after a Delete the key can be written again.
+func (s *suite) createOnly(t *testing.T) {
 	ctx := ctxFor(t)
-	st, _ := s.open(t)
+	st, prefix := s.open(t)
 	mustPut(t, ctx, st, "k", []byte("first"))
-	mustPut(t, ctx, st, "k", []byte("second, longer"))
-	if got := string(mustGet(t, ctx, st, "k")); got != "second, longer" {
-		t.Fatalf("after overwrite got %q", got)
+	if err := st.Put(ctx, "k", strings.NewReader("second, longer")); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second put of a key: %v, want ErrExists", err)
+	}
+	if got := string(mustGet(t, ctx, st, "k")); got != "first" {
+		t.Fatalf("after a refused overwrite got %q", got)
 	}
 	objs := mustList(t, ctx, st, "")
-	if len(objs) != 1 || objs[0].Size != int64(len("second, longer")) {
-		t.Fatalf("list after overwrite: %+v", objs)
+	if len(objs) != 1 || objs[0].Size != int64(len("first")) {
+		t.Fatalf("list after a refused overwrite: %+v", objs)
 	}
+	large := 3*s.h.Options.PartSize + 5
+	first := newRandReader(11, large)
+	if err := st.Put(ctx, "large", first); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "large", newRandReader(12, large)); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second put of a large key: %v, want ErrExists", err)
+	}
+	if got := sha256.Sum256(mustGet(t, ctx, st, "large")); !bytes.Equal(got[:], first.Sum()) {
+		t.Fatal("a refused overwrite in parts changed the object")
+	}
+	for _, size := range []int64{1000, large} {
+		for round := range 3 {
+			key := fmt.Sprintf("race-%d-%d", size, round)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			srcs := []*randReader{newRandReader(uint64(20+round), size), newRandReader(uint64(40+round), size)}
+			for i := range 2 {
+				wg.Go(func() { errs[i] = st.Put(ctx, key, srcs[i]) })
+			}
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won < 0:
+					won = i
+				case err == nil:
+					t.Fatalf("%s: both writers of one key succeeded", key)
+				case !errors.Is(err, store.ErrExists):
+					t.Fatalf("%s: the losing writer: %v, want ErrExists", key, err)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("%s: neither writer won: %v", key, errs)
+			}
+			if got := sha256.Sum256(mustGet(t, ctx, st, key)); !bytes.Equal(got[:], srcs[won].Sum()) {
+				t.Fatalf("%s: the object is not the winner's", key)
+			}
+		}
+	}
+	if err := st.Delete(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, ctx, st, "k", []byte("again"))
+	s.noPendingUploads(t, prefix)
 }
 
 // listPaging stores more objects than one page of any cloud listing
@@ -412,10 +463,9 @@ func (s *suite) failingReader(t *testing.T) {
 			if _, err := st.Get(ctx, "broken-"+name); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("get of the failed put: %v, want ErrNotFound", err)
 			}
-			mustPut(t, ctx, st, "kept", []byte("previous"))
 			err = st.Put(ctx, "kept", &failingReader{r: newRandReader(3, 1<<40), n: n})
-			if !errors.Is(err, errBroken) {
-				t.Fatalf("failed overwrite: %v", err)
+			if !errors.Is(err, errBroken) && !errors.Is(err, store.ErrExists) {
+				t.Fatalf("failed put over an object: %v", err)
 			}
 			if got := string(mustGet(t, ctx, st, "kept")); got != "previous" {
 				t.Fatalf("a failed overwrite changed the object to %d bytes", len(got))
