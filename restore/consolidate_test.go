@@ -38,7 +38,7 @@ func TestCompactedChainRestoresTheSame(t *testing.T) {
 	}
 	// The inputs stay.
 	cat, _ := snapshot.List(ctx, st)
-	if len(cat) != len(before.Chain.Snapshots())+1 {
-		t.Fatalf("%d objects after compaction, want %d", len(cat), len(before.Chain.Snapshots())+1)
+	if len(cat.Snapshots) != len(before.Chain.Snapshots())+1 {
+		t.Fatalf("%d objects after compaction, want %d", len(cat.Snapshots), len(before.Chain.Snapshots())+1)
 	}
 }

@@ -359,7 +359,7 @@ func TestFidelity(t *testing.T) {
 				rep, err := restore.Verify(ctx, h.st, restore.VerifyOptions{Source: restore.Source{Target: restore.Target{Revision: rev}}})
 				if err != nil {
 					cat, _ := snapshot.List(ctx, h.st)
-					for _, s := range cat {
+					for _, s := range cat.Snapshots {
 						t.Log(s.Key)
 					}
 					t.Fatalf("verify at %d: %v", rev, err)

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -324,6 +325,15 @@ func (f *follower) poll(ctx context.Context) error {
 	if f.broken {
 		return f.catchUpLatest(ctx, latest)
 	}
+	if tl := timelineOf(cat, f.full); tl != "" && tl != latest.Timeline {
+		// A cluster restored to another past began a timeline: the
+		// standby's past is no longer the newest, and no delta of the new
+		// one continues it.
+		f.opts.Logger.Info("restore: follow: a new timeline began; building the standby again from its newest full snapshot",
+			"standby_timeline", tl, "timeline", latest.Timeline, "full", latest.Full.Key)
+		f.short = time.Time{}
+		return f.catchUpLatest(ctx, latest)
+	}
 	next := cat.Continuing(f.full, f.r.at)
 	reaches := f.r.at
 	if len(next) > 0 {
@@ -345,6 +355,17 @@ func (f *follower) poll(ctx context.Context) error {
 		return nil
 	}
 	return f.replay(ctx, next)
+}
+
+// timelineOf is the timeline of the store's object s ("" when it is gone:
+// retention may delete a full whose deltas go on).
+func timelineOf(cat snap.Catalog, s snap.Snapshot) string {
+	for _, o := range cat.All() {
+		if o.Key == s.Key {
+			return o.Timeline
+		}
+	}
+	return ""
 }
 
 func (f *follower) catchUpLatest(ctx context.Context, latest snap.Chain) error {
@@ -416,7 +437,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	start := time.Now()
 	o := f.opts.Options
 	f.count(f.r)
-	res := Result{Chain: snap.Chain{Full: f.full}, Revision: f.r.at, Revisions: f.status.Revisions,
+	res := Result{Chain: snap.Chain{Full: f.full, Timeline: cmp.Or(f.full.Timeline, f.latest.Timeline)}, Revision: f.r.at, Revisions: f.status.Revisions,
 		GrantedLeases: f.grants, GuessedLeases: f.guess, DroppedLeases: f.dropped,
 		AuthRestored: f.auth, UsersWithoutPassword: f.noPassword}
 	if f.latest.Full.Key == f.full.Key {
@@ -461,7 +482,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if err := finishInPlace(nil, out, res.Revision, o.member(res.RevisionBump)); err != nil {
 		return res, fmt.Errorf("restore into %s: build the data dir: %w", o.DataDir, err)
 	}
-	if err := install(ctx, f.st, o, out, release, &res, start); err != nil {
+	if err := install(ctx, f.st, o, out, release, &res, f.latest, start); err != nil {
 		return res, err
 	}
 	return res, nil

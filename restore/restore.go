@@ -25,8 +25,10 @@ import (
 var ErrNoSpace = errors.New("not enough free disk space")
 
 // Target picks the chain and where the replay stops. The zero value is
-// the newest state the store holds.
+// the newest state the store holds, on its newest timeline.
 type Target struct {
+	// Timeline is the timeline whose past is restored ("": the newest).
+	Timeline string
 	// Revision, when not 0, is the last revision restored.
 	Revision int64
 	// Time, when not zero, restores the state as of then: events received
@@ -205,6 +207,9 @@ func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Cha
 	if err != nil {
 		return chain, latest, err
 	}
+	if cat, err = cat.On(t.Timeline); err != nil {
+		return chain, latest, fmt.Errorf("restore from %v: %w", st, err)
+	}
 	latest, err = cat.Latest()
 	switch {
 	case t.Revision > 0:
@@ -308,7 +313,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
-	if err := install(ctx, st, opts, out, release, &res, start); err != nil {
+	if err := install(ctx, st, opts, out, release, &res, latest, start); err != nil {
 		return res, err
 	}
 	return res, nil
@@ -318,13 +323,13 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 // moved aside), records which chain the new cluster continues, prunes old
 // moved-aside dirs and logs the result. release ends the hold on
 // opts.DataDir once the swap is done.
-func install(ctx context.Context, st store.Store, opts Options, out string, release func(), res *Result, start time.Time) error {
+func install(ctx context.Context, st store.Store, opts Options, out string, release func(), res *Result, latest snap.Chain, start time.Time) error {
 	var err error
 	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
 		return err
 	}
 	release()
-	recordRestore(ctx, st, opts, res)
+	recordRestore(ctx, st, opts, res, latest)
 	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
 		opts.Logger.Warn("restore: prune moved-aside data dirs", "error", err)
 	} else if len(pruned) > 0 {
@@ -510,21 +515,25 @@ func swapIn(built, dataDir string, now time.Time) (movedAside string, err error)
 	return movedAside, nil
 }
 
-// recordRestore writes down, on the store, that the new cluster continues
-// the chain it was restored from, so that its sidecar appends to that
-// chain instead of refusing it as another cluster's. A store this process
-// may only read costs that: the sidecar then asks for a new chain.
-func recordRestore(ctx context.Context, st store.Store, opts Options, res *Result) {
+// recordRestore writes down, on the store, what the new cluster was
+// restored from: its sidecar continues that timeline when the restore
+// reached its end, and begins a timeline of its own otherwise. A store
+// this process may only read costs that: the sidecar then compares the
+// cluster's keys with the chain's end, and begins a timeline when they do
+// not show it continues it.
+func recordRestore(ctx context.Context, st store.Store, opts Options, res *Result, latest snap.Chain) {
 	urls, err := types.NewURLsMap(opts.InitialCluster)
 	if err == nil {
 		var cl *membership.RaftCluster
 		if cl, err = membership.NewClusterFromURLsMap(zap.NewNop(), opts.InitialClusterToken, urls); err == nil {
 			res.ClusterID = cl.ID().String()
-			err = snap.RecordRestore(ctx, st, res.ClusterID, res.Chain)
+			err = snap.RecordRestore(ctx, st, snap.Restored{ClusterID: res.ClusterID, Timeline: res.Chain.Timeline,
+				Snapshot: res.Chain.Full.Key, Revision: res.Revision, TimelineEnd: latest.LastRevision(),
+				RevisionBump: res.RevisionBump, Created: opts.Now().UTC()})
 		}
 	}
 	if err != nil {
-		opts.Logger.Warn("restore: could not record which chain the restored cluster continues; its sidecar will see another cluster's chain",
+		opts.Logger.Warn("restore: could not record what the restored cluster was restored from; its sidecar compares its keys with the chain's end instead",
 			"error", err, "cluster", res.ClusterID)
 	}
 }

@@ -31,12 +31,22 @@ func ViewOf(s snapshot.Snapshot) api.SnapshotView {
 
 // ChainViewOf shows a chain.
 func ChainViewOf(c snapshot.Chain) api.ChainView {
-	v := api.ChainView{Full: ViewOf(c.Full), Deltas: []api.SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
+	v := api.ChainView{Timeline: c.Timeline, Full: ViewOf(c.Full), Deltas: []api.SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
 	for _, d := range c.Deltas {
 		v.Deltas = append(v.Deltas, ViewOf(d))
 		v.Size += d.Size
 	}
 	return v
+}
+
+// TimelineViewsOf shows the catalog's timelines, the first first.
+func TimelineViewsOf(cat snapshot.Catalog) []api.TimelineView {
+	out := make([]api.TimelineView, 0, len(cat.Timelines))
+	for i, t := range cat.Timelines {
+		out = append(out, api.TimelineView{ID: t.ID, Began: t.Began, Parent: t.Parent, ForkRevision: t.ForkRevision,
+			ForkSnapshot: t.ForkSnapshot, ClusterID: t.ClusterID, Reason: t.Reason, Newest: i == len(cat.Timelines)-1})
+	}
+	return out
 }
 
 // Handler serves the API: health and metrics open, the rest behind auth's
@@ -225,6 +235,12 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	backup, failingFor := s.backupState(st)
 	body["backup"] = backup
 	body["last_revision"], body["pending_events"], body["failures"] = st.LastRevision, st.PendingEvents, st.Failures
+	if st.Refused != "" {
+		// Waiting does not help: not ready at once.
+		body["ready"], body["refused"] = false, st.Refused
+		body["error"] = "the backups are refused: " + st.LastError
+		return body, http.StatusServiceUnavailable, nil
+	}
 	if failingFor > s.opts.MaxBackupAge {
 		body["ready"] = false
 		body["error"] = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.MaxBackupAge, backup["last_error"])
@@ -275,10 +291,10 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 		return nil, http.StatusBadGateway, err
 	}
 	chains := []api.ChainView{}
-	for _, c := range cat.Chains() {
+	for _, c := range cat.AllChains() {
 		chains = append(chains, ChainViewOf(c))
 	}
-	return map[string]any{"chains": chains}, http.StatusOK, nil
+	return map[string]any{"chains": chains, "timelines": TimelineViewsOf(cat)}, http.StatusOK, nil
 }
 
 func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, int, error) {

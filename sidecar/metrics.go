@@ -21,6 +21,7 @@ type metrics struct {
 	durations        *prometheus.HistogramVec
 	memberOps        *prometheus.CounterVec
 	uploader         prometheus.Gauge
+	refused          *prometheus.GaugeVec
 }
 
 // newMetrics registers the metrics; pending reads the events captured and
@@ -59,9 +60,12 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		uploader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_uploader", Help: "1 while this sidecar is the uploader (its member leads), else 0.",
 		}),
+		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_backups_refused", Help: "1 while the uploader refuses to write, by reason (other-cluster: the newest chain is another cluster's; superseded: a newer timeline began on the prefix; conflict: another writer wrote an object of the same name first), else 0.",
+		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,
-		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader,
+		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader, m.refused,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
 		}, pending))
@@ -71,6 +75,9 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		m.snapshotSize.WithLabelValues(k)
 		m.lastRevision.WithLabelValues(k)
 		m.lastSuccess.WithLabelValues(k)
+	}
+	for _, r := range snapshot.Refusals {
+		m.refused.WithLabelValues(string(r))
 	}
 	m.failures.WithLabelValues("gc")
 	m.failures.WithLabelValues("compaction")
@@ -87,6 +94,16 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 // result records one Snapshotter result.
 func (m *metrics) result(r snapshot.Result) {
 	kind := string(r.Op)
+	if r.Op != snapshot.OpGC {
+		refusal := snapshot.RefusalOf(r.Err)
+		for _, x := range snapshot.Refusals {
+			v := 0.0
+			if x == refusal {
+				v = 1
+			}
+			m.refused.WithLabelValues(string(x)).Set(v)
+		}
+	}
 	if r.Err != nil {
 		m.failures.WithLabelValues(kind).Inc()
 		return

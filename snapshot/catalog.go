@@ -20,17 +20,35 @@ var (
 	ErrNotCovered = errors.New("not covered by the backups")
 )
 
-// Catalog is every snapshot of a store, sorted by revision.
-type Catalog []Snapshot
+// Catalog is a store's snapshots as one of its timelines sees them: the
+// objects of that timeline, and those of the timelines it forked from up
+// to the revision it forked at (inherited, so a past both share stays
+// addressable), sorted by revision. Chains are built from them only:
+// a timeline's deltas never continue another's fulls.
+type Catalog struct {
+	// Snapshots are the timeline's, sorted by revision.
+	Snapshots []Snapshot
+	// Timeline is the one the catalog reads; Timelines are every one of
+	// the store's, the first first, then in the order they began.
+	Timeline  Timeline
+	Timelines []Timeline
+	// all is every object of the store, each with its timeline.
+	all []Snapshot
+	// ceiling is, for an inherited object's key, the last revision the
+	// catalog's timeline shares with the object's.
+	ceiling map[string]int64
+}
 
-// List reads the catalog of st: the v2 layout and the legacy v1 one.
-// Objects there whose names are not snapshot names are skipped.
+// List reads the catalog of st, as its newest timeline sees it: the v2
+// layout and the legacy v1 one (objects there whose names are not
+// snapshot names are skipped), and the timeline records. On reads it as
+// another timeline does.
 func List(ctx context.Context, st store.Store) (Catalog, error) {
-	var cat Catalog
+	var all []Snapshot
 	for _, dir := range []string{dirV2, dirV1} {
 		objs, err := st.List(ctx, dir+"/")
 		if err != nil {
-			return nil, fmt.Errorf("list snapshots: %w", err)
+			return Catalog{}, fmt.Errorf("list snapshots: %w", err)
 		}
 		for _, o := range objs {
 			s, err := Parse(o.Key)
@@ -38,23 +56,115 @@ func List(ctx context.Context, st store.Store) (Catalog, error) {
 				continue
 			}
 			s.Size = o.Size
-			cat = append(cat, s)
+			all = append(all, s)
 		}
 	}
-	cat.sort()
-	return cat, nil
+	tls, err := listTimelines(ctx, st)
+	if err != nil {
+		return Catalog{}, err
+	}
+	return newCatalog(all, tls), nil
 }
 
-// NewCatalog sorts snapshots into a catalog.
+// NewCatalog sorts snapshots into a catalog of one timeline, the first.
 func NewCatalog(snaps []Snapshot) Catalog {
-	cat := slices.Clone(Catalog(snaps))
-	cat.sort()
-	return cat
+	return newCatalog(slices.Clone(snaps), []Timeline{{ID: FirstTimeline}})
 }
 
-// sort orders by revision, numerically (names sort wrongly as strings once
-// revisions pass eight digits), then by creation.
-func (c Catalog) sort() {
+// newCatalog places each object in its timeline (the v1 layout is the
+// first's: etcdkit never writes it) and reads the newest.
+func newCatalog(all []Snapshot, tls []Timeline) Catalog {
+	for i, s := range all {
+		all[i].Timeline = FirstTimeline
+		if !s.Legacy() {
+			all[i].Timeline = timelineOf(tls, s)
+		}
+	}
+	sortSnapshots(all)
+	c := Catalog{Timelines: tls, all: all}
+	c, _ = c.On("")
+	return c
+}
+
+// On is the catalog as timeline id sees it ("": the newest).
+func (c Catalog) On(id string) (Catalog, error) {
+	if id == "" {
+		id = c.Timelines[len(c.Timelines)-1].ID
+	}
+	t, ok := c.find(id)
+	if !ok {
+		ids := make([]string, len(c.Timelines))
+		for i, t := range c.Timelines {
+			ids[i] = t.ID
+		}
+		return c, fmt.Errorf("timeline %q: %w (the store has %s)", id, ErrNoTimeline, strings.Join(ids, ", "))
+	}
+	out := Catalog{Timeline: t, Timelines: c.Timelines, all: c.all, ceiling: map[string]int64{}}
+	// Walk up the forks: each ancestor lends what it holds up to the
+	// lowest fork revision on the way.
+	ceiling := int64(0)
+	for depth := 0; depth <= len(c.Timelines); depth++ {
+		for _, s := range c.all {
+			if s.Timeline != t.ID {
+				continue
+			}
+			switch {
+			case depth == 0:
+			case s.Kind == KindFull && s.LastRevision > ceiling, s.Kind == KindDelta && s.StartRevision > ceiling:
+				continue
+			default:
+				out.ceiling[s.Key] = ceiling
+			}
+			out.Snapshots = append(out.Snapshots, s)
+		}
+		if t.Parent == "" || t.ForkRevision <= 0 {
+			break
+		}
+		if ceiling == 0 || t.ForkRevision < ceiling {
+			ceiling = t.ForkRevision
+		}
+		if t, ok = c.find(t.Parent); !ok {
+			break
+		}
+	}
+	sortSnapshots(out.Snapshots)
+	return out, nil
+}
+
+func (c Catalog) find(id string) (Timeline, bool) {
+	for _, t := range c.Timelines {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return Timeline{}, false
+}
+
+// All is every object of the store, of every timeline, sorted by revision.
+func (c Catalog) All() []Snapshot { return c.all }
+
+// Newest says whether the catalog reads the store's newest timeline.
+func (c Catalog) Newest() bool { return c.Timeline.ID == c.Timelines[len(c.Timelines)-1].ID }
+
+// AllChains are the chains of every timeline (Chains of each), the first
+// timeline's first.
+func (c Catalog) AllChains() []Chain {
+	var out []Chain
+	for _, t := range c.Timelines {
+		on, _ := c.On(t.ID)
+		out = append(out, on.Chains()...)
+	}
+	return out
+}
+
+// Own are the snapshots of the catalog's timeline itself, not inherited.
+func (c Catalog) Own() []Snapshot {
+	return slices.DeleteFunc(slices.Clone(c.Snapshots), func(s Snapshot) bool { return s.Timeline != c.Timeline.ID })
+}
+
+// sortSnapshots orders by revision, numerically (names sort wrongly as
+// strings once revisions pass eight digits), then by creation.
+func sortSnapshots(c []Snapshot) {
 	slices.SortStableFunc(c, func(a, b Snapshot) int {
 		return cmp.Or(
 			cmp.Compare(a.LastRevision, b.LastRevision),
@@ -67,14 +177,14 @@ func (c Catalog) sort() {
 
 // Fulls are the catalog's full snapshots, oldest revision first.
 func (c Catalog) Fulls() []Snapshot {
-	return slices.DeleteFunc(slices.Clone(c), func(s Snapshot) bool { return s.Kind != KindFull })
+	return slices.DeleteFunc(slices.Clone(c.Snapshots), func(s Snapshot) bool { return s.Kind != KindFull })
 }
 
 // Latest is the chain of the newest full snapshot and every delta after it.
 func (c Catalog) Latest() (Chain, error) {
 	fulls := c.Fulls()
 	if len(fulls) == 0 {
-		return Chain{}, fmt.Errorf("latest chain: %w (%d deltas without one)", ErrNoFull, len(c))
+		return Chain{}, fmt.Errorf("latest chain of %s: %w (%d deltas without one)", c.Timeline, ErrNoFull, len(c.Snapshots))
 	}
 	return c.chainFrom(fulls[len(fulls)-1]), nil
 }
@@ -83,17 +193,25 @@ func (c Catalog) Latest() (Chain, error) {
 // snapshot at or below it; UntilRevision is set to rev.
 func (c Catalog) ContainingRevision(rev int64) (Chain, error) {
 	var full *Snapshot
-	for i, s := range c {
+	for i, s := range c.Snapshots {
 		if s.Kind == KindFull && s.LastRevision <= rev {
-			full = &c[i]
+			full = &c.Snapshots[i]
 		}
 	}
 	if full == nil {
-		return Chain{}, fmt.Errorf("chain for revision %d: %w at or below it", rev, ErrNoFull)
+		return Chain{}, fmt.Errorf("chain for revision %d of %s: %w at or below it", rev, c.Timeline, ErrNoFull)
 	}
 	ch := c.chainFrom(*full)
 	if last := ch.LastRevision(); last < rev {
-		return Chain{}, fmt.Errorf("chain for revision %d: %w: the newest backed-up revision is %d", rev, ErrNotCovered, last)
+		if ch.Ceiling > 0 {
+			own := "it has no full snapshot of its own yet"
+			if i := slices.IndexFunc(c.Snapshots, func(s Snapshot) bool { return s.Kind == KindFull && s.Timeline == c.Timeline.ID }); i >= 0 {
+				own = fmt.Sprintf("its own backups begin at revision %d", c.Snapshots[i].LastRevision)
+			}
+			return Chain{}, fmt.Errorf("chain for revision %d of %s: %w: it shares revisions up to %d with timeline %s, and %s (the other timeline's revision %d: --timeline %s)",
+				rev, c.Timeline, ErrNotCovered, ch.Ceiling, ch.Timeline, own, rev, ch.Timeline)
+		}
+		return Chain{}, fmt.Errorf("chain for revision %d of %s: %w: the newest backed-up revision is %d", rev, c.Timeline, ErrNotCovered, last)
 	}
 	ch.UntilRevision = rev
 	ch.Deltas = trimAfter(ch.Deltas, func(d Snapshot) bool { return d.StartRevision > rev })
@@ -106,13 +224,13 @@ func (c Catalog) ContainingRevision(rev int64) (Chain, error) {
 // the events after it.
 func (c Catalog) AsOf(t time.Time) (Chain, error) {
 	var full *Snapshot
-	for i, s := range c {
+	for i, s := range c.Snapshots {
 		if s.Kind == KindFull && !s.Created.After(t) && (full == nil || !s.Created.Before(full.Created)) {
-			full = &c[i]
+			full = &c.Snapshots[i]
 		}
 	}
 	if full == nil {
-		return Chain{}, fmt.Errorf("chain as of %s: %w created by then", t.UTC().Format(time.RFC3339), ErrNoFull)
+		return Chain{}, fmt.Errorf("chain as of %s of %s: %w created by then", t.UTC().Format(time.RFC3339), c.Timeline, ErrNoFull)
 	}
 	ch := c.chainFrom(*full)
 	ch.UntilTime = t
@@ -146,11 +264,20 @@ func (c Catalog) Continuing(full Snapshot, rev int64) []Snapshot {
 	return out
 }
 
-// chainFrom is full plus every delta past its revision, in replay order.
+// chainFrom is full plus every delta of its timeline past its revision,
+// in replay order; an inherited full's chain ends where the catalog's
+// timeline forked.
 func (c Catalog) chainFrom(full Snapshot) Chain {
-	ch := Chain{Full: full}
-	for _, s := range c {
-		if s.Kind == KindDelta && s.LastRevision > full.LastRevision && sameLayout(s, full) {
+	if full.Timeline == "" {
+		// A full named from elsewhere (a standby's state file).
+		full.Timeline = c.Timeline.ID
+		if i := slices.IndexFunc(c.all, func(s Snapshot) bool { return s.Key == full.Key }); i >= 0 {
+			full.Timeline = c.all[i].Timeline
+		}
+	}
+	ch := Chain{Full: full, Timeline: full.Timeline, Ceiling: c.ceiling[full.Key]}
+	for _, s := range c.Snapshots {
+		if s.Kind == KindDelta && s.Timeline == full.Timeline && s.LastRevision > full.LastRevision && sameLayout(s, full) {
 			ch.Deltas = append(ch.Deltas, s)
 		}
 	}
@@ -183,17 +310,27 @@ func trimAfter(deltas []Snapshot, after func(Snapshot) bool) []Snapshot {
 type Chain struct {
 	Full   Snapshot
 	Deltas []Snapshot
+	// Timeline is the timeline its objects belong to.
+	Timeline string
+	// Ceiling, when not 0, is the last revision the chain may give: it is
+	// inherited by a timeline that forked from its own there, and what its
+	// objects hold past that is the other past.
+	Ceiling int64
 	// UntilRevision, when not 0, is the last revision to restore.
 	UntilRevision int64
 	// UntilTime, when not zero, excludes events received after it.
 	UntilTime time.Time
 }
 
-// LastRevision is the newest revision the chain's objects hold.
+// LastRevision is the newest revision the chain's objects hold, up to its
+// ceiling.
 func (c Chain) LastRevision() int64 {
 	last := c.Full.LastRevision
 	for _, d := range c.Deltas {
 		last = max(last, d.LastRevision)
+	}
+	if c.Ceiling > 0 {
+		last = min(last, c.Ceiling)
 	}
 	return last
 }
@@ -234,6 +371,9 @@ func (c Chain) Check() (Chain, error) {
 	if c.Full.Kind != KindFull || c.Full.Key == "" {
 		return Chain{}, fmt.Errorf("chain of %d deltas: %w (it was deleted or never written)", len(c.Deltas), ErrNoFull)
 	}
+	if c.Ceiling > 0 && (c.UntilRevision == 0 || c.UntilRevision > c.Ceiling) {
+		c.UntilRevision = c.Ceiling
+	}
 	out := c
 	out.Deltas = nil
 	var gaps []Gap
@@ -260,11 +400,11 @@ func (c Chain) Check() (Chain, error) {
 	return out, nil
 }
 
-// Chains is the catalog as an operator reads it: each full snapshot, oldest
-// first, with the deltas that follow it up to the next full snapshot's
-// revision. Chains are not checked for gaps; Check does that.
+// Chains is the catalog's timeline as an operator reads it: each full
+// snapshot of its own, oldest first, with the deltas that follow it up to
+// the next one's revision. Chains are not checked for gaps; Check does.
 func (c Catalog) Chains() []Chain {
-	fulls := c.Fulls()
+	fulls := slices.DeleteFunc(c.Fulls(), func(s Snapshot) bool { return s.Timeline != c.Timeline.ID })
 	out := make([]Chain, 0, len(fulls))
 	for i, f := range fulls {
 		ch := c.chainFrom(f)

@@ -60,7 +60,7 @@ func TestListSortsNumericallyAndSkipsStrangers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, s := range cat {
+	for _, s := range cat.Snapshots {
 		got = append(got, s.Key)
 		if s.Size != 1 {
 			t.Errorf("%s: size %d", s.Key, s.Size)
@@ -245,5 +245,138 @@ func TestContinuing(t *testing.T) {
 	})
 	if got := legacy.Continuing(mustParse("v1/Backup-100/Full-00000000-00000010-100"), 10); len(got) != 1 || got[0].Key != "v1/Backup-100/Incr-00000011-00000020-110" {
 		t.Fatalf("a v1 standby continues with %v, want its own directory's delta", got)
+	}
+}
+
+// put writes empty objects under the keys of snaps.
+func put(t *testing.T, st store.Store, snaps ...snapshot.Snapshot) {
+	t.Helper()
+	for _, s := range snaps {
+		if err := st.Put(context.Background(), s.Key, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A cluster restored to revision 150 of a history that went on to 225
+// forks it: its objects form a timeline of their own, placed by the
+// record written before them (an object of the old writer named with the
+// record's second stays the old one's), and never join the old chain.
+// The new timeline reads the shared past up to 150 from the old one, and
+// nothing of the old past after it; the old timeline stays whole.
+func TestTimelines(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMem()
+	m := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Minute) }
+	oldFull, d1, d2, late := full(100, m(0)), delta(101, 150, m(1)), delta(151, 221, m(2)), delta(222, 225, m(10))
+	put(t, st, oldFull, d1, d2, late)
+	before, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ForkRevision: 150, ForkSnapshot: oldFull.Key, ClusterID: "c"}, m(10), before.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newFull, nd := full(152, m(11)), delta(153, 230, m(12))
+	put(t, st, newFull, nd)
+
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Timeline.ID != tl.ID || !cat.Newest() || len(cat.Timelines) != 2 {
+		t.Fatalf("the newest timeline: %+v of %d", cat.Timeline, len(cat.Timelines))
+	}
+	if got := keys(cat.Own()); got != keys([]snapshot.Snapshot{newFull, nd}) {
+		t.Fatalf("the new timeline's own objects: %s", got)
+	}
+	latest, err := cat.Latest()
+	if err != nil || keys(latest.Snapshots()) != keys([]snapshot.Snapshot{newFull, nd}) || latest.LastRevision() != 230 {
+		t.Fatalf("latest of the new timeline: %s %v", keys(latest.Snapshots()), err)
+	}
+	for _, tc := range []struct {
+		rev  int64
+		want string
+	}{
+		{140, keys([]snapshot.Snapshot{oldFull, d1})},
+		{150, keys([]snapshot.Snapshot{oldFull, d1})},
+		{151, ""},
+		{200, keys([]snapshot.Snapshot{newFull, nd})},
+	} {
+		ch, err := cat.ContainingRevision(tc.rev)
+		if tc.want == "" {
+			if !errors.Is(err, snapshot.ErrNotCovered) {
+				t.Fatalf("revision %d, past the shared past and before the new timeline's own: %v", tc.rev, err)
+			}
+			t.Log(err)
+			continue
+		}
+		if err != nil || keys(ch.Snapshots()) != tc.want {
+			t.Fatalf("revision %d: %s, %v; want %s", tc.rev, keys(ch.Snapshots()), err, tc.want)
+		}
+		if checked, err := ch.Check(); err != nil || checked.UntilRevision != tc.rev {
+			t.Fatalf("revision %d: checked %+v %v", tc.rev, checked, err)
+		}
+	}
+	old, err := cat.On(snapshot.FirstTimeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := old.Latest(); err != nil || keys(ch.Snapshots()) != keys([]snapshot.Snapshot{oldFull, d1, d2, late}) || ch.LastRevision() != 225 {
+		t.Fatalf("the old timeline's latest: %s %v", keys(ch.Snapshots()), err)
+	}
+	if chains := cat.AllChains(); len(chains) != 2 || chains[0].Timeline != snapshot.FirstTimeline || chains[1].Timeline != tl.ID {
+		t.Fatalf("all chains: %+v", chains)
+	}
+	if _, err := cat.On("nope"); !errors.Is(err, snapshot.ErrNoTimeline) {
+		t.Fatalf("an unknown timeline: %v", err)
+	}
+	// A timeline whose first full has not landed reads the shared past.
+	if err := st.Delete(ctx, newFull.Key); err != nil {
+		t.Fatal(err)
+	}
+	if cat, err = snapshot.List(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil || ch.Full.Key != oldFull.Key || ch.LastRevision() != 150 {
+		t.Fatalf("latest of a timeline without a full of its own: %s (to %d) %v", keys(ch.Snapshots()), ch.LastRevision(), err)
+	}
+	if checked, err := ch.Check(); err != nil || checked.UntilRevision != 150 || len(checked.Deltas) != 1 {
+		t.Fatalf("it restores the shared past to 150: %+v %v", checked, err)
+	}
+}
+
+// Retention keeps each timeline's past by the policy's ages apart: the
+// old timeline's pre-incident head lives as long as any full of its age,
+// and the newest timeline's newest chain always.
+func TestRetentionPerTimeline(t *testing.T) {
+	ctx := context.Background()
+	st := store.NewMem()
+	now := t0.Add(60 * 24 * time.Hour)
+	h := func(hours int) time.Time { return now.Add(-time.Duration(hours) * time.Hour) }
+	ancient, oldHead, oldDelta := full(100, h(40*24)), full(200, h(2)), delta(201, 300, h(2).Add(time.Minute))
+	put(t, st, ancient, oldHead, oldDelta)
+	before, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ForkRevision: 250}, h(1), before.All()); err != nil {
+		t.Fatal(err)
+	}
+	// The new timeline's fulls, the same hour as the old head.
+	a, b := full(251, h(1).Add(time.Minute)), full(400, h(1).Add(30*time.Minute))
+	put(t, st, a, b)
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := snapshot.Retention{}.Expired(cat, now)
+	if got := keys(expired); got != keys([]snapshot.Snapshot{ancient}) {
+		t.Fatalf("expired %s, want only the four-week-old full", got)
+	}
+	if got := keys(snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}.Expired(cat, now)); got != keys([]snapshot.Snapshot{ancient, a}) {
+		t.Fatalf("LimitBased 1 expired %s: each timeline keeps its newest", got)
 	}
 }

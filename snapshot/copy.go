@@ -78,8 +78,13 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 		return res, fmt.Errorf("copy: the target: %w", err)
 	}
 	have := map[string]bool{}
-	for _, s := range there {
+	for _, s := range there.All() {
 		have[s.Key] = true
+	}
+	// The timeline records first: they place the objects copied after
+	// them, as on the source.
+	if err := copyTimelines(ctx, cat, there, src, dst); err != nil {
+		return res, err
 	}
 	var todo []Snapshot
 	for _, s := range chosen(cat, o) {
@@ -116,10 +121,29 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 	return res, errors.Join(errs...)
 }
 
+// copyTimelines writes the source's timeline records the target lacks.
+func copyTimelines(ctx context.Context, cat, there Catalog, src, dst store.Store) error {
+	for _, t := range cat.Timelines {
+		if _, ok := there.find(t.ID); ok || t.Key == "" {
+			continue
+		}
+		r, err := src.Get(ctx, t.Key)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", t.Key, err)
+		}
+		err = dst.Put(ctx, t.Key, r)
+		_ = r.Close()
+		if err != nil && !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("copy %s: %w", t.Key, err)
+		}
+	}
+	return nil
+}
+
 // chosen are the objects of the chains the options keep, newest chain
 // first; deltas with no full snapshot before them belong to no chain.
 func chosen(cat Catalog, o CopyOptions) []Snapshot {
-	chains := cat.Chains()
+	chains := cat.AllChains()
 	slices.SortStableFunc(chains, func(a, b Chain) int { return b.Full.Created.Compare(a.Full.Created) })
 	var out []Snapshot
 	n := 0

@@ -16,10 +16,19 @@
 // once they changed. Objects are compressed (gzip, zstd; zlib and
 // LZW are read) and then optionally encrypted with age.
 //
-// The package also owns the catalog (List, Chain selection and Check),
-// retention (GC with the Exponential and LimitBased policies) and the
-// Snapshotter, the loop that takes full snapshots on a schedule and deltas
-// in between.
+// The package also owns the history's integrity: timelines (a cluster
+// restored to another past begins one, recorded under etcdkit/timelines/;
+// every object belongs to the newest timeline begun when it was created),
+// the records of each full's cluster and of each restore, and Place, which
+// decides from them and from the cluster's own keys whether a cluster may
+// append to the newest chain, must begin a timeline, or is another
+// cluster's. Every object is written once (the store's Put is
+// create-only); a name taken by other bytes is ErrConflict.
+//
+// And the catalog (List, a timeline's view, Chain selection and Check),
+// retention (GC with the Exponential and LimitBased policies, each timeline
+// apart) and the Snapshotter, the loop that takes full snapshots on a
+// schedule and deltas in between.
 //
 // It does not restore: replaying a chain into a data dir is package
 // restore's, which reads objects through Open and OpenDelta. It does not

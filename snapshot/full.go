@@ -70,6 +70,10 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 	if err != nil {
 		return Snapshot{}, err
 	}
+	if idErr == nil {
+		// What a cluster that continues this chain must hold at rev.
+		id.Tail, _, idErr = dbTail(sp.raw.Name())
+	}
 	if err := sp.finish(); err != nil {
 		return Snapshot{}, err
 	}
@@ -81,8 +85,8 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 	}
 	streamed := time.Since(start)
 	// A full of the same revision taken in the same second (users, leases
-	// or members changed, which move no revision) takes a later name: a
-	// full is never dropped for its name.
+	// or members changed, which move no revision) takes the next second's
+	// name: a full is never dropped for its name.
 	for tries := 1; ; tries++ {
 		snap.Size, err = sp.upload(ctx, st, snap.Key)
 		if !errors.Is(err, ErrConflict) || tries == 10 {

@@ -3,10 +3,13 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,18 +20,23 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// ErrOtherCluster: the store's latest chain holds another cluster's
+// ErrOtherCluster: the store's newest chain holds another cluster's
 // backups. Appending to it would mix two keyspaces in one chain.
-var ErrOtherCluster = errors.New("the store's latest chain is another cluster's")
+var ErrOtherCluster = errors.New("the store's newest chain is another cluster's")
 
-// identityDir holds the identity records, apart from v1/ and v2/:
-// etcd-backup-restore lists only keys that contain "v1" or "v2", so it
-// never sees them, and etcdkit's catalog lists only those two.
-const identityDir = "etcdkit/identity"
+// Records apart from v1/ and v2/: etcd-backup-restore lists only keys that
+// contain "v1" or "v2", so it never sees them, and etcdkit's catalog
+// reads them for what they say of the snapshots.
+const (
+	identityDir = "etcdkit/identity"
+	restoreDir  = "etcdkit/restores"
+)
 
 // Identity is the cluster a chain's snapshots were taken of, recorded
-// beside its full snapshot when the full is written. A chain without one
-// (older, or written by etcd-backup-restore) is nobody's in particular.
+// beside its full snapshot when the full is written, or when a sidecar
+// found a chain without one to be its cluster's past (Adopted). A chain
+// without one (written by etcd-backup-restore, copied, or older) is
+// compared with a cluster by its own data before the cluster appends.
 type Identity struct {
 	// ClusterID and MemberIDs in hex, as etcdctl prints them.
 	ClusterID   string   `json:"cluster_id"`
@@ -37,11 +45,17 @@ type Identity struct {
 	// Snapshot is the full snapshot's key; Revision its revision.
 	Snapshot string `json:"snapshot,omitempty"`
 	Revision int64  `json:"revision,omitempty"`
-	// Continues, on the record a restore writes for the cluster it builds,
-	// is the cluster whose chain that cluster was restored from: its
-	// sidecar may go on appending to that chain.
-	Continues string    `json:"continues,omitempty"`
-	Created   time.Time `json:"created"`
+	// Tail is what the newest revisions of the full left of their keys:
+	// a cluster that continues the chain holds the same at Revision.
+	Tail []KeyVersion `json:"tail,omitempty"`
+	// Adopted: written after the full, by a sidecar whose cluster's keys
+	// matched the chain's end.
+	Adopted bool      `json:"adopted,omitempty"`
+	Created time.Time `json:"created"`
+	// Continues was written by older versions on a record of the cluster
+	// a restore built (cluster-<id>.json): the cluster whose chain it was
+	// restored from. Read, never written.
+	Continues string `json:"continues,omitempty"`
 }
 
 // IdentityOf asks the cluster cli reaches for its identity.
@@ -71,9 +85,6 @@ func identityKey(full Snapshot) string {
 	return fmt.Sprintf("%s/Full-%08d-%08d-%d.json", identityDir, full.StartRevision, full.LastRevision, full.Created.Unix())
 }
 
-// clusterKey is where a restore records which chain a cluster continues.
-func clusterKey(clusterID string) string { return identityDir + "/cluster-" + clusterID + ".json" }
-
 // WriteIdentity records id as the identity of the chain full starts.
 func WriteIdentity(ctx context.Context, st store.Store, full Snapshot, id Identity) error {
 	id.Snapshot, id.Revision = full.Key, full.LastRevision
@@ -86,52 +97,95 @@ func ReadIdentity(ctx context.Context, st store.Store, full Snapshot) (id Identi
 	return getJSON[Identity](ctx, st, identityKey(full))
 }
 
-// RecordRestore records that the cluster clusterID was restored from
-// chain, so that its sidecar appends to chain instead of refusing it as
-// another cluster's. A chain without an identity needs no record.
-func RecordRestore(ctx context.Context, st store.Store, clusterID string, chain Chain) error {
-	from, ok, err := ReadIdentity(ctx, st, chain.Full)
-	if err != nil || !ok {
-		return err
-	}
-	rec := Identity{ClusterID: clusterID, Continues: from.ClusterID, Snapshot: chain.Full.Key, Revision: chain.LastRevision(), Created: time.Now().UTC()}
-	return putJSON(ctx, st, clusterKey(clusterID), rec)
+// Restored is what a restore records of the cluster it built: which
+// chain, of which timeline, it was restored from and to which revision,
+// and where that timeline ended then. Its sidecar continues the timeline
+// only when the restore reached that end and nothing was written since;
+// any other restore is a fork, and the sidecar begins a timeline of its
+// own that says where it forked.
+type Restored struct {
+	// ClusterID (hex) is the restored cluster's: etcd derives it from the
+	// initial cluster and its token, so a restore with the same ones gives
+	// the same ID as the cluster it replaces.
+	ClusterID string `json:"cluster_id"`
+	// Timeline, Snapshot: the chain restored, by its timeline and full.
+	Timeline string `json:"timeline"`
+	Snapshot string `json:"snapshot"`
+	// Revision is the revision restored, before any bump; TimelineEnd the
+	// newest revision the timeline held then.
+	Revision     int64     `json:"revision"`
+	TimelineEnd  int64     `json:"timeline_end"`
+	RevisionBump uint64    `json:"revision_bump,omitempty"`
+	Created      time.Time `json:"created"`
 }
 
-// CheckChain fails with ErrOtherCluster unless chain may be continued by
-// the cluster clusterID: the chain has no identity, it is that cluster's,
-// or that cluster was restored from it (or from a cluster restored from
-// it, and so on).
-func CheckChain(ctx context.Context, st store.Store, chain Chain, clusterID string) error {
-	id, ok, err := ReadIdentity(ctx, st, chain.Full)
-	if err != nil || !ok || id.ClusterID == clusterID {
+// Fork says whether the restored cluster lives a new past: it was not
+// restored to the end of its timeline.
+func (r Restored) Fork() bool { return r.Revision < r.TimelineEnd }
+
+// RecordRestore writes r down, create-only, under a name of its own.
+func RecordRestore(ctx context.Context, st store.Store, r Restored) error {
+	var b [2]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return err
 	}
-	// Follow the restores back from the cluster asking, a few steps.
-	seen := clusterID
+	key := fmt.Sprintf("%s/%d-%s-%s.json", restoreDir, r.Created.Unix(), r.ClusterID, hex.EncodeToString(b[:]))
+	return putJSON(ctx, st, key, r)
+}
+
+// lastRestore is the newest restore recorded of cluster id.
+func lastRestore(ctx context.Context, st store.Store, clusterID string) (Restored, bool, error) {
+	objs, err := st.List(ctx, restoreDir+"/")
+	if err != nil {
+		return Restored{}, false, fmt.Errorf("list restore records: %w", err)
+	}
+	var newest string
+	var at int64
+	for _, o := range objs {
+		unix, rest, ok := strings.Cut(path.Base(o.Key), "-")
+		sec, err := strconv.ParseInt(unix, 10, 64)
+		if !ok || err != nil || !strings.HasPrefix(rest, clusterID+"-") {
+			continue
+		}
+		if newest == "" || sec >= at {
+			newest, at = o.Key, sec
+		}
+	}
+	if newest == "" {
+		return Restored{}, false, nil
+	}
+	return getJSON[Restored](ctx, st, newest)
+}
+
+// legacyContinues says whether an older version's record of a restore
+// links cluster to the cluster whose chain it is: cluster-<id>.json names
+// the cluster each was restored from.
+func legacyContinues(ctx context.Context, st store.Store, cluster, of string) (bool, error) {
 	for range 8 {
-		rec, ok, err := getJSON[Identity](ctx, st, clusterKey(seen))
-		if err != nil {
-			return err
+		rec, ok, err := getJSON[Identity](ctx, st, identityDir+"/cluster-"+cluster+".json")
+		if err != nil || !ok || rec.Continues == "" {
+			return false, err
 		}
-		if !ok || rec.Continues == "" {
-			break
+		if rec.Continues == of {
+			return true, nil
 		}
-		if rec.Continues == id.ClusterID {
-			return nil
-		}
-		seen = rec.Continues
+		cluster = rec.Continues
 	}
-	return fmt.Errorf("%w: %s was taken of cluster %s, this is cluster %s: point the store at another prefix, or start a new chain here on purpose",
-		ErrOtherCluster, chain.Full.Key, id.ClusterID, clusterID)
+	return false, nil
 }
 
+// putJSON writes v once under key; the same bytes there already are no
+// error, other bytes ErrConflict.
 func putJSON(ctx context.Context, st store.Store, key string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return st.Put(ctx, key, bytes.NewReader(b))
+	_, err = put(ctx, st, key, Codec{}, lean, func(w io.Writer) error {
+		_, err := io.Copy(w, bytes.NewReader(b))
+		return err
+	})
+	return err
 }
 
 func getJSON[T any](ctx context.Context, st store.Store, key string) (v T, ok bool, err error) {
@@ -148,7 +202,7 @@ func getJSON[T any](ctx context.Context, st store.Store, key string) (v T, ok bo
 		return v, false, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, false, fmt.Errorf("identity %s: %w", strings.TrimPrefix(key, identityDir+"/"), err)
+		return v, false, fmt.Errorf("record %s: %w", key, err)
 	}
 	return v, true, nil
 }

@@ -57,6 +57,9 @@ type Snapshot struct {
 	Key string
 	// Size is the object's size in bytes, known only for listed objects.
 	Size int64
+	// Timeline is the timeline the object belongs to, known only for
+	// listed objects.
+	Timeline string
 }
 
 // Name is the object's base name: Kind-start-last-unix and its suffixes.

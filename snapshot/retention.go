@@ -49,41 +49,54 @@ func (r Retention) Check() error {
 	return nil
 }
 
-// Expired lists what r deletes from cat at now. The newest full snapshot
-// and every delta after it (the chain a restore uses) are never expired,
-// nor is anything in the read-only v1 layout.
+// Expired lists what r deletes from cat at now, sorted by revision. The
+// policy applies to each timeline's own full snapshots apart, so a
+// timeline that forked keeps its old past as long as any past of that
+// age is kept. The newest timeline's newest full snapshot and every delta
+// after it (the chain a restore uses) are never expired, nor is anything
+// in the read-only v1 layout.
 func (r Retention) Expired(cat Catalog, now time.Time) []Snapshot {
-	var fulls []Snapshot
-	for _, s := range cat {
-		if s.Kind == KindFull && !s.Legacy() {
-			fulls = append(fulls, s)
+	var expired []Snapshot
+	newest := cat.Timelines[len(cat.Timelines)-1].ID
+	for _, t := range cat.Timelines {
+		var fulls, deltas []Snapshot
+		for _, s := range cat.all {
+			switch {
+			case s.Timeline != t.ID || s.Legacy():
+			case s.Kind == KindFull:
+				fulls = append(fulls, s)
+			default:
+				deltas = append(deltas, s)
+			}
+		}
+		if len(fulls) == 0 {
+			continue
+		}
+		keep := r.keptFulls(fulls, now, t.ID == newest)
+		var kept []Snapshot
+		for i, s := range fulls {
+			if keep[i] {
+				kept = append(kept, s)
+			} else {
+				expired = append(expired, s)
+			}
+		}
+		for _, d := range deltas {
+			if r.deltaExpired(d, kept, now) {
+				expired = append(expired, d)
+			}
 		}
 	}
-	if len(fulls) == 0 {
-		return nil
-	}
-	keep := r.keptFulls(fulls, now)
-	var expired, kept []Snapshot
-	for i, s := range fulls {
-		if keep[i] {
-			kept = append(kept, s)
-		} else {
-			expired = append(expired, s)
-		}
-	}
-	for _, d := range cat {
-		if d.Kind == KindDelta && !d.Legacy() && r.deltaExpired(d, kept, now) {
-			expired = append(expired, d)
-		}
-	}
-	return NewCatalog(expired)
+	sortSnapshots(expired)
+	return expired
 }
 
-// keptFulls marks the fulls (sorted by revision) the policy keeps.
-func (r Retention) keptFulls(fulls []Snapshot, now time.Time) []bool {
+// keptFulls marks the fulls of one timeline (sorted by revision) the
+// policy keeps; the newest always when the timeline is the newest.
+func (r Retention) keptFulls(fulls []Snapshot, now time.Time, newestTimeline bool) []bool {
 	keep := make([]bool, len(fulls))
 	newest := len(fulls) - 1
-	keep[newest] = true
+	keep[newest] = newestTimeline
 	if r.Policy == LimitBased {
 		n := r.MaxFulls
 		if n == 0 {
@@ -125,9 +138,9 @@ func (r Retention) keptFulls(fulls []Snapshot, now time.Time) []bool {
 	return keep
 }
 
-// deltaExpired: a delta belongs to the newest kept full below it. With
-// none it is useless; after the newest full it is needed; otherwise it
-// lives DeltaRetention past the next kept full.
+// deltaExpired: a delta belongs to the newest kept full of its timeline
+// below it. With none it is useless; after the newest full it is needed;
+// otherwise it lives DeltaRetention past the next kept full.
 func (r Retention) deltaExpired(d Snapshot, kept []Snapshot, now time.Time) bool {
 	owner := -1
 	for i, f := range kept {

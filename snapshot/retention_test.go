@@ -29,7 +29,7 @@ func weeks(now time.Time) snapshot.Catalog {
 }
 
 func split(cat snapshot.Catalog, expired []snapshot.Snapshot) (fulls, deltas []snapshot.Snapshot) {
-	for _, s := range cat {
+	for _, s := range cat.Snapshots {
 		if slices.ContainsFunc(expired, func(e snapshot.Snapshot) bool { return e.Key == s.Key }) {
 			continue
 		}
@@ -89,7 +89,7 @@ func TestExponentialRetention(t *testing.T) {
 			t.Errorf("kept %s, which no kept full precedes", d.Key)
 		}
 	}
-	if want := len(cat) - len(fulls) - len(expired); len(deltas) != want {
+	if want := len(cat.Snapshots) - len(fulls) - len(expired); len(deltas) != want {
 		t.Errorf("%d deltas kept, want %d", len(deltas), want)
 	}
 }
@@ -140,7 +140,7 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	now := t0.Add(40 * 24 * time.Hour)
 	st := store.NewMem()
 	cat := weeks(now)
-	for _, s := range cat {
+	for _, s := range cat.Snapshots {
 		if err := st.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
 			t.Fatal(err)
 		}
@@ -150,8 +150,8 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := snapshot.List(ctx, st); len(after) != len(cat) {
-		t.Fatalf("dry run deleted %d objects", len(cat)-len(after))
+	if after, _ := snapshot.List(ctx, st); len(after.Snapshots) != len(cat.Snapshots) {
+		t.Fatalf("dry run deleted %d objects", len(cat.Snapshots)-len(after.Snapshots))
 	}
 	deleted, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
 	if err != nil {
@@ -161,8 +161,8 @@ func TestGCDryRunThenDelete(t *testing.T) {
 		t.Fatalf("dry run planned %d, GC deleted %d", len(planned), len(deleted))
 	}
 	after, _ := snapshot.List(ctx, st)
-	if len(after) != len(cat)-len(deleted) {
-		t.Fatalf("%d left, want %d", len(after), len(cat)-len(deleted))
+	if len(after.Snapshots) != len(cat.Snapshots)-len(deleted) {
+		t.Fatalf("%d left, want %d", len(after.Snapshots), len(cat.Snapshots)-len(deleted))
 	}
 	if again, _ := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock}); len(again) != 0 {
 		t.Fatalf("a second GC deleted %d more", len(again))

@@ -14,15 +14,8 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-var (
-	// ErrNotRunning is returned by on-demand snapshots while Run is not running.
-	ErrNotRunning = errors.New("the snapshotter is not running")
-	// ErrStoreAhead: the store holds revisions the cluster has not reached,
-	// so its backups are another cluster's, or the cluster was restored
-	// without a revision bump. Snapshotting on would mix the two, so Run
-	// writes nothing and tries again with backoff, a failure each time.
-	ErrStoreAhead = errors.New("the store's backups are ahead of the cluster")
-)
+// ErrNotRunning is returned by on-demand snapshots while Run is not running.
+var ErrNotRunning = errors.New("the snapshotter is not running")
 
 // SnapshotterOptions configures a Snapshotter. The zero value takes a
 // full snapshot every hour, a delta 20 s after its first event or at
@@ -48,9 +41,9 @@ type SnapshotterOptions struct {
 	Codec           Codec
 	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
 	SpoolDir string
-	// AllowNewChain: when the store's latest chain is another cluster's
-	// (ErrOtherCluster), start a new chain with a full snapshot instead of
-	// failing. Retention then counts both clusters' chains as one history.
+	// AllowNewChain: when the store's newest chain is another cluster's
+	// (ErrOtherCluster), begin a timeline of this cluster's own with a full
+	// snapshot instead of failing.
 	AllowNewChain bool
 	// BeforeUpload, when set, is called right before each object is written;
 	// an error skips the write and counts as a failure (fencing).
@@ -136,6 +129,40 @@ type Status struct {
 	Failures     int
 	FailingSince time.Time
 	LastError    string
+	// Refused, while the last attempt was refused rather than failed, says
+	// why (Refusal): waiting does not help, an operator must act.
+	Refused Refusal
+}
+
+// Refusal is why a Snapshotter refuses to write, "" when it does not.
+type Refusal string
+
+const (
+	// RefusedOtherCluster: the newest chain is another cluster's
+	// (ErrOtherCluster).
+	RefusedOtherCluster Refusal = "other-cluster"
+	// RefusedSuperseded: a newer timeline began on the prefix
+	// (ErrSuperseded).
+	RefusedSuperseded Refusal = "superseded"
+	// RefusedConflict: another writer wrote an object of this name first
+	// (ErrConflict).
+	RefusedConflict Refusal = "conflict"
+)
+
+// Refusals are every Refusal, for metrics that show each from the start.
+var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict}
+
+// RefusalOf says which refusal err is, "" for a failure.
+func RefusalOf(err error) Refusal {
+	switch {
+	case errors.Is(err, ErrOtherCluster):
+		return RefusedOtherCluster
+	case errors.Is(err, ErrSuperseded):
+		return RefusedSuperseded
+	case errors.Is(err, ErrConflict):
+		return RefusedConflict
+	}
+	return ""
 }
 
 // Snapshotter keeps a store's backups current: full snapshots on a
@@ -232,6 +259,9 @@ type loop struct {
 	// a delta continues the chain.
 	needFull string
 	started  bool
+	// timeline is the one Place gave: the loop writes only while it is
+	// the store's newest.
+	timeline Timeline
 	// chained: the store's latest chain runs up to capture.last, so a new
 	// full snapshot first closes it with the revisions before it.
 	chained  bool
@@ -281,7 +311,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	defer l.upCancel()
 	l.capture = newCapture(s.cli, s.st, 0, DeltaOptions{
 		Codec: s.opts.Codec, MemoryLimit: s.opts.DeltaMemoryLimit,
-		BeforeUpload: s.opts.BeforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
+		BeforeUpload: l.beforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
 	})
 	defer l.capture.stop()
 	return l.run(ctx)
@@ -417,45 +447,30 @@ func (l *loop) demanded(ctx context.Context, req request) Result {
 // healthy: deltas continue the chain and nothing waits for a retry.
 func (l *loop) healthy() bool { return l.started && l.needFull == "" && l.failures == 0 }
 
-// startup reads where the store's chain ends and decides the first
-// snapshot.
+// startup places the cluster's backups on the store (Place) and decides
+// the first snapshot: a full one unless the cluster continues the newest
+// chain.
 func (l *loop) startup(ctx context.Context) error {
-	cat, err := List(ctx, l.st)
+	lin, cat, err := Place(ctx, l.cli, l.st, PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec,
+		SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		return err
 	}
-	resp, err := l.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
-	if err != nil {
-		return fmt.Errorf("current revision: %w", err)
-	}
-	current, clusterID := resp.Header.Revision, hexID(resp.Header.ClusterId)
-	// Whose chain it is comes first: another cluster's chain is also
-	// often ahead, and that is not the news.
-	chain, err := cat.Latest()
-	if err == nil {
-		if err := CheckChain(ctx, l.st, chain, clusterID); err != nil {
-			if !errors.Is(err, ErrOtherCluster) || !l.opts.AllowNewChain {
-				return err
-			}
-			l.log.Warn("the latest chain is another cluster's: starting a new chain, as allowed", "err", err)
-			l.needFull = "another cluster's chain"
-		}
-	}
-	for _, s := range cat {
-		if s.LastRevision > current {
-			return fmt.Errorf("%w: %s reaches revision %d, the cluster is at %d: point the store at another prefix, or restore with a revision bump", ErrStoreAhead, s.Key, s.LastRevision, current)
-		}
-	}
+	l.timeline = lin.Timeline
 	l.started = true
-	if len(cat.Fulls()) == 0 {
-		l.needFull = "no full snapshot"
+	if !lin.Continues {
+		l.needFull = "no chain to continue"
+		if _, err := cat.Latest(); errors.Is(err, ErrNoFull) {
+			l.needFull = "no full snapshot"
+		}
+		if lin.Began {
+			l.needFull = "new timeline"
+		}
 		return nil
 	}
+	chain, err := cat.Latest()
 	if err != nil {
 		return err
-	}
-	if l.needFull != "" {
-		return nil
 	}
 	l.setStatus(func(st *Status) {
 		st.LastFull = chain.Full
@@ -480,6 +495,18 @@ func (l *loop) startup(ctx context.Context) error {
 	return nil
 }
 
+// beforeUpload runs before each object: the loop's timeline must still be
+// the newest (ErrSuperseded), then the caller's fencing.
+func (l *loop) beforeUpload(ctx context.Context, s Snapshot) error {
+	if err := Newest(ctx, l.st, l.timeline); err != nil {
+		return err
+	}
+	if l.opts.BeforeUpload != nil {
+		return l.opts.BeforeUpload(ctx, s)
+	}
+	return nil
+}
+
 // trackLeases has the capture watch the leases etcd holds for revocation:
 // before a full snapshot, and at start for the chain's, which this process
 // saw no event of.
@@ -497,7 +524,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.trackLeases(ctx)
 	start := time.Now()
 	snap, err := Full(ctx, l.cli, l.st, FullOptions{
-		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.opts.BeforeUpload,
+		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
 	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}
@@ -624,6 +651,11 @@ func (l *loop) stop() error {
 	if !l.started || l.needFull != "" {
 		return nil
 	}
+	if refused := l.Status().Refused; refused == RefusedSuperseded || refused == RefusedOtherCluster {
+		// Nothing this cluster writes belongs on the store now.
+		l.log.Warn("stopping without a last delta: the backups are refused", "refused", refused)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
 	defer cancel()
 	r := l.delta(ctx, "stop")
@@ -644,7 +676,7 @@ func (l *loop) stop() error {
 
 func (l *loop) succeed() {
 	l.failures = 0
-	l.setStatus(func(st *Status) { st.Failures, st.FailingSince, st.LastError = 0, time.Time{}, "" })
+	l.setStatus(func(st *Status) { st.Failures, st.FailingSince, st.LastError, st.Refused = 0, time.Time{}, "", "" })
 }
 
 // fail reports a failed attempt and schedules the retry with backoff.
@@ -654,7 +686,7 @@ func (l *loop) fail(op Operation, reason string, err error) {
 	wait = min(wait, l.opts.MaxBackoff)
 	l.log.Warn("snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait)
 	l.setStatus(func(st *Status) {
-		st.Failures, st.LastError = l.failures, err.Error()
+		st.Failures, st.LastError, st.Refused = l.failures, err.Error(), RefusalOf(err)
 		if st.FailingSince.IsZero() {
 			st.FailingSince = l.opts.Now()
 		}

@@ -255,7 +255,7 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	checkChain(t, cli, st, snapshot.Codec{})
 	cat, _ := snapshot.List(ctx, st)
 	holding := 0
-	for _, s := range cat {
+	for _, s := range cat.Snapshots {
 		if s.Kind != snapshot.KindDelta || s.StartRevision > bigTxn || s.LastRevision < bigTxn {
 			continue
 		}
@@ -352,45 +352,83 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	}
 }
 
-func TestSnapshotterRefusesAStoreAheadOfTheCluster(t *testing.T) {
-	ctx := ctxT(t)
-	st := newStore(t)
-	old := etcdtest.Start(t, etcdtest.Options{})
-	oldCli := old.Client(t)
-	if _, err := (etcdtest.Workload{Ops: 100, Seed: 9}).Run(ctx, oldCli); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := snapshot.Full(ctx, oldCli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
-		t.Fatal(err)
-	}
-	fresh := etcdtest.Start(t, etcdtest.Options{})
-	// Refused, counted, and tried again: the store may be fixed meanwhile.
-	var refused atomic.Int32
-	// Allowed a new chain, as another cluster, it still must not write
-	// below the chain ahead.
-	s, err := snapshot.New(fresh.Client(t), st, snapshot.SnapshotterOptions{AllowNewChain: true, MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
-		OnResult: func(r snapshot.Result) {
-			if errors.Is(r.Err, snapshot.ErrStoreAhead) {
-				refused.Add(1)
+// Another cluster's chain, with its identity record or without one (as
+// etcd-backup-restore, copy or cp leave it: the full's database names its
+// members), is refused, counted and tried again (the store may be fixed
+// meanwhile), and nothing is written. Allowed a new chain, the cluster
+// begins a timeline of its own, and the other's stays as it was.
+func TestSnapshotterRefusesAnotherClustersChain(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		identity   bool
+	}{
+		{"with its identity", "was taken of cluster", true},
+		{"without identity", "none of this cluster's", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			st := newStore(t)
+			old := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+			oldCli := old.Client(t)
+			if _, err := (etcdtest.Workload{Ops: 100, Seed: 9}).Run(ctx, oldCli); err != nil {
+				t.Fatal(err)
 			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- s.Run(runCtx) }()
-	etcdtest.Eventually(t, "refused three times", 10*time.Second, func() bool { return refused.Load() >= 3 })
-	st2 := s.Status()
-	if st2.Failures < 3 || st2.FailingSince.IsZero() || !strings.Contains(st2.LastError, "the cluster is at") {
-		t.Fatalf("status while refusing: %+v", st2)
-	}
-	stop()
-	if err := <-ran; err != nil {
-		t.Fatalf("Run after cancel: %v", err)
-	}
-	if keys, _ := st.List(ctx, "v2/"); len(keys) != 1 {
-		t.Fatalf("the store ahead was written to: %v", keys)
+			theirs, err := snapshot.Full(ctx, oldCli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.identity {
+				if err := st.Delete(ctx, "etcdkit/identity/"+strings.TrimPrefix(theirs.Key, "v2/")+".json"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fresh := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+			var refused atomic.Int32
+			s, err := snapshot.New(fresh.Client(t), st, snapshot.SnapshotterOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SpoolDir: t.TempDir(),
+				OnResult: func(r snapshot.Result) {
+					if errors.Is(r.Err, snapshot.ErrOtherCluster) {
+						refused.Add(1)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, stop := context.WithCancel(ctx)
+			ran := make(chan error, 1)
+			go func() { ran <- s.Run(runCtx) }()
+			etcdtest.Eventually(t, "refused three times", 20*time.Second, func() bool { return refused.Load() >= 3 })
+			st2 := s.Status()
+			if st2.Failures < 3 || st2.FailingSince.IsZero() || !strings.Contains(st2.LastError, tc.want) || !strings.Contains(st2.LastError, "--allow-new-chain") {
+				t.Fatalf("status while refusing: %+v", st2)
+			}
+			stop()
+			if err := <-ran; err != nil {
+				t.Fatalf("Run after cancel: %v", err)
+			}
+			if keys, _ := st.List(ctx, "v2/"); len(keys) != 1 {
+				t.Fatalf("another cluster's chain was written to: %v", keys)
+			}
+
+			r := start(t, fresh.Client(t), st, snapshot.SnapshotterOptions{AllowNewChain: true, DeltaPeriod: time.Hour})
+			if full := r.await(t, snapshot.OpFull); full.Reason != "new timeline" {
+				t.Fatalf("allowed a new chain: %s (%s)", full.Snapshot.Key, full.Reason)
+			}
+			r.stop(t)
+			cat, err := snapshot.List(ctx, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cat.Timeline.ID == snapshot.FirstTimeline || cat.Timeline.Parent != snapshot.FirstTimeline || cat.Timeline.ForkRevision != 0 || len(cat.Own()) != 1 {
+				t.Fatalf("the new chain's timeline: %+v, own %v", cat.Timeline, cat.Own())
+			}
+			first, err := cat.On(snapshot.FirstTimeline)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chain, err := first.Latest(); err != nil || chain.Full.Key != theirs.Key || len(chain.Deltas) != 0 {
+				t.Fatalf("the other cluster's timeline: %+v %v", chain, err)
+			}
+		})
 	}
 }
 
@@ -430,7 +468,7 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 	if failed := r.failed(snapshot.OpFull); failed != 2 {
 		t.Fatalf("%d failed full snapshots before %s, want the 2 fenced ones", failed, full.Snapshot.Key)
 	}
-	if cat, _ := snapshot.List(ctx, st); len(cat) != 1 {
+	if cat, _ := snapshot.List(ctx, st); len(cat.Snapshots) != 1 {
 		t.Fatalf("fenced attempts left objects: %v", cat)
 	}
 
@@ -508,5 +546,36 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	}
 	if before == 0 {
 		t.Fatal("no delta closed the chain before the full")
+	}
+}
+
+// Once a newer timeline began on the prefix (another cluster, restored
+// from these backups, writes there now), every object this cluster writes
+// would belong to it: the snapshotter stops writing, says why, and the
+// new timeline holds nothing of this cluster's.
+func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := newStore(t)
+	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond})
+	r.await(t, snapshot.OpFull)
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ClusterID: "other"}, time.Now().Add(time.Second), cat.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the snapshotter refuses", 30*time.Second, func() bool { return r.Status().Refused == snapshot.RefusedSuperseded })
+	if msg := r.Status().LastError; !strings.Contains(msg, newer.ID) || !strings.Contains(msg, "another prefix") {
+		t.Fatalf("the refusal says: %s", msg)
+	}
+	if cat, err = snapshot.List(ctx, st); err != nil || len(cat.Own()) != 0 {
+		t.Fatalf("the newer timeline holds %v (%v)", cat.Own(), err)
 	}
 }

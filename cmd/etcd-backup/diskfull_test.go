@@ -61,7 +61,7 @@ func TestDiskFullWhileSpooling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cat, err := snapshot.List(context.Background(), st); err != nil || len(cat) != 0 {
+	if cat, err := snapshot.List(context.Background(), st); err != nil || len(cat.Snapshots) != 0 {
 		t.Fatalf("listed after the failure: %v %v", cat, err)
 	}
 	if left := entries(t, disk); len(left) != 0 {

@@ -76,7 +76,7 @@ func complete(t *testing.T, st store.Store, seen map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range cat {
+	for _, s := range cat.Snapshots {
 		if seen[s.Key] {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +48,7 @@ func listCmd(g *globals) *cobra.Command {
 				EstimatedRestore float64 `json:"estimated_restore_seconds"`
 			}
 			chains := []chainOut{}
-			for _, c := range cat.Chains() {
+			for _, c := range cat.AllChains() {
 				out := chainOut{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
 				if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
 					out.ClusterID = id.ClusterID
@@ -67,22 +68,33 @@ func listCmd(g *globals) *cobra.Command {
 			if len(chains) == 0 {
 				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
 			}
-			err = g.print(map[string]any{"chains": chains}, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "CHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
+			timelines := sidecar.TimelineViewsOf(cat)
+			err = g.print(map[string]any{"chains": chains, "timelines": timelines}, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
 				for i, c := range chains {
 					cluster := cmp.Or(c.ClusterID, "-")
 					row := func(v api.SnapshotView) {
-						fmt.Fprintf(w, "%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
+						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", c.Timeline, i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
 							size(v.Size), age(now.Sub(v.Created)), codecOf(v), v.Key)
 					}
 					row(c.Full)
 					for _, d := range c.Deltas {
 						row(d)
 					}
+					// Every row has every column, so the table stays aligned
+					// across chains.
 					if c.Problem != "" {
-						fmt.Fprintf(w, "%d\t%s\t!\t%s\n", i+1, cluster, c.Problem)
+						fmt.Fprintf(w, "%s\t%d\t%s\t!\t\t\t\t\t%s\n", c.Timeline, i+1, cluster, c.Problem)
 					} else {
-						fmt.Fprintf(w, "%d\t%s\t~\trestores in about %s\n", i+1, cluster, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
+						fmt.Fprintf(w, "%s\t%d\t%s\t~\t\t\t\t\trestores in about %s\n", c.Timeline, i+1, cluster, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
+					}
+				}
+				if len(timelines) > 1 {
+					// Without tabs: the legend is no part of the table.
+					_ = w.Flush()
+					fmt.Fprintln(w)
+					for _, t := range timelines {
+						fmt.Fprintln(w, timelineLine(t))
 					}
 				}
 			})
@@ -106,8 +118,39 @@ func codecOf(v api.SnapshotView) string {
 	return c
 }
 
-// age is a duration for people.
+// timelineLine says what a timeline is, where it forked and why.
+func timelineLine(t api.TimelineView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "timeline %s", t.ID)
+	if t.Newest {
+		b.WriteString(" (newest: restores, time travel and verify read it unless given --timeline)")
+	}
+	switch {
+	case t.Parent == "":
+		b.WriteString(": the store's first")
+	case t.ForkRevision > 0:
+		fmt.Fprintf(&b, ": forked from %s at revision %d", t.Parent, t.ForkRevision)
+	default:
+		fmt.Fprintf(&b, ": begun after %s, sharing none of its past", t.Parent)
+	}
+	if !t.Began.IsZero() {
+		fmt.Fprintf(&b, ", %s", t.Began.Format(time.RFC3339))
+	}
+	if t.ClusterID != "" {
+		fmt.Fprintf(&b, ", cluster %s", t.ClusterID)
+	}
+	if t.Reason != "" {
+		fmt.Fprintf(&b, ": %s", t.Reason)
+	}
+	return b.String()
+}
+
+// age is a duration for people; a time ahead of this machine's clock says
+// so rather than show a negative age.
 func age(d time.Duration) string {
+	if d < -time.Second {
+		return "in " + age(-d) + " (clock ahead)"
+	}
 	switch {
 	case d >= 48*time.Hour:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))

@@ -14,19 +14,21 @@ import (
 	"github.com/etcdkit/etcdkit/restore"
 )
 
-// target is the --revision and --time flags.
+// target is the --timeline, --revision and --time flags.
 type target struct {
+	timeline string
 	revision int64
 	at       string
 }
 
 func (t *target) flags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.timeline, "timeline", "", "read the past of this timeline (list shows them; default: the newest)")
 	cmd.Flags().Int64Var(&t.revision, "revision", 0, "restore the state at this revision (default: the latest)")
 	cmd.Flags().StringVar(&t.at, "time", "", "restore the state as of this time (RFC 3339, e.g. 2026-11-29T10:00:00Z)")
 }
 
 func (t *target) target() (restore.Target, error) {
-	var out restore.Target
+	out := restore.Target{Timeline: t.timeline}
 	if t.revision != 0 && t.at != "" {
 		return out, cli.Usage(errors.New("--revision and --time exclude each other"))
 	}

@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/store"
 )
 
 func snapshotCmd(g *globals) *cobra.Command {
@@ -37,32 +34,34 @@ func snapshotCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer func() { _ = cli.Close() }()
-			if err := checkChain(ctx, st, cli, delta || !allowNewChain); err != nil {
+			// Where this cluster's backups go on the store, decided as the
+			// sidecar decides it: a delta only continues the cluster's own
+			// past; a full may begin a timeline.
+			lin, cat, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{AllowNewChain: allowNewChain && !delta, DryRun: delta,
+				Codec: codec, Logger: g.log})
+			if err != nil {
 				return err
 			}
+			newest := func(ctx context.Context, _ snapshot.Snapshot) error { return snapshot.Newest(ctx, st, lin.Timeline) }
 			var taken []snapshot.Snapshot
 			if !delta {
-				s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), Logger: g.log})
+				s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}
 				taken = append(taken, s)
 			} else {
-				cat, err := snapshot.List(ctx, st)
-				if err != nil {
-					return err
+				if !lin.Continues {
+					return fmt.Errorf("no delta written: %s; take a full snapshot (etcd-backup snapshot)", lin.Reason)
 				}
 				chain, err := cat.Latest()
-				if errors.Is(err, snapshot.ErrNoFull) {
-					return fmt.Errorf("%w: take a full snapshot first (etcd-backup snapshot)", err)
-				}
 				if err != nil {
 					return err
 				}
 				if chain, err = chain.Check(); err != nil {
 					return fmt.Errorf("the latest chain: %w; take a full snapshot to start a new one", err)
 				}
-				taken, err = snapshot.Delta(ctx, cli, st, chain.LastRevision(), snapshot.DeltaOptions{Codec: codec, Logger: g.log})
+				taken, err = snapshot.Delta(ctx, cli, st, chain.LastRevision(), snapshot.DeltaOptions{Codec: codec, BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}
@@ -80,29 +79,8 @@ func snapshotCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&delta, "delta", false, "write a delta of the events since the latest chain's end instead")
-	cmd.Flags().BoolVar(&allowNewChain, "allow-new-chain", false, "take the full snapshot even when the store's latest chain is another cluster's")
+	cmd.Flags().BoolVar(&allowNewChain, "allow-new-chain", false, "take the full snapshot even when the store's newest chain is another cluster's, in a timeline of this cluster's own")
 	return cmd
-}
-
-// checkChain refuses, when strict, to write beside another cluster's
-// latest chain.
-func checkChain(ctx context.Context, st store.Store, cli *clientv3.Client, strict bool) error {
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		return err
-	}
-	chain, err := cat.Latest()
-	if err != nil || !strict {
-		return nil //nolint:nilerr // no chain yet: nobody's to refuse
-	}
-	id, err := snapshot.IdentityOf(ctx, cli)
-	if err != nil {
-		return err
-	}
-	if err := snapshot.CheckChain(ctx, st, chain, id.ClusterID); err != nil {
-		return fmt.Errorf("%w (a full snapshot with --allow-new-chain)", err)
-	}
-	return nil
 }
 
 // size is bytes for people.

@@ -38,7 +38,7 @@ Without --apply nothing is written: the report says what would be.`,
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
-			if opts.Target == (restore.Target{}) {
+			if opts.Target.Revision == 0 && opts.Target.Time.IsZero() {
 				return cli.Usage(errors.New("--revision or --time is required: when the keys were as wanted"))
 			}
 			live, err := g.client(ctx)

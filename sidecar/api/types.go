@@ -21,8 +21,27 @@ type SnapshotView struct {
 	Encrypted     bool      `json:"encrypted,omitempty"`
 }
 
+// TimelineView is one history of the store's backups: the first, or one
+// that forked from another (see snapshot.Timeline).
+type TimelineView struct {
+	ID    string    `json:"id"`
+	Began time.Time `json:"began,omitzero"`
+	// Parent is the timeline it forked from, ForkRevision the last
+	// revision they share (0: none known), ForkSnapshot the parent's full
+	// snapshot it was restored from.
+	Parent       string `json:"parent,omitempty"`
+	ForkRevision int64  `json:"fork_revision,omitempty"`
+	ForkSnapshot string `json:"fork_snapshot,omitempty"`
+	ClusterID    string `json:"cluster_id,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	// Newest: restores, time travel and verify read this one by default.
+	Newest bool `json:"newest,omitempty"`
+}
+
 // ChainView is a full snapshot and its deltas.
 type ChainView struct {
+	// Timeline is the ID of the timeline the chain belongs to.
+	Timeline string `json:"timeline"`
 	// ClusterID is the cluster the chain was taken of (hex), "" when the
 	// chain has no identity record.
 	ClusterID    string         `json:"cluster_id,omitempty"`

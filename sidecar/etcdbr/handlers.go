@@ -150,7 +150,7 @@ func (s *Server) latestSnapshots(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// No full snapshot: the deltas there are, after none.
 		chain = snapshot.Chain{}
-		for _, sn := range cat {
+		for _, sn := range cat.Snapshots {
 			if sn.Kind == snapshot.KindDelta {
 				chain.Deltas = append(chain.Deltas, sn)
 			}

@@ -1,0 +1,243 @@
+package restore_test
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// history is a chain on a file store: a full, then deltas to its end,
+// taken by a snapshotter of a cluster that is then stopped (the cluster
+// an incident took).
+type forkHistory struct {
+	st       store.Store
+	mid, end int64
+	head     restore.Digest
+	// The stopped member's name, peer URL and token: a restore with them
+	// builds a cluster of the same ID, as one of etcd-druid's would.
+	name, token string
+	peer        url.URL
+}
+
+func chainOfStoppedCluster(t *testing.T) forkHistory {
+	t.Helper()
+	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	h := forkHistory{st: st}
+	res, err := (etcdtest.Workload{Ops: 120, Prefix: "/old/", Seed: 31}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mid = res.LastRevision
+	if res, err = (etcdtest.Workload{Ops: 120, Prefix: "/old/", Seed: 32}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	h.end = res.LastRevision
+	etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= h.end })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h.head, err = restore.LiveDigest(ctx, cli, h.end); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	h.name, h.peer, h.token = m.Name, m.PeerURL, "etcdtest"
+	c.Close()
+	return h
+}
+
+// restored restores the store into a new member and starts it: a new
+// cluster, unless o names the old member and its token.
+func restored(t *testing.T, st store.Store, o restore.Options) (*etcdtest.Cluster, restore.Result) {
+	t.Helper()
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Name == "" {
+		o.Name, o.PeerURLs = "restored", []string{peer.String()}
+	}
+	u, err := url.Parse(o.PeerURLs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.DataDir = filepath.Join(t.TempDir(), "data")
+	res, err := restore.Restore(context.Background(), st, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, o.Name, o.DataDir, *u), res
+}
+
+// A cluster restored to the middle of its chain lives another past from
+// there: its sidecar begins a timeline that says where it forked, writes
+// a chain of its own, and never appends to the old one, whatever its
+// revision reaches. The newest timeline restores to the new cluster's
+// state; the old one still restores exactly to the old cluster's end.
+func TestRestoreToTheMiddleForks(t *testing.T) {
+	ctx := context.Background()
+	h := chainOfStoppedCluster(t)
+	c, res := restored(t, h.st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}})
+	if res.Revision != h.mid {
+		t.Fatalf("restored revision %d, want %d", res.Revision, h.mid)
+	}
+	cli := c.Client(t)
+	s, err := snapshot.New(cli, h.st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	// Past the old chain's end: the new past's revisions overlap the old.
+	load, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 40, Prefix: "/new/", Seed: 33}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if load.LastRevision <= h.end {
+		t.Fatalf("the new cluster reached %d, not past the old end %d", load.LastRevision, h.end)
+	}
+	etcdtest.Eventually(t, "the new chain reaches the new cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= load.LastRevision })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	cat, err := snapshot.List(ctx, h.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := cat.Timeline
+	if tl.ID == snapshot.FirstTimeline || tl.Parent != snapshot.FirstTimeline || tl.ForkRevision != h.mid || !strings.Contains(tl.Reason, "restored from") {
+		t.Fatalf("the new cluster's timeline: %+v", tl)
+	}
+	latest, err := cat.Latest()
+	if err != nil || latest.Timeline != tl.ID || latest.Full.LastRevision < h.mid {
+		t.Fatalf("the newest chain: %+v %v", latest, err)
+	}
+	first, err := cat.On(snapshot.FirstTimeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range first.Own() {
+		if o.LastRevision > h.end {
+			t.Fatalf("the old timeline grew past its end %d: %s", h.end, o.Key)
+		}
+	}
+	want, err := restore.LiveDigest(ctx, cli, load.LastRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		target restore.Target
+		rev    int64
+		want   restore.Digest
+	}{
+		{"the newest timeline's head", restore.Target{}, load.LastRevision, want},
+		{"the old timeline's head", restore.Target{Timeline: snapshot.FirstTimeline}, h.end, h.head},
+	} {
+		rep, err := restore.Verify(ctx, h.st, restore.VerifyOptions{Source: restore.Source{Target: tc.target}, WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if rep.Chain.LastRevision() != tc.rev || rep.Digest != tc.want {
+			t.Fatalf("%s: revision %d sums to %v, want %d and %v", tc.name, rep.Chain.LastRevision(), rep.Digest, tc.rev, tc.want)
+		}
+	}
+	// The shared past reads through the new timeline.
+	if ch, err := restore.Chain(ctx, h.st, restore.Target{Revision: h.mid - 10}); err != nil || ch.Timeline != snapshot.FirstTimeline {
+		t.Fatalf("the shared past, from the newest timeline: %+v %v", ch, err)
+	}
+}
+
+// A restore to the chain's end continues it (the revision bump of an
+// automated restore too): its sidecar goes on in the same timeline.
+// Restored to the middle without a record of it (as etcdutl or
+// etcd-backup-restore restore), the cluster forks all the same: below the
+// chain's end, or past it with other keys there.
+func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
+	ctx := context.Background()
+	h := chainOfStoppedCluster(t)
+	place := func(t *testing.T, cli *clientv3.Client) snapshot.Lineage {
+		t.Helper()
+		l, _, err := snapshot.Place(ctx, cli, h.st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Log(l.Reason)
+		return l
+	}
+	t.Run("the end, bumped", func(t *testing.T) {
+		c, _ := restored(t, h.st, restore.Options{SafeRevision: true})
+		if l := place(t, c.Client(t)); !l.Continues || l.Timeline.ID != snapshot.FirstTimeline {
+			t.Fatalf("a restore of the end: %+v", l)
+		}
+	})
+	// etcdutl restores with the old configuration: the cluster's ID is the
+	// old one's, and the store has no word of the restore.
+	same := func(o restore.Options) restore.Options {
+		o.Name, o.PeerURLs, o.InitialClusterToken = h.name, []string{h.peer.String()}, h.token
+		return o
+	}
+	forget := func(t *testing.T) {
+		t.Helper()
+		objs, err := h.st.List(ctx, "etcdkit/restores/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if err := h.st.Delete(ctx, o.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Run("the end, unrecorded", func(t *testing.T) {
+		c, _ := restored(t, h.st, same(restore.Options{}))
+		forget(t)
+		if l := place(t, c.Client(t)); !l.Continues {
+			t.Fatalf("an unrecorded restore of the end, its keys the chain's: %+v", l)
+		}
+	})
+	t.Run("the middle, unrecorded, below the end", func(t *testing.T) {
+		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		forget(t)
+		if l := place(t, c.Client(t)); l.Continues || !strings.Contains(l.Reason, "below the end") {
+			t.Fatalf("an unrecorded restore to the middle: %+v", l)
+		}
+	})
+	t.Run("the middle, unrecorded, past the end", func(t *testing.T) {
+		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		forget(t)
+		cli := c.Client(t)
+		if _, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 5, Prefix: "/new/", Seed: 34}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		if l := place(t, cli); l.Continues || !strings.Contains(l.Reason, "differ") {
+			t.Fatalf("an unrecorded restore to the middle, written past the end: %+v", l)
+		}
+	})
+}

@@ -1,0 +1,505 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/etcdkit/etcdkit/internal/scratch"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// ErrSuperseded: a newer timeline began on the store while this cluster
+// wrote into an older one. Every object written from then on belongs to
+// the newer timeline, so the older one's cluster must stop writing there.
+var ErrSuperseded = errors.New("a newer timeline began on this prefix")
+
+// Lineage is where a cluster writes on a store, as Place decided it.
+type Lineage struct {
+	// Timeline is the timeline the cluster writes into: the store's newest.
+	Timeline Timeline
+	// Continues: the timeline's newest chain is this cluster's past up to
+	// its end, so deltas may go on from there; otherwise the next snapshot
+	// must be a full one.
+	Continues bool
+	// Began: Place began Timeline for this cluster (a fork, or a new
+	// chain it was allowed to start beside another cluster's).
+	Began bool
+	// Reason says how it was decided.
+	Reason string
+}
+
+// PlaceOptions configures Place. The zero value refuses another
+// cluster's chain and reads plain objects.
+type PlaceOptions struct {
+	// AllowNewChain: when the newest chain is another cluster's, begin a
+	// timeline of this cluster's own instead of failing with
+	// ErrOtherCluster.
+	AllowNewChain bool
+	// DryRun decides only: a timeline that would begin is not written, and
+	// the Lineage says why it would (Continues false, Began false).
+	DryRun bool
+	// Codec reads the objects compared with the cluster (its Identities).
+	Codec Codec
+	// SpoolDir holds a full snapshot downloaded to be compared, for a
+	// chain that has no identity record and no delta. Default os.TempDir().
+	SpoolDir string
+	// Logger: nil discards.
+	Logger *slog.Logger
+	// Now stamps a timeline Place begins. Default time.Now.
+	Now func() time.Time
+}
+
+// Place decides where the cluster cli reaches may write on st, and returns
+// the catalog it decided on. A cluster appends to the newest timeline's
+// newest chain only on positive evidence that the chain is its past up to
+// the end: a restore record that says the cluster was restored from that
+// end, or its own keys, at the chain's last revision, as the chain's last
+// objects left them. Another cluster's chain (by its identity record, or
+// for a chain without one by its members and keys) fails with
+// ErrOtherCluster unless AllowNewChain. Anything else (a cluster restored
+// to an earlier revision, with or without a record, or one whose keys
+// differ from its own chain's) begins a new timeline forked from the
+// newest, so the next full snapshot starts a chain there and the old
+// timeline stays as it was.
+func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOptions) (Lineage, Catalog, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	cat, err := List(ctx, st)
+	if err != nil {
+		return Lineage{}, cat, err
+	}
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return Lineage{}, cat, fmt.Errorf("current revision: %w", err)
+	}
+	p := placer{cli: cli, st: st, o: o, cat: cat, current: resp.Header.Revision, cluster: hexID(resp.Header.ClusterId)}
+	l, err := p.place(ctx)
+	if err != nil {
+		return l, cat, err
+	}
+	if l.Began {
+		if cat, err = List(ctx, st); err != nil {
+			return l, cat, err
+		}
+	}
+	logger(o.Logger).Info("backups placed", "timeline", l.Timeline.ID, "continues", l.Continues, "began", l.Began, "reason", l.Reason)
+	return l, cat, nil
+}
+
+type placer struct {
+	cli     *clientv3.Client
+	st      store.Store
+	o       PlaceOptions
+	cat     Catalog
+	current int64
+	cluster string
+}
+
+func (p placer) place(ctx context.Context) (Lineage, error) {
+	t := p.cat.Timeline
+	here := Lineage{Timeline: t}
+	ownFulls := slices.ContainsFunc(p.cat.Own(), func(s Snapshot) bool { return s.Kind == KindFull })
+	if t.Key != "" && t.ClusterID != p.cluster && !ownFulls {
+		return p.foreign(ctx, fmt.Sprintf("cluster %s began %s and has written no full snapshot there yet", t.ClusterID, t))
+	}
+	chain, err := p.cat.Latest()
+	if errors.Is(err, ErrNoFull) {
+		here.Reason = "the store holds no full snapshot to continue"
+		return here, nil
+	}
+	if err != nil {
+		return Lineage{}, err
+	}
+	end := chain.LastRevision()
+	rr, restored, err := lastRestore(ctx, p.st, p.cluster)
+	if err != nil {
+		return Lineage{}, err
+	}
+	if restored && !rr.Created.Before(chain.Full.Created) {
+		switch {
+		case rr.Timeline == t.ID && rr.Snapshot == chain.Full.Key && rr.Revision == end:
+			here.Continues, here.Reason = true, fmt.Sprintf("the cluster was restored from %s at revision %d, the end of %s", rr.Snapshot, rr.Revision, t)
+			return here, nil
+		case t.Key != "" && t.ClusterID == p.cluster && !t.Began.Before(rr.Created):
+			here.Reason = fmt.Sprintf("the cluster began %s after its restore; its first full snapshot is due", t)
+			return here, nil
+		}
+		fork := rr.Revision
+		if _, ok := p.cat.find(rr.Timeline); !ok {
+			fork = 0
+		}
+		return p.begin(ctx, Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
+			Reason: fmt.Sprintf("restored from %s at revision %d, while %s went on to revision %d", rr.Snapshot, rr.Revision, t, end)})
+	}
+	if t.Key != "" && t.ClusterID == p.cluster && !ownFulls {
+		here.Reason = fmt.Sprintf("the cluster began %s; its first full snapshot is due", t)
+		return here, nil
+	}
+	id, hasID, err := ReadIdentity(ctx, p.st, chain.Full)
+	if err != nil {
+		return Lineage{}, err
+	}
+	if hasID && id.ClusterID != p.cluster {
+		linked, err := legacyContinues(ctx, p.st, p.cluster, id.ClusterID)
+		if err != nil {
+			return Lineage{}, err
+		}
+		if !linked {
+			return p.foreign(ctx, fmt.Sprintf("%s was taken of cluster %s, this is cluster %s", chain.Full.Key, id.ClusterID, p.cluster))
+		}
+	}
+	var members []string
+	if !hasID {
+		// The full's own database names the members it was taken of.
+		tail, m, err := p.fullTail(ctx, chain.Full)
+		if err != nil {
+			return Lineage{}, err
+		}
+		members, id.Tail = m, tail
+		live, err := IdentityOf(ctx, p.cli)
+		if err != nil {
+			return Lineage{}, err
+		}
+		if !slices.ContainsFunc(members, func(m string) bool { return slices.Contains(live.MemberIDs, m) }) {
+			return p.foreign(ctx, fmt.Sprintf("%s has no identity record and its database names members %s, none of this cluster's (%s)",
+				chain.Full.Key, strings.Join(members, ","), strings.Join(live.MemberIDs, ",")))
+		}
+	}
+	if end <= 1 {
+		// Every cluster's past at revision 1 is the same empty keyspace.
+		here.Continues, here.Reason = true, fmt.Sprintf("%s ends at revision %d, before any key was written", t, end)
+		return here, nil
+	}
+	if p.current < end {
+		return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
+			Reason: fmt.Sprintf("the cluster is at revision %d, below the end of %s (%d): it was restored to an earlier revision without a record of it", p.current, t, end)})
+	}
+	tail := id.Tail
+	if len(chain.Deltas) > 0 {
+		if tail, err = p.deltaTail(ctx, chain); err != nil {
+			return Lineage{}, err
+		}
+	} else if len(tail) == 0 {
+		if tail, _, err = p.fullTail(ctx, chain.Full); err != nil {
+			return Lineage{}, err
+		}
+	}
+	same, why, err := compareLive(ctx, p.cli, tail, end)
+	if err != nil {
+		return Lineage{}, err
+	}
+	switch {
+	case same == evidenceSame:
+		if !hasID {
+			p.adopt(ctx, chain.Full, tail)
+		}
+		here.Continues, here.Reason = true, fmt.Sprintf("the cluster's keys at revision %d are those %s left", end, t)
+		return here, nil
+	case same == evidenceDiffers && !hasID:
+		return p.foreign(ctx, fmt.Sprintf("%s has no identity record and this cluster's keys at revision %d differ from the chain's: %s", chain.Full.Key, end, why))
+	case same == evidenceDiffers:
+		return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
+			Reason: fmt.Sprintf("the cluster's keys at revision %d differ from those %s left (%s): it was restored to an earlier revision without a record of it", end, t, why)})
+	}
+	// Nothing tells: no delta may go on from the chain, but nothing shows
+	// a fork either; a full snapshot starts a chain in the same timeline.
+	here.Reason = fmt.Sprintf("whether the cluster continues %s's newest chain cannot be told (%s): a full snapshot starts a new chain", t, why)
+	return here, nil
+}
+
+// foreign refuses another cluster's chain, or begins a timeline beside it
+// when allowed.
+func (p placer) foreign(ctx context.Context, why string) (Lineage, error) {
+	if !p.o.AllowNewChain {
+		return Lineage{}, fmt.Errorf("%w: %s: point the store at another prefix, or start a new chain here on purpose (--allow-new-chain)", ErrOtherCluster, why)
+	}
+	return p.begin(ctx, Timeline{Parent: p.cat.Timeline.ID, Reason: "a new chain beside another cluster's, as allowed: " + why})
+}
+
+// begin writes the record of a timeline of this cluster's own.
+func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
+	t.ClusterID = p.cluster
+	if p.o.DryRun {
+		return Lineage{Timeline: p.cat.Timeline, Reason: "a new timeline would begin: " + t.Reason}, nil
+	}
+	t, err := BeginTimeline(ctx, p.st, t, p.o.Now(), p.cat.all)
+	if err != nil {
+		return Lineage{}, err
+	}
+	logger(p.o.Logger).Warn("a new timeline begins: the next full snapshot starts its first chain, and the old timeline stays as it was",
+		"timeline", t.ID, "parent", t.Parent, "fork_revision", t.ForkRevision, "reason", t.Reason)
+	return Lineage{Timeline: t, Began: true, Reason: t.Reason}, nil
+}
+
+// adopt records the identity a chain without one was found to have.
+func (p placer) adopt(ctx context.Context, full Snapshot, tail []KeyVersion) {
+	id, err := IdentityOf(ctx, p.cli)
+	if err == nil {
+		id.Tail, id.Adopted = tail, true
+		err = WriteIdentity(ctx, p.st, full, id)
+	}
+	if err != nil && !errors.Is(err, ErrConflict) {
+		logger(p.o.Logger).Warn("the chain's identity was not recorded; it is compared again at the next start", "full", full.Key, "error", err)
+	}
+}
+
+// deltaTail is what the chain's last delta left of its keys.
+func (p placer) deltaTail(ctx context.Context, chain Chain) ([]KeyVersion, error) {
+	last := chain.Deltas[len(chain.Deltas)-1]
+	dr, err := OpenDelta(ctx, p.st, last, p.o.Codec)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = dr.Close() }()
+	var t tailer
+	for {
+		ev, err := dr.Next()
+		if errors.Is(err, io.EOF) {
+			return t.tail(), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e := ev.EtcdEvent; e != nil && e.Kv != nil {
+			t.add(e.Kv, e.Kv.ModRevision, e.Type == mvccpb.DELETE)
+		}
+	}
+}
+
+// fullTail downloads a full snapshot and reads its tail and its members.
+func (p placer) fullTail(ctx context.Context, full Snapshot) ([]KeyVersion, []string, error) {
+	rc, err := Open(ctx, p.st, full, p.o.Codec)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = rc.Close() }()
+	dir := cmpOr(p.o.SpoolDir, os.TempDir())
+	f, err := scratch.File(dir, "etcdkit-compare-*.db")
+	if err != nil {
+		return nil, nil, fmt.Errorf("spool directory %s: %w", dir, err)
+	}
+	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
+	if _, err := io.Copy(f, rc); err != nil {
+		return nil, nil, fmt.Errorf("snapshot %s: %w", full.Key, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, err
+	}
+	return dbTail(f.Name())
+}
+
+// KeyVersion is one key as a revision left it. A chain's last ones are
+// what a cluster that continues it holds at the chain's last revision.
+type KeyVersion struct {
+	Key     []byte `json:"key"`
+	Create  int64  `json:"create_revision,omitempty"`
+	Mod     int64  `json:"mod_revision"`
+	Version int64  `json:"version,omitempty"`
+	// Value is the CRC-32C of the value.
+	Value   uint32 `json:"value_crc32c,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// tailKeys is how many keys a tail holds: enough that two histories that
+// differ show it, few enough to ask the cluster in a moment.
+const tailKeys = 32
+
+// tailer keeps the newest version of each key it is given, in revision
+// order.
+type tailer struct {
+	byKey map[string]KeyVersion
+}
+
+func (t *tailer) add(kv *mvccpb.KeyValue, rev int64, deleted bool) {
+	if t.byKey == nil {
+		t.byKey = map[string]KeyVersion{}
+	}
+	v := KeyVersion{Key: bytes.Clone(kv.Key), Mod: rev, Deleted: deleted}
+	if !deleted {
+		v.Create, v.Version, v.Value = kv.CreateRevision, kv.Version, crc32.Checksum(kv.Value, castagnoli)
+	}
+	if old, ok := t.byKey[string(kv.Key)]; !ok || old.Mod <= rev {
+		t.byKey[string(kv.Key)] = v
+	}
+}
+
+// tail is the newest tailKeys keys.
+func (t *tailer) tail() []KeyVersion {
+	out := make([]KeyVersion, 0, len(t.byKey))
+	for _, v := range t.byKey {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b KeyVersion) int {
+		if a.Mod != b.Mod {
+			return int(b.Mod - a.Mod)
+		}
+		return bytes.Compare(a.Key, b.Key)
+	})
+	return out[:min(len(out), tailKeys)]
+}
+
+// dbTail reads an etcd database's tail (its newest revisions' keys) and
+// its members' IDs.
+func dbTail(path string) ([]KeyVersion, []string, error) {
+	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return nil, nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	defer func() { _ = db.Close() }()
+	var t tailer
+	var members []string
+	err = db.View(func(tx *bbolt.Tx) error {
+		if b := tx.Bucket([]byte("key")); b != nil {
+			c := b.Cursor()
+			// Revisions, newest first, until enough keys were seen.
+			for k, v := c.Last(); k != nil && len(t.byKey) < tailKeys; k, v = c.Prev() {
+				if len(k) < 17 {
+					continue
+				}
+				var kv mvccpb.KeyValue
+				if err := proto.Unmarshal(v, &kv); err != nil {
+					return fmt.Errorf("key bucket: %w", err)
+				}
+				t.add(&kv, int64(binary.BigEndian.Uint64(k[:8])), len(k) == 18 && k[17] == 't')
+			}
+		}
+		if b := tx.Bucket([]byte("members")); b != nil {
+			return b.ForEach(func(k, _ []byte) error {
+				members = append(members, string(k))
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("database %s: %w", path, err)
+	}
+	slices.Sort(members)
+	return t.tail(), members, nil
+}
+
+type evidence int
+
+const (
+	evidenceNone evidence = iota
+	evidenceSame
+	evidenceDiffers
+)
+
+// compareLive asks the cluster for each key of tail as revision rev left
+// it. One key that differs is a different past; one that agrees, with
+// none that differs, the same past. When rev is compacted, keys are read
+// as they are now, which tells only for keys not written since.
+func compareLive(ctx context.Context, cli *clientv3.Client, tail []KeyVersion, rev int64) (evidence, string, error) {
+	atRev := true
+	agree := 0
+	for _, want := range tail {
+		var opts []clientv3.OpOption
+		if atRev {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, string(want.Key), opts...)
+		if atRev && errors.Is(err, rpctypes.ErrCompacted) {
+			atRev = false
+			if resp, err = cli.Get(ctx, string(want.Key)); err != nil {
+				return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+			}
+		}
+		if err != nil {
+			return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+		}
+		var got *mvccpb.KeyValue
+		if len(resp.Kvs) > 0 {
+			got = resp.Kvs[0]
+		}
+		switch e, why := judge(want, got, rev, atRev); e {
+		case evidenceDiffers:
+			return evidenceDiffers, why, nil
+		case evidenceSame:
+			agree++
+		}
+	}
+	switch {
+	case agree > 0:
+		return evidenceSame, "", nil
+	case len(tail) == 0:
+		return evidenceNone, "the chain's end holds no key to compare", nil
+	}
+	return evidenceNone, fmt.Sprintf("revision %d is compacted on the cluster and every key compared was written since", rev), nil
+}
+
+// judge compares one key: got is the cluster's, at rev when atRev, else
+// as it is now.
+func judge(want KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (evidence, string) {
+	key := fmt.Sprintf("%q", want.Key)
+	equal := func() bool {
+		return got.ModRevision == want.Mod && got.CreateRevision == want.Create && got.Version == want.Version &&
+			crc32.Checksum(got.Value, castagnoli) == want.Value
+	}
+	switch {
+	case atRev && want.Deleted && got == nil, atRev && !want.Deleted && got != nil && equal():
+		return evidenceSame, ""
+	case atRev && want.Deleted:
+		return evidenceDiffers, fmt.Sprintf("key %s was deleted at revision %d, the cluster has it from revision %d", key, want.Mod, got.ModRevision)
+	case atRev && got == nil:
+		return evidenceDiffers, fmt.Sprintf("key %s was written at revision %d, the cluster has none at %d", key, want.Mod, rev)
+	case atRev:
+		return evidenceDiffers, fmt.Sprintf("key %s was written at revision %d, the cluster's is of revision %d with other contents", key, want.Mod, got.ModRevision)
+	case got == nil:
+		return evidenceNone, ""
+	case want.Deleted && got.CreateRevision <= rev:
+		return evidenceDiffers, fmt.Sprintf("key %s was deleted at revision %d, the cluster's was created at %d and lives on", key, want.Mod, got.CreateRevision)
+	case want.Deleted || got.ModRevision > rev:
+		return evidenceNone, ""
+	case equal():
+		return evidenceSame, ""
+	}
+	return evidenceDiffers, fmt.Sprintf("key %s was written at revision %d, the cluster's last write of it is of revision %d", key, want.Mod, got.ModRevision)
+}
+
+// Newest fails with ErrSuperseded when a timeline newer than t began on
+// st: an uploader asks before each object, since from then on what it
+// writes belongs to the newer timeline.
+func Newest(ctx context.Context, st store.Store, t Timeline) error {
+	tls, err := listTimelines(ctx, st)
+	if err != nil {
+		return err
+	}
+	newest := tls[len(tls)-1]
+	if newest.ID == t.ID {
+		return nil
+	}
+	by := ""
+	if newest.ClusterID != "" {
+		by = " by cluster " + newest.ClusterID
+	}
+	if newest.Reason != "" {
+		by += " (" + newest.Reason + ")"
+	}
+	return fmt.Errorf("%w: %s began at %s%s, after this cluster's %s: what this cluster writes here would belong to it; point this cluster at another prefix",
+		ErrSuperseded, newest, newest.Began.Format(time.RFC3339), by, t)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
