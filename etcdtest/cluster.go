@@ -56,6 +56,10 @@ type Options struct {
 	// instead of making new ones: a data dir restored from that cluster
 	// keeps its users, and one set of flags reaches both.
 	Security *Security
+	// DedicatedWAL keeps each member's WAL outside its data dir, in
+	// Member.WALDir (the data dir's path with .wal appended), as etcd's
+	// wal-dir does.
+	DedicatedWAL bool
 }
 
 // Users are the users Options.Auth creates, with their passwords in
@@ -74,8 +78,10 @@ type Cluster struct {
 
 // Member is one etcd member running in this process.
 type Member struct {
-	Name      string
-	Dir       string
+	Name string
+	Dir  string
+	// WALDir is the member's wal-dir with Options.DedicatedWAL, else "".
+	WALDir    string
 	PeerURL   url.URL
 	ClientURL url.URL
 	// InitialCluster and ClusterState are what the member was started with;
@@ -419,6 +425,10 @@ func (m *Member) Config() *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
 	cfg.Dir = m.Dir
+	if m.opts.DedicatedWAL {
+		m.WALDir = m.Dir + ".wal"
+		cfg.WalDir = m.WALDir
+	}
 	cfg.ListenPeerUrls = []url.URL{m.PeerURL}
 	cfg.AdvertisePeerUrls = []url.URL{m.PeerURL}
 	cfg.ListenClientUrls = []url.URL{m.ClientURL}

@@ -62,15 +62,11 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
 	res := Result{Revision: rev}
-	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
+	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
 		return res, err
 	}
 	release()
-	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
-		opts.Logger.Warn("rebuild: prune moved-aside data dirs", "error", err)
-	} else if len(pruned) > 0 {
-		opts.Logger.Info("rebuild: pruned moved-aside data dirs", "removed", pruned, "keep", opts.KeepMovedAside)
-	}
+	prune(opts, "rebuild", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
 	opts.Logger.Info("rebuilt from its database", "data-dir", opts.DataDir, "revision", rev, "moved-aside", res.MovedAside,
 		"took", res.Total.Round(time.Millisecond))

@@ -91,6 +91,10 @@ type Options struct {
 	// to DataDir.bak-<time>, never deleted; one a running etcd holds is
 	// refused (datadir.ErrInUse).
 	DataDir string
+	// WALDir is etcd's wal-dir: the WAL goes there, not into the data dir,
+	// and an existing one is moved aside as the data dir is. "": the
+	// data dir's member/wal.
+	WALDir string
 	// KeepMovedAside is how many moved-aside data dirs are kept beside
 	// DataDir, the one this restore makes included; older ones are
 	// removed. Default 1; negative keeps them all.
@@ -154,9 +158,10 @@ type Result struct {
 	// ClusterID is the restored cluster's ID (hex), new with every restore:
 	// etcd derives it from the initial cluster and its token.
 	ClusterID string
-	// MovedAside is where the previous data dir went, "" when there was none.
-	MovedAside              string
-	Download, Replay, Total time.Duration
+	// MovedAside is where the previous data dir went, "" when there was
+	// none; WALMovedAside where the previous wal-dir went.
+	MovedAside, WALMovedAside string
+	Download, Replay, Total   time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -168,6 +173,11 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("restore: data dir %s: %w", o.DataDir, err)
 	}
 	o.DataDir = abs
+	if o.WALDir != "" {
+		if o.WALDir, err = filepath.Abs(o.WALDir); err != nil {
+			return o, fmt.Errorf("restore: wal-dir %s: %w", o.WALDir, err)
+		}
+	}
 	if o.Name == "" {
 		o.Name = "default"
 	}
@@ -325,16 +335,12 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 // opts.DataDir once the swap is done.
 func install(ctx context.Context, st store.Store, opts Options, out string, release func(), res *Result, latest snap.Chain, start time.Time) error {
 	var err error
-	if res.MovedAside, err = swapIn(out, opts.DataDir, opts.Now()); err != nil {
+	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
 		return err
 	}
 	release()
 	recordRestore(ctx, st, opts, res, latest)
-	if pruned, err := datadir.Prune(opts.DataDir, opts.KeepMovedAside, res.MovedAside); err != nil {
-		opts.Logger.Warn("restore: prune moved-aside data dirs", "error", err)
-	} else if len(pruned) > 0 {
-		opts.Logger.Info("restore: pruned moved-aside data dirs", "removed", pruned, "keep", opts.KeepMovedAside)
-	}
+	prune(opts, "restore", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
 	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
 		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
@@ -505,14 +511,6 @@ func checkSpace(dir string, chain snap.Chain) error {
 			dir, ErrNoSpace, free>>20, need>>20)
 	}
 	return nil
-}
-
-// swapIn puts the built data dir in place, moving an existing one aside.
-func swapIn(built, dataDir string, now time.Time) (movedAside string, err error) {
-	if movedAside, err = datadir.Replace(built, dataDir, now); err != nil {
-		return "", fmt.Errorf("restore: move the restored data dir into place: %w", err)
-	}
-	return movedAside, nil
 }
 
 // recordRestore writes down, on the store, what the new cluster was

@@ -422,6 +422,11 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 		return nil, code, err
 	}
 	req.DataDir = dir
+	if req.WALDir != "" {
+		if req.WALDir, code, err = s.restorable(req.WALDir); err != nil {
+			return nil, code, err
+		}
+	}
 	if !req.IfNeeded {
 		// Refused now rather than in the job: the caller is still there
 		// to read why.
@@ -446,7 +451,7 @@ func (s *Sidecar) restorable(dir string) (string, int, error) {
 		return "", http.StatusForbidden, errors.New("this sidecar prepares no data dirs: it has no restore root")
 	}
 	if !filepath.IsAbs(dir) {
-		return "", http.StatusBadRequest, fmt.Errorf("data_dir %q: give an absolute path under %s", dir, s.opts.RestoreRoot)
+		return "", http.StatusBadRequest, fmt.Errorf("%q: give an absolute path under %s", dir, s.opts.RestoreRoot)
 	}
 	real, err := underRoot(s.opts.RestoreRoot, dir)
 	if err != nil {
@@ -524,6 +529,11 @@ func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, 
 	}
 	cfg := startup.Config{DataDir: dir, Name: req.Name, Token: req.InitialClusterToken, InitialCluster: req.InitialCluster,
 		CleanShutdown: req.Sanity}
+	if req.WALDir != "" {
+		if cfg.WALDir, code, err = s.restorable(req.WALDir); err != nil {
+			return nil, code, err
+		}
+	}
 	start := time.Now()
 	chk, err := s.source(nil).Check(r.Context(), cfg)
 	s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
@@ -556,7 +566,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 	if req.IfNeeded {
 		src := s.source(progress)
 		src.KeepRevision = req.KeepRevision
-		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
+		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, WALDir: req.WALDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 			Token: req.InitialClusterToken, Endpoints: req.Endpoints}
 		// A lone member's defaults, as a restore's.
 		if cfg.Name == "" {
@@ -600,7 +610,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
 		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec,
 			Logger: s.log, Progress: progress},
-		DataDir: req.DataDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
+		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
 		RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision,
 	})

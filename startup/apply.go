@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/member"
 )
 
@@ -28,12 +27,9 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 	}
 	defer func() { _ = cli.Close() }()
 	if p.Action == Rejoin {
-		aside, err := datadir.MoveAside(cfg.DataDir, o.Now())
-		if err != nil {
+		if err := moveAside(cfg, o); err != nil {
 			return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
 		}
-		o.Logger.Info("startup: data dir moved aside", "member", cfg.Name, "to", aside)
-		prune(o.Logger, cfg.DataDir, o.KeepMovedAside, aside)
 		if p.ID != 0 {
 			start := time.Now()
 			err := member.Remove(ctx, cli, p.ID, o.Retry)

@@ -20,6 +20,9 @@ import (
 type Config struct {
 	Name    string
 	DataDir string
+	// WALDir is etcd's wal-dir, "" when the WAL is the data dir's: it is
+	// validated, restored and moved aside with the data dir.
+	WALDir string
 	// PeerURLs and ClientURLs are the member's advertised URLs.
 	PeerURLs   []string
 	ClientURLs []string

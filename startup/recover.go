@@ -72,7 +72,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	first := o.Members[0]
 	initial := initialCluster(nil, first)
 	res, err := restore.Restore(ctx, st, restore.Options{
-		Source: o.Source, DataDir: first.DataDir, Name: first.Name, PeerURLs: first.PeerURLs,
+		Source: o.Source, DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs,
 		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
 	})
 	if err != nil {
@@ -88,11 +88,9 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	}
 	defer func() { _ = cli.Close() }()
 	for _, m := range o.Members[1:] {
-		aside, err := datadir.MoveAside(m.DataDir, o.Now())
-		if err != nil {
+		if err := moveAside(m, Options{Now: o.Now, Logger: o.Logger, KeepMovedAside: o.KeepMovedAside}); err != nil {
 			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
-		prune(o.Logger, m.DataDir, o.KeepMovedAside, aside)
 		added, members, err := member.AddLearner(ctx, cli, m.PeerURLs, o.Retry)
 		if err != nil {
 			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
@@ -105,18 +103,29 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 		if err := member.PromoteWhenReady(ctx, cli, added.ID, o.Retry); err != nil {
 			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
-		o.Logger.Info("startup: rejoined", "member", m.Name, "moved_aside", aside)
+		o.Logger.Info("startup: rejoined", "member", m.Name)
 	}
 	return res, nil
 }
 
-// prune keeps keep moved-aside data dirs beside dataDir; failing to
-// costs disk, not the member, so it is logged.
-func prune(log *slog.Logger, dataDir string, keep int, just string) {
-	removed, err := datadir.Prune(dataDir, keep, just)
-	if err != nil {
-		log.Warn("startup: prune moved-aside data dirs", "data-dir", dataDir, "error", err)
-	} else if len(removed) > 0 {
-		log.Info("startup: pruned moved-aside data dirs", "removed", removed)
+// moveAside moves a member's data dir, and its wal-dir when it has one,
+// aside, and prunes what older moves left past o.KeepMovedAside.
+func moveAside(cfg Config, o Options) error {
+	for _, dir := range []string{cfg.DataDir, cfg.WALDir} {
+		if dir == "" {
+			continue
+		}
+		aside, err := datadir.MoveAside(dir, o.Now())
+		if err != nil {
+			return err
+		}
+		o.Logger.Info("startup: moved aside", "member", cfg.Name, "dir", dir, "to", aside)
+		removed, err := datadir.Prune(dir, o.KeepMovedAside, aside)
+		if err != nil {
+			o.Logger.Warn("startup: prune moved-aside dirs", "dir", dir, "error", err)
+		} else if len(removed) > 0 {
+			o.Logger.Info("startup: pruned moved-aside dirs", "removed", removed)
+		}
 	}
+	return nil
 }

@@ -104,7 +104,7 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	if cfg.CleanShutdown {
 		mode = validate.Sanity
 	}
-	rep, err := validate.DataDir(ctx, cfg.DataDir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.Token,
+	rep, err := validate.DataDir(ctx, cfg.DataDir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.Token, WALDir: cfg.WALDir,
 		BackupRevision: chk.BackupRevision, MultiMember: cfg.multiMember(), Logger: l.Logger})
 	if err != nil {
 		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
@@ -120,7 +120,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	}
 	res, err := restore.Restore(ctx, l.Store, restore.Options{
 		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger},
-		DataDir: cfg.DataDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
+		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,
 	})
 	if err != nil {
@@ -142,7 +142,7 @@ type Remote struct {
 
 // Check implements Source through POST /v1/validate.
 func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
-	req := api.ValidateRequest{DataDir: cfg.DataDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
+	req := api.ValidateRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
 		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown}
 	var v api.Validation
 	err := r.retry(ctx, func() error {
@@ -159,7 +159,7 @@ func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 
 // Restore implements Source through POST /v1/restore.
 func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
-	req := api.RestoreRequest{DataDir: cfg.DataDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
+	req := api.RestoreRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
 		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token}
 	var job api.Job
 	err := r.retry(ctx, func() error {
@@ -215,7 +215,7 @@ func outdated(chk Check) bool { return chk.Verdict == validate.Corrupt && chk.Fo
 // the keyspace and its revision stay, the WAL etcd 3.5 wrote goes.
 func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
 	log.Info("startup: rebuilding the data dir from its database for this etcd", "reason", chk.Reason)
-	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, Name: cfg.Name,
+	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name,
 		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token})
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)

@@ -45,7 +45,13 @@ func config(c *etcdtest.Cluster, m *etcdtest.Member, initial string) startup.Con
 // check validates the member's data dir as a start-up would.
 func check(t *testing.T, dir string) startup.Check {
 	t.Helper()
-	r, err := validate.DataDir(context.Background(), dir, validate.Options{MultiMember: true})
+	return checkWAL(t, dir, "")
+}
+
+// checkWAL validates a data dir whose WAL is walDir ("": its own).
+func checkWAL(t *testing.T, dir, walDir string) startup.Check {
+	t.Helper()
+	r, err := validate.DataDir(context.Background(), dir, validate.Options{MultiMember: true, WALDir: walDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +62,7 @@ func check(t *testing.T, dir string) startup.Check {
 func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg startup.Config, want startup.Action) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := startup.Decide(ctx, cfg, check(t, m.Dir), startup.Options{})
+	p, err := startup.Decide(ctx, cfg, checkWAL(t, m.Dir, cfg.WALDir), startup.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,20 +116,27 @@ func TestRejoin(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, dir string)
+		// wal: the members keep their WAL in a wal-dir of its own.
+		wal bool
 	}{
 		{"wiped", func(t *testing.T, dir string) {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, false},
 		{"corrupted", func(t *testing.T, dir string) {
 			if err := os.Truncate(filepath.Join(dir, "member", "snap", "db"), 8192); err != nil {
 				t.Fatal(err)
 			}
-		}},
+		}, false},
+		{"corrupted, with a wal-dir", func(t *testing.T, dir string) {
+			if err := os.Truncate(filepath.Join(dir, "member", "snap", "db"), 8192); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+			c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true, DedicatedWAL: tc.wal})
 			cli := c.Client(t)
 			if _, err := (etcdtest.Workload{Ops: 200, Prefix: "/w/", Seed: 1}).Run(context.Background(), cli); err != nil {
 				t.Fatal(err)
@@ -140,14 +153,28 @@ func TestRejoin(t *testing.T) {
 			l := etcdtest.StartLoad(t, clientv3ForOthers(t, c, m))
 			m.Stop()
 			tc.damage(t, m.Dir)
-			bringUp(t, c, m, config(c, m, initial), startup.Rejoin)
+			cfg := config(c, m, initial)
+			cfg.WALDir = m.WALDir
+			bringUp(t, c, m, cfg, startup.Rejoin)
 			l.Check(t)
 			etcdtest.Voters(t, cli, 3)
 			c.WaitSameData(t, m)
-			if tc.name == "corrupted" {
+			if tc.name != "wiped" {
 				aside, _ := filepath.Glob(m.Dir + ".bak-*")
 				if len(aside) != 1 {
 					t.Fatalf("the corrupt data dir was not moved aside: %v", aside)
+				}
+			}
+			if tc.wal {
+				// The old WAL went aside with its data dir; the new member
+				// writes its own to the wal-dir.
+				aside, _ := filepath.Glob(m.WALDir + ".bak-*/*.wal")
+				fresh, _ := filepath.Glob(m.WALDir + "/*.wal")
+				if len(aside) == 0 || len(fresh) == 0 {
+					t.Fatalf("the WAL was not moved aside with the data dir (%v) or not written again (%v)", aside, fresh)
+				}
+				if _, err := os.Stat(filepath.Join(m.Dir, "member", "wal")); !os.IsNotExist(err) {
+					t.Fatalf("the rejoined member wrote its WAL into its data dir: %v", err)
 				}
 			}
 		})

@@ -64,6 +64,9 @@ type Options struct {
 	BackupRevision int64
 	// MultiMember skips the Behind check: peers catch a member up.
 	MultiMember bool
+	// WALDir is etcd's wal-dir, a WAL kept outside the data dir; "" when
+	// the WAL is the data dir's member/wal.
+	WALDir string
 	// LockTimeout is how long the database's lock is waited for before
 	// the verdict is Locked. Default 1 s.
 	LockTimeout time.Duration
@@ -127,11 +130,17 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 		return err
 	}
 	member := filepath.Join(dir, "member")
+	walDir := filepath.Join(member, "wal")
+	if opts.WALDir != "" {
+		walDir = opts.WALDir
+	}
 	if _, err := os.Stat(member); errors.Is(err, os.ErrNotExist) {
+		if opts.WALDir != "" && holdsWAL(walDir) {
+			return r.verdict(Corrupt, walDir, "the WAL dir %s holds a WAL, but the data dir %s has no member directory: the data dir was lost, or another volume is mounted there", walDir, dir), nil
+		}
 		return r.verdict(Empty, member, "no member directory"), nil
 	}
-	for _, sub := range []string{"snap", "wal"} {
-		p := filepath.Join(member, sub)
+	for _, p := range []string{filepath.Join(member, "snap"), walDir} {
 		if info, err := os.Stat(p); err != nil || !info.IsDir() {
 			return r.verdict(Corrupt, p, "layout: %s is missing or not a directory", p), nil //nolint:nilerr // damage is a verdict
 		}
@@ -162,7 +171,6 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 
 	// In full mode the page walk and the WAL are read side by side: they
 	// are separate files, each bound by a core.
-	walDir := filepath.Join(member, "wal")
 	var (
 		w               files.WAL
 		walErr, pageErr error
@@ -213,6 +221,12 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 		return r.verdict(Behind, dbPath, "the database is at revision %d with %d WAL entries to apply; the backups reach revision %d", r.Revision, r.WALEntries, r.BackupRevision), nil
 	}
 	return r.verdict(Valid, "", "%s", sound), nil
+}
+
+// holdsWAL says whether dir holds WAL segments.
+func holdsWAL(dir string) bool {
+	segments, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	return len(segments) > 0
 }
 
 // lockedError is a database another process holds.

@@ -216,3 +216,32 @@ func TestEtcd35DataDirIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// A member whose WAL lives in a dedicated wal-dir is Valid when the WAL
+// dir is named, in sanity and full mode; a data dir that lost its member
+// directory while the WAL dir kept a WAL is no empty member but damage.
+func TestDedicatedWALDir(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{DedicatedWAL: true})
+	if _, err := (etcdtest.Workload{Ops: 200, Seed: 3}).Run(context.Background(), c.Client(t)); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	m.Stop()
+	if _, err := os.Stat(filepath.Join(m.Dir, "member", "wal")); !os.IsNotExist(err) {
+		t.Fatalf("the data dir holds a WAL of its own: %v", err)
+	}
+	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
+		check(t, m.Dir, validate.Options{Mode: mode, WALDir: m.WALDir}, validate.Valid, "")
+	}
+	// Without the WAL dir, the data dir looks damaged: why it must be named.
+	check(t, m.Dir, validate.Options{}, validate.Corrupt, "wal")
+	if err := os.RemoveAll(filepath.Join(m.Dir, "member")); err != nil {
+		t.Fatal(err)
+	}
+	r := check(t, m.Dir, validate.Options{WALDir: m.WALDir}, validate.Corrupt, m.WALDir)
+	t.Log(r.Reason)
+	if err := os.RemoveAll(m.WALDir); err != nil {
+		t.Fatal(err)
+	}
+	check(t, m.Dir, validate.Options{WALDir: m.WALDir}, validate.Empty, "member")
+}

@@ -208,7 +208,7 @@ func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (start
 	cfg := o.Config
 	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
 	scfg := startup.Config{
-		Name: cfg.Name, DataDir: cfg.Dir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
+		Name: cfg.Name, DataDir: cfg.Dir, WALDir: cfg.WalDir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
 		InitialCluster: cfg.InitialCluster, Token: cfg.InitialClusterToken, ClusterState: cfg.ClusterState,
 		Endpoints: o.Endpoints, CleanShutdown: err == nil,
 	}

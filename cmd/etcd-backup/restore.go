@@ -133,7 +133,7 @@ where it stood, without downloading the full snapshot again.`,
 				return err
 			}
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
-				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "revision_bump": res.RevisionBump,
+				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
 				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword}
 			return g.print(out, func(w *tabwriter.Writer) {
@@ -143,6 +143,9 @@ where it stood, without downloading the full snapshot again.`,
 				}
 				if res.MovedAside != "" {
 					fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
+				}
+				if res.WALMovedAside != "" {
+					fmt.Fprintf(w, "old WAL\t%s\n", res.WALMovedAside)
 				}
 				if n := res.GrantedLeases + res.GuessedLeases; n > 0 {
 					fmt.Fprintf(w, "leases granted again\t%d (%d with the TTL recorded, %d with --unknown-lease-ttl)\n", n, res.GrantedLeases, res.GuessedLeases)
@@ -162,6 +165,7 @@ where it stood, without downloading the full snapshot again.`,
 	t.flags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.DataDir, "data-dir", "", "the member's data dir to build")
+	f.StringVar(&opts.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
 	f.StringVar(&opts.Name, "name", "default", "the member's name")
 	f.StringSliceVar(&opts.PeerURLs, "peer-urls", []string{"http://localhost:2380"}, "the member's advertised peer URLs")
 	f.StringVar(&opts.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")

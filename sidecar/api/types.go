@@ -55,7 +55,10 @@ type ChainView struct {
 // store holds: the facts a start-up decides from (POST /v1/validate).
 type ValidateRequest struct {
 	// DataDir must lie under the sidecar's restore root.
-	DataDir             string `json:"data_dir"`
+	DataDir string `json:"data_dir"`
+	// WALDir is etcd's wal-dir, when the WAL is kept outside the data
+	// dir; under the restore root too.
+	WALDir              string `json:"wal_dir,omitempty"`
 	Name                string `json:"name,omitempty"`
 	InitialClusterToken string `json:"initial_cluster_token,omitempty"`
 	// InitialCluster, as etcd's flag takes it: when it lists other
@@ -83,7 +86,10 @@ type Validation struct {
 // (POST /v1/restore).
 type RestoreRequest struct {
 	// DataDir must lie under the sidecar's restore root.
-	DataDir             string   `json:"data_dir"`
+	DataDir string `json:"data_dir"`
+	// WALDir is etcd's wal-dir, when the WAL is kept outside the data
+	// dir; under the restore root too.
+	WALDir              string   `json:"wal_dir,omitempty"`
 	Name                string   `json:"name,omitempty"`
 	PeerURLs            []string `json:"peer_urls,omitempty"`
 	InitialCluster      string   `json:"initial_cluster,omitempty"`

@@ -30,8 +30,9 @@ type EtcdConf struct {
 	Token          string
 	// State is initial-cluster-state as written ("new" when absent).
 	State string
-	// DataDir is data-dir as written.
-	DataDir string
+	// DataDir is data-dir as written; WALDir wal-dir, "" when the WAL is
+	// the data dir's.
+	DataDir, WALDir string
 	// PeerURLs and ClientURLs map member names to their advertised URLs.
 	PeerURLs, ClientURLs map[string][]string
 	// PeerTLS is peer-transport-security's CA, certificate and key: with
@@ -63,8 +64,8 @@ func EtcdConfOf(source string, raw map[string]any) (*EtcdConf, error) {
 		s, _ := c.raw[key].(string)
 		return s
 	}
-	c.NamePrefix, c.InitialCluster, c.Token, c.State, c.DataDir = str("member-name-prefix"), str("initial-cluster"),
-		str("initial-cluster-token"), str("initial-cluster-state"), str("data-dir")
+	c.NamePrefix, c.InitialCluster, c.Token, c.State, c.DataDir, c.WALDir = str("member-name-prefix"), str("initial-cluster"),
+		str("initial-cluster-token"), str("initial-cluster-state"), str("data-dir"), str("wal-dir")
 	if c.State == "" {
 		c.State = "new"
 	}

@@ -214,7 +214,7 @@ func (s *Server) peerOf(_ string, clientURLs []string) string {
 func (s *Server) startupConfig(sanity bool) startup.Config {
 	conf := s.cfg.EtcdConf
 	return startup.Config{
-		Name: s.self.Name, DataDir: s.cfg.DataDir, PeerURLs: s.self.PeerURLs, ClientURLs: s.self.ClientURLs,
+		Name: s.self.Name, DataDir: s.cfg.DataDir, WALDir: conf.WALDir, PeerURLs: s.self.PeerURLs, ClientURLs: s.self.ClientURLs,
 		InitialCluster: conf.InitialCluster, Token: conf.Token, ClusterState: conf.State,
 		Endpoints: s.endpoints(), CleanShutdown: sanity,
 	}
