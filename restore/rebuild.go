@@ -62,6 +62,9 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
 	res := Result{Revision: rev}
+	if err := datadir.MarkBuilt(out, "rebuild", opts.Now()); err != nil {
+		return res, fmt.Errorf("rebuild: %w", err)
+	}
 	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
 		return res, err
 	}

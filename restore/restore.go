@@ -1,9 +1,13 @@
 package restore
 
 import (
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -17,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -91,6 +96,9 @@ type Options struct {
 	// to DataDir.bak-<time>, never deleted; one a running etcd holds is
 	// refused (datadir.ErrInUse).
 	DataDir string
+	// WorkDir is where downloaded deltas wait to be replayed. Default:
+	// beside the data dir, with the data dir being built.
+	WorkDir string
 	// WALDir is etcd's wal-dir: the WAL goes there, not into the data dir,
 	// and an existing one is moved aside as the data dir is. "": the
 	// data dir's member/wal.
@@ -275,11 +283,13 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err := checkSpace(parent, chain); err != nil {
 		return Result{}, err
 	}
-	work, err := os.MkdirTemp(parent, filepath.Base(opts.DataDir)+".tmp-")
+	// A scratch dir: what a killed restore left beside the data dir is
+	// removed by the next one.
+	work, drop, err := scratch.Dir(parent, filepath.Base(opts.DataDir)+".tmp-")
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	defer func() { _ = os.RemoveAll(work) }()
+	defer drop()
 
 	res := Result{Chain: chain, Revision: chain.Full.LastRevision}
 	member := opts.member(0)
@@ -292,7 +302,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		// A plain full on a local store is copied by etcdutl, which checks
 		// etcd's trailer as it copies.
 		if _, err := checkFull(db, chain.Full); err != nil {
-			return res, err
+			return res, olderChain(st, chain, err)
 		}
 		bump()
 		if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
@@ -300,7 +310,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 			InitialCluster: member.initialCluster, InitialClusterToken: member.token,
 			RevisionBump: res.RevisionBump, MarkCompacted: res.RevisionBump > 0,
 		}); err != nil {
-			return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
+			return res, olderChain(st, chain, etcdutlSaid(chain.Full, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)))
 		}
 	} else {
 		// Anything else is decoded once, straight into the data dir's
@@ -310,9 +320,18 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
 			return res, fmt.Errorf("restore: %w", err)
 		}
+		spool := work
+		if opts.WorkDir != "" {
+			dir, drop, err := scratch.Dir(opts.WorkDir, "etcdkit-restore-")
+			if err != nil {
+				return res, fmt.Errorf("restore: work dir %s: %w", opts.WorkDir, err)
+			}
+			defer drop()
+			spool = dir
+		}
 		var r *replayer
-		if res, r, err = replayChain(ctx, st, chain, db, work, opts.Source, false); err != nil {
-			return res, err
+		if res, r, err = replayChain(ctx, st, chain, db, spool, opts.Source, false); err != nil {
+			return res, olderChain(st, chain, err)
 		}
 		bump()
 		if err := finishInPlace(r, out, res.Revision, member); err != nil {
@@ -334,6 +353,10 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 // moved-aside dirs and logs the result. release ends the hold on
 // opts.DataDir once the swap is done.
 func install(ctx context.Context, st store.Store, opts Options, out string, release func(), res *Result, latest snap.Chain, start time.Time) error {
+	// Built from the backups: moved aside one day, it may be pruned.
+	if err := datadir.MarkBuilt(out, "restore", opts.Now()); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	var err error
 	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
 		return err
@@ -388,6 +411,39 @@ func inPlace(st store.Store, chain snap.Chain) (string, bool) {
 // ErrDamaged is a backup whose content is not what its name says.
 var ErrDamaged = errors.New("the backup is damaged")
 
+// Damaged says whether err is a damaged object's: one whose checksum,
+// compression or database does not hold.
+func Damaged(err error) bool {
+	var corrupt flate.CorruptInputError
+	return errors.Is(err, ErrDamaged) || errors.Is(err, snap.ErrChecksum) || errors.Is(err, snap.ErrTruncated) ||
+		errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, zlib.ErrHeader) ||
+		errors.Is(err, zlib.ErrChecksum) || errors.As(err, &corrupt) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// etcdutlSaid turns etcdutl's word for a damaged plain full (its
+// --skip-hash-check, a flag of its own) into ours.
+func etcdutlSaid(full snap.Snapshot, err error) error {
+	if msg := err.Error(); strings.Contains(msg, "expected sha256") || strings.Contains(msg, "skip-hash-check") {
+		return fmt.Errorf("restore: full snapshot %s: %w: its SHA-256 trailer does not match the database it holds", full.Key, ErrDamaged)
+	}
+	return err
+}
+
+// olderChain adds to a damaged object's error how to restore anyway: the
+// chains before it are intact, and a restore picks one when the damaged
+// object is out of the way or a revision below it is asked for.
+func olderChain(st store.Store, chain snap.Chain, err error) error {
+	if !Damaged(err) {
+		return err
+	}
+	hint := fmt.Sprintf("the chain of %s cannot be restored whole: delete the damaged object or move it out of the store (%v), and the previous chain is used; or restore an earlier state, below revision %d, from an older chain (etcd-backup restore --revision or --time; etcd-backup list shows the chains)",
+		chain.Full.Key, st, chain.Full.LastRevision)
+	if chain.Full.LastRevision <= 1 {
+		hint = fmt.Sprintf("no older chain is before it: move the damaged object out of %v, or restore from another copy of the backups", st)
+	}
+	return fmt.Errorf("%w; %s", err, hint)
+}
+
 // checkFull trusts a full snapshot's content over its name: an object
 // damaged, or named by hand, must not become a data dir, and must not
 // make a member that holds newer data restore an older one. Fulls of
@@ -396,10 +452,10 @@ var ErrDamaged = errors.New("the backup is damaged")
 func checkFull(path string, full snap.Snapshot) (int64, error) {
 	rev, err := snap.DatabaseRevision(path)
 	if err != nil {
-		return 0, fmt.Errorf("restore: full snapshot %s: %w: it is not a readable etcd database (%w); delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, err)
+		return 0, fmt.Errorf("restore: full snapshot %s: %w: it is not a readable etcd database (%w)", full.Key, ErrDamaged, err)
 	}
 	if rev < full.LastRevision {
-		return 0, fmt.Errorf("restore: full snapshot %s: %w: it holds revision %d, its name says %d; delete it or move it out of the store, and the previous chain is used", full.Key, ErrDamaged, rev, full.LastRevision)
+		return 0, fmt.Errorf("restore: full snapshot %s: %w: it holds revision %d, its name says %d", full.Key, ErrDamaged, rev, full.LastRevision)
 	}
 	return rev, nil
 }

@@ -104,14 +104,17 @@ func copyFile(from, to string) error {
 	return errors.Join(out.Sync(), out.Close())
 }
 
-// prune removes the oldest moved-aside data dirs (and WAL dirs) past
-// keep, logging what it did.
+// prune removes the oldest moved-aside data dirs (and WAL dirs) that
+// etcdkit built past keep, logging what it did.
 func prune(o Options, what string, movedAside, walAside string) {
-	for _, p := range []struct{ dir, just string }{{o.DataDir, movedAside}, {o.WALDir, walAside}} {
+	for _, p := range []struct {
+		dir, just string
+		built     func(string) bool
+	}{{o.DataDir, movedAside, nil}, {o.WALDir, walAside, datadir.Companion(o.WALDir, o.DataDir)}} {
 		if p.dir == "" {
 			continue
 		}
-		if pruned, err := datadir.Prune(p.dir, o.KeepMovedAside, p.just); err != nil {
+		if pruned, err := datadir.Prune(p.dir, o.KeepMovedAside, p.just, p.built); err != nil {
 			o.Logger.Warn(what+": prune moved-aside dirs", "error", err)
 		} else if len(pruned) > 0 {
 			o.Logger.Info(what+": pruned moved-aside dirs", "removed", pruned, "keep", o.KeepMovedAside)

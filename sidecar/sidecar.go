@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -179,6 +180,9 @@ func New(o Options) (*Sidecar, error) {
 	if err := os.MkdirAll(o.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("sidecar: work dir: %w", err)
 	}
+	// What a killed sidecar left there (spooled snapshots, compactions,
+	// drills) goes; a live process's is locked and stays.
+	scratch.Sweep(o.WorkDir, "etcdkit-")
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -441,7 +445,8 @@ func (s *Sidecar) loadChain(ctx context.Context) {
 func (s *Sidecar) result(r snapshot.Result) {
 	s.metrics.result(r)
 	if r.Err != nil {
-		s.log.Warn("sidecar: snapshot failed", "op", r.Op, "reason", r.Reason, "error", r.Err)
+		// The Snapshotter said it, once per run of failures.
+		s.log.Debug("sidecar: snapshot failed", "op", r.Op, "reason", r.Reason, "error", r.Err)
 		return
 	}
 	s.mu.Lock()

@@ -175,6 +175,10 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Sna
 	if err := r.Check(); err != nil {
 		return nil, err
 	}
+	if sw, ok := store.AsSweeper(st); ok && !opts.DryRun {
+		// What writers killed mid-write left in a file store goes too.
+		sw.Sweep()
+	}
 	cat, err := List(ctx, st)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,12 @@ type SnapshotterOptions struct {
 	// MinBackoff and MaxBackoff bound the wait before a failed snapshot is
 	// tried again. Defaults 1 s and 5 min.
 	MinBackoff, MaxBackoff time.Duration
+	// ProbeInterval: while a retry is further away than this, the store
+	// and the member are asked this often whether they answer again; when
+	// both do, the retry comes at once, so the backups resume within
+	// seconds of an outage's end, not at the end of a long backoff.
+	// Default 5 s; negative disables.
+	ProbeInterval time.Duration
 	// StopTimeout bounds the flush of pending events when Run's context
 	// ends. Default 30 s.
 	StopTimeout time.Duration
@@ -81,6 +88,9 @@ func (o SnapshotterOptions) withDefaults() SnapshotterOptions {
 	}
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 30 * time.Second
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 5 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -267,6 +277,10 @@ type loop struct {
 	chained  bool
 	failures int
 	retry    *time.Timer
+	// probe asks, while a retry is far off, whether what failed answers
+	// again; retryReason is why the retry came early ("" when it did not).
+	probe       *time.Timer
+	retryReason string
 	// uploads reports the background delta upload, at most one at a time.
 	uploads   chan upload
 	uploading bool
@@ -306,7 +320,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	defer s.setStatus(func(st *Status) { st.Running = false })
 
-	l := &loop{Snapshotter: s, retry: time.NewTimer(0), uploads: make(chan upload, 1)}
+	l := &loop{Snapshotter: s, retry: time.NewTimer(0), probe: stoppedTimer(), uploads: make(chan upload, 1)}
 	l.upCtx, l.upCancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer l.upCancel()
 	l.capture = newCapture(s.cli, s.st, 0, DeltaOptions{
@@ -320,7 +334,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 func (l *loop) run(ctx context.Context) error {
 	l.fullTimer, l.deltaTimer, l.gcTimer = stoppedTimer(), stoppedTimer(), stoppedTimer()
 	defer func() {
-		for _, t := range []*time.Timer{l.retry, l.fullTimer, l.deltaTimer, l.gcTimer} {
+		for _, t := range []*time.Timer{l.retry, l.probe, l.fullTimer, l.deltaTimer, l.gcTimer} {
 			t.Stop()
 		}
 	}()
@@ -336,7 +350,10 @@ func (l *loop) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return l.stop()
 		case <-l.retry.C:
+			l.probe.Stop()
 			l.retried(ctx)
+		case <-l.probe.C:
+			l.probed(ctx)
 		case wr, ok := <-l.capture.watching():
 			l.watched(ctx, wr, ok)
 		case u := <-l.uploads:
@@ -386,7 +403,8 @@ func (l *loop) armDelta() {
 // retried makes the attempt a failure postponed: the start-up while it has
 // not succeeded, then the full snapshot due or the pending delta.
 func (l *loop) retried(ctx context.Context) {
-	reason := "retry"
+	reason := cmp.Or(l.retryReason, "retry")
+	l.retryReason = ""
 	if !l.started {
 		if err := l.startup(ctx); err != nil {
 			l.fail(OpFull, "startup", err)
@@ -451,6 +469,10 @@ func (l *loop) healthy() bool { return l.started && l.needFull == "" && l.failur
 // the first snapshot: a full one unless the cluster continues the newest
 // chain.
 func (l *loop) startup(ctx context.Context) error {
+	if sw, ok := store.AsSweeper(l.st); ok {
+		// A snapshot killed mid-write left its temporary file there.
+		sw.Sweep()
+	}
 	lin, cat, err := Place(ctx, l.cli, l.st, PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec,
 		SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
@@ -675,16 +697,27 @@ func (l *loop) stop() error {
 }
 
 func (l *loop) succeed() {
+	if l.failures > 0 {
+		l.log.Info("snapshots succeed again", "failures", l.failures, "failing_since", l.Status().FailingSince)
+	}
 	l.failures = 0
+	l.probe.Stop()
 	l.setStatus(func(st *Status) { st.Failures, st.FailingSince, st.LastError, st.Refused = 0, time.Time{}, "", "" })
 }
 
-// fail reports a failed attempt and schedules the retry with backoff.
+// fail reports a failed attempt and schedules the retry with backoff. The
+// first failure of a run is a warning, the others debug lines: an outage
+// is one warning (and its end one line), not one per attempt; Status and
+// the metrics count every attempt.
 func (l *loop) fail(op Operation, reason string, err error) {
 	l.failures++
 	wait := l.opts.MinBackoff << min(l.failures-1, 20)
 	wait = min(wait, l.opts.MaxBackoff)
-	l.log.Warn("snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait)
+	level := slog.LevelWarn
+	if l.failures > 1 {
+		level = slog.LevelDebug
+	}
+	l.log.Log(context.Background(), level, "snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait, "failures", l.failures)
 	l.setStatus(func(st *Status) {
 		st.Failures, st.LastError, st.Refused = l.failures, err.Error(), RefusalOf(err)
 		if st.FailingSince.IsZero() {
@@ -693,6 +726,26 @@ func (l *loop) fail(op Operation, reason string, err error) {
 	})
 	l.report(Result{Op: op, Reason: reason, Err: err})
 	l.retry.Reset(wait)
+	// A refusal waits for an operator, not for a store to come back.
+	if l.opts.ProbeInterval > 0 && wait > l.opts.ProbeInterval && RefusalOf(err) == "" {
+		l.probe.Reset(l.opts.ProbeInterval)
+	}
+}
+
+// probed asks the store and the member whether they answer; when both
+// do, the pending retry comes now.
+func (l *loop) probed(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, l.opts.ProbeInterval)
+	defer cancel()
+	_, storeErr := l.st.List(pctx, timelineDir+"/")
+	_, etcdErr := l.cli.Get(pctx, "\x00", clientv3.WithCountOnly())
+	if storeErr != nil || etcdErr != nil {
+		l.probe.Reset(l.opts.ProbeInterval)
+		return
+	}
+	l.log.Info("the store and the member answer again: retrying now")
+	l.retryReason = "answers again"
+	l.retry.Reset(0)
 }
 
 func (l *loop) publish() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,8 +39,9 @@ func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.Sna
 	if opts.RetentionPeriod == 0 {
 		opts.RetentionPeriod = -1
 	}
-	opts.MinBackoff = 50 * time.Millisecond
-	opts.MaxBackoff = 500 * time.Millisecond
+	if opts.MinBackoff == 0 {
+		opts.MinBackoff, opts.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
+	}
 	opts.SpoolDir = t.TempDir()
 	opts.OnResult = func(res snapshot.Result) {
 		if res.Err != nil {
@@ -579,3 +581,72 @@ func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
 		t.Fatalf("the newer timeline holds %v (%v)", cat.Own(), err)
 	}
 }
+
+// down fails every call while it is down, as a store in an outage does.
+type down struct {
+	store.Store
+	out atomic.Bool
+}
+
+var errDown = errors.New("store unavailable (outage)")
+
+func (d *down) Put(ctx context.Context, key string, r io.Reader) error {
+	if d.out.Load() {
+		return errDown
+	}
+	return d.Store.Put(ctx, key, r)
+}
+
+func (d *down) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	if d.out.Load() {
+		return nil, errDown
+	}
+	return d.Store.List(ctx, prefix)
+}
+
+// After an outage long enough for the backoff to grow, the backups resume
+// as soon as the store answers again, not when the backoff ends: the
+// store is probed meanwhile, and the delta that lands is the probe's
+// retry. The outage is one warning, not one per attempt.
+func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := &down{Store: newStore(t)}
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, Logger: log,
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, ProbeInterval: 20 * time.Millisecond})
+	r.await(t, snapshot.OpFull)
+	st.out.Store(true)
+	if _, err := cli.Put(ctx, "/during", "x"); err != nil {
+		t.Fatal(err)
+	}
+	// The sixth failure puts the next retry 3.2 s off: the outage ends
+	// right after it, and the probe, 20 ms on, brings the retry.
+	etcdtest.Eventually(t, "the backoff grows", 30*time.Second, func() bool { return r.Status().Failures >= 6 })
+	st.out.Store(false)
+	for {
+		res := r.await(t, snapshot.OpDelta)
+		if res.Snapshot.LastRevision >= 2 {
+			if res.Reason != "answers again" {
+				t.Fatalf("the delta after the outage came from %q, not from the probe", res.Reason)
+			}
+			break
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "level=WARN msg=\"snapshot failed"); n != 1 {
+		t.Fatalf("the outage was logged %d times as a warning, want once:\n%s", n, logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

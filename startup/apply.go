@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/member"
 )
 
@@ -51,6 +52,10 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 		p.InitialCluster = initialCluster(members, cfg)
 		o.Logger.Info("startup: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
 		member.Settle(ctx, cli, 10*time.Second, o.Logger)
+	}
+	// Its peers fill it: once moved aside, it holds nothing they do not.
+	if err := datadir.MarkBuilt(cfg.DataDir, "join", o.Now()); err != nil {
+		return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
 	}
 	p.ClusterState, p.Learner = "existing", true
 	return p, nil

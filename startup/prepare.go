@@ -2,6 +2,7 @@ package startup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -129,6 +130,9 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 		case <-time.After(2 * time.Second):
 		}
 	}
+	if p.Action == Restart && cfg.multiMember() && len(cfg.Endpoints) > 0 {
+		checkMembershipRights(ctx, cfg, o)
+	}
 	switch p.Action {
 	case Refuse:
 		reason := p.Reason
@@ -152,4 +156,21 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 		return Apply(ctx, cfg, p, o)
 	}
 	return p, nil
+}
+
+// checkMembershipRights says at start, not when a rejoin needs them, that
+// this member's etcd user may not change membership: etcd allows that to
+// the root role only, and a member that loses its data rejoins through
+// its peers with those rights (with client certificates, the user is the
+// certificate's common name).
+func checkMembershipRights(ctx context.Context, cfg Config, o Options) {
+	cli, err := membershipClient(ctx, o.Conn, o.Timeout, cfg.Endpoints)
+	if err == nil {
+		_ = cli.Close()
+		return
+	}
+	if errors.Is(err, etcdclient.ErrUnreachable) {
+		return
+	}
+	o.Logger.Warn("startup: this member could not rejoin its cluster after losing its data: its etcd user may not change membership; fix it now", "error", err)
 }

@@ -91,6 +91,9 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 		if err := moveAside(m, Options{Now: o.Now, Logger: o.Logger, KeepMovedAside: o.KeepMovedAside}); err != nil {
 			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
 		}
+		if err := datadir.MarkBuilt(m.DataDir, "join", o.Now()); err != nil {
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
+		}
 		added, members, err := member.AddLearner(ctx, cli, m.PeerURLs, o.Retry)
 		if err != nil {
 			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
@@ -120,7 +123,11 @@ func moveAside(cfg Config, o Options) error {
 			return err
 		}
 		o.Logger.Info("startup: moved aside", "member", cfg.Name, "dir", dir, "to", aside)
-		removed, err := datadir.Prune(dir, o.KeepMovedAside, aside)
+		built := datadir.Built
+		if dir == cfg.WALDir {
+			built = datadir.Companion(cfg.WALDir, cfg.DataDir)
+		}
+		removed, err := datadir.Prune(dir, o.KeepMovedAside, aside, built)
 		if err != nil {
 			o.Logger.Warn("startup: prune moved-aside dirs", "dir", dir, "error", err)
 		} else if len(removed) > 0 {

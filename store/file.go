@@ -246,6 +246,40 @@ func (f *File) Delete(_ context.Context, key string) error {
 	return nil
 }
 
+// Sweeper is implemented by stores whose writers leave temporary files
+// behind when they are killed mid-write (file://): Sweep removes those
+// whose writer is gone (their lock is free and they are a few seconds
+// old), never a live writer's. Retention and a Snapshotter's start call
+// it.
+type Sweeper interface {
+	Sweep()
+}
+
+// AsSweeper returns st's Sweeper, looking through WithPrefix views and
+// the idle bound.
+func AsSweeper(st Store) (Sweeper, bool) {
+	switch s := st.(type) {
+	case Sweeper:
+		return s, true
+	case *prefixed:
+		return AsSweeper(s.s)
+	case *bounded:
+		return AsSweeper(s.s)
+	}
+	return nil, false
+}
+
+// Sweep removes the temporary files of dead writers in every directory of
+// the store.
+func (f *File) Sweep() {
+	_ = filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			scratch.Sweep(p, tempPrefix)
+		}
+		return nil
+	})
+}
+
 // Stager is implemented by stores that keep objects as local files. A
 // producer that writes an object to a local file anyway writes it to a
 // staged file, which becomes the object by a rename instead of a copy.

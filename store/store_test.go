@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -184,5 +185,53 @@ func TestFileNameOpensItself(t *testing.T) {
 	_ = r.Close()
 	if fmt.Sprint(again) != st.String() {
 		t.Fatalf("%s opens as %s", st, again)
+	}
+}
+
+// A writer killed mid-Put leaves a temporary file in the key's directory,
+// one killed mid-snapshot a staged file in the root: Sweep removes them
+// once their writer is gone, and never a live writer's.
+func TestFileSweepsDeadWritersFiles(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := st.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = live.Close() }()
+	if err := os.MkdirAll(filepath.Join(dir, "v2"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dead := []string{filepath.Join(dir, ".etcdkit-tmp-1"), filepath.Join(dir, "v2", ".etcdkit-tmp-2")}
+	old := time.Now().Add(-time.Hour)
+	for _, p := range append(dead, live.Name()) {
+		if p != live.Name() {
+			if err := os.WriteFile(p, []byte("half"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pst, err := store.WithPrefix(st, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw, ok := store.AsSweeper(pst)
+	if !ok {
+		t.Fatal("a prefixed file store is no Sweeper")
+	}
+	sw.Sweep()
+	for _, p := range dead {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s survived the sweep: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(live.Name()); err != nil {
+		t.Fatalf("a live writer's staged file was swept: %v", err)
 	}
 }

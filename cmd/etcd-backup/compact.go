@@ -62,7 +62,7 @@ func compactCmd(g *globals) *cobra.Command {
 
 It also takes etcd-backup-restore's "etcdbrctl compact" flags, as etcd-druid's compaction Job
 passes them (--storage-provider, --store-container or STORAGE_CONTAINER, --store-prefix, and
---data-dir, whose directory is the work dir); without --compression the new full snapshot is
+--data-dir, whose directory is the work dir). Without --compression the new full snapshot is
 compressed as the chain's last snapshot is.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -90,7 +90,7 @@ compressed as the chain's last snapshot is.`,
 			if err != nil {
 				return err
 			}
-			if br.store.provider != "" && !cmd.Flags().Changed("compression") {
+			if !cmd.Flags().Changed("compression") {
 				if src.Codec.Compression, err = chainCompression(ctx, st); err != nil {
 					return err
 				}
@@ -155,8 +155,8 @@ func (b *brCompact) apply(cmd *cobra.Command, g *globals, workDir *string) error
 }
 
 // chainCompression is the compression of the latest chain's last
-// snapshot, which etcd-backup-restore's compaction keeps; gzip stands in
-// for the ones etcdkit reads but never writes.
+// snapshot, which a compaction keeps (etcd-backup-restore's does too);
+// gzip stands in for the ones etcdkit reads but never writes.
 func chainCompression(ctx context.Context, st store.Store) (snapshot.Compression, error) {
 	cat, err := snapshot.List(ctx, st)
 	if err != nil {

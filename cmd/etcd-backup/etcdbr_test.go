@@ -916,3 +916,59 @@ func TestServerUpdatesChangedPeerURLs(t *testing.T) {
 		}
 	}
 }
+
+// Item: a compat server run by hand, without ETCD_CONF, takes its member
+// from its flags; their defaults (http://localhost:2380) are no word on
+// the member's peer URLs, which stay as the cluster has them.
+func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	before, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := etcdtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	sec := c.Security
+	p := &sidecarProc{name: "server", url: fmt.Sprintf("http://127.0.0.1:%d", port), args: []string{"server",
+		fmt.Sprintf("--server-port=%d", port), "--storage-provider=Local", "--store-prefix=p", "--delta-snapshot-period=1s",
+		"--endpoints=" + c.Endpoints()[0], "--insecure-transport=false", "--insecure-skip-tls-verify=false", "--cacert=" + sec.CA.File, "--cert=" + sec.Client.CertFile, "--key=" + sec.Client.KeyFile,
+		"--data-dir=" + c.Members[0].Dir}}
+	p.env = []string{"HOME=" + home, "ETCD_CONF=", "ETCDKIT_LISTEN=" + fmt.Sprintf("127.0.0.1:%d", port)}
+	p.start(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server's log:\n%s", p.logs.String())
+		}
+	})
+	// A delta on the store: the server knows its member, and would have
+	// corrected its peer URLs by now.
+	cli2 := &http.Client{Timeout: 10 * time.Second}
+	etcdtest.Eventually(t, "the server takes a delta", time.Minute, func() bool {
+		if _, err := cli.Put(ctx, "/k", "v"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := cli2.Get(p.url + "/snapshot/latest")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return strings.Contains(string(b), `"kind":"Incr"`)
+	})
+	after, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(after.Members[0].PeerURLs, before.Members[0].PeerURLs) {
+		t.Fatalf("the member's peer URLs were changed from %v to %v", before.Members[0].PeerURLs, after.Members[0].PeerURLs)
+	}
+	if strings.Contains(p.logs.String(), "peer URLs changed") {
+		t.Fatalf("the server set out to change the peer URLs:\n%s", p.logs.String())
+	}
+}

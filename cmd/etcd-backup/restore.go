@@ -165,6 +165,7 @@ where it stood, without downloading the full snapshot again.`,
 	t.flags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.DataDir, "data-dir", "", "the member's data dir to build")
+	f.StringVar(&opts.WorkDir, "work-dir", "", "where downloaded deltas wait to be replayed (default: beside the data dir)")
 	f.StringVar(&opts.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
 	f.StringVar(&opts.Name, "name", "default", "the member's name")
 	f.StringSliceVar(&opts.PeerURLs, "peer-urls", []string{"http://localhost:2380"}, "the member's advertised peer URLs")

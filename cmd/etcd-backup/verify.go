@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ func verifyCmd(g *globals) *cobra.Command {
 	var (
 		t       target
 		against []string
+		workDir string
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [--against ENDPOINTS]",
@@ -34,6 +36,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 			if opts.Target, err = t.target(); err != nil {
 				return err
 			}
+			opts.WorkDir = workDir
 			st, p, err := g.source(ctx, &opts.Source)
 			if err != nil {
 				return err
@@ -77,6 +80,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 	}
 	t.flags(cmd)
 	cmd.Flags().StringSliceVar(&against, "against", nil, "client URLs of the live cluster to compare with")
+	cmd.Flags().StringVar(&workDir, "work-dir", os.TempDir(), "where the chain is downloaded and replayed")
 	return cmd
 }
 

@@ -41,7 +41,8 @@ func TestDamagedNewestBackupIsNamed(t *testing.T) {
 	p := start(t, "wrapper", wrapperBin, nil, append(args, "--store", "file://"+stDir)...)
 	code := p.wait(t, 60*time.Second)
 	line := lastLine(p.output())
-	for _, want := range []string{"refusing to start", "v2/Full-00000000-00009999-1796000000", "damaged", "delete it or move it out of the store", "the data dir is as it was"} {
+	for _, want := range []string{"refusing to start", "v2/Full-00000000-00009999-1796000000", "damaged", "move it out of the store", "the data dir is as it was",
+		"restore an earlier state", "etcd-backup restore --revision"} {
 		if code != 1 || !strings.Contains(line, want) {
 			t.Fatalf("exit %d, the last line does not say %q:\n%s", code, want, line)
 		}

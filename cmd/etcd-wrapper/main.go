@@ -161,7 +161,7 @@ Exit codes:
 	f.StringVar(&init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
 	f.DurationVar(&storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
-	codec.Flags(f)
+	codec.ReadFlags(f)
 	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
 	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's URL, for --init=sidecar or etcdbr")
 	f.StringVar(&sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")

@@ -101,6 +101,9 @@ func TestManifests(t *testing.T) {
 
 	bins := buildBinaries(t)
 	spec := object(sts.get("spec", "template", "spec").(map[string]any))
+	if links, ok := spec.get("enableServiceLinks").(bool); !ok || links {
+		t.Error("the pods get service links: set enableServiceLinks: false")
+	}
 	volumes := map[string]object{}
 	for _, v := range list(spec.get("volumes")) {
 		volumes[v.str("name")] = v

@@ -56,30 +56,52 @@ func TestReplace(t *testing.T) {
 func TestPrune(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "data")
-	names := []string{".bak-20261101T000000Z", ".bak-20261102T000000Z", ".bak-20261102T000000Z-2", ".bak-20261102T000000Z-10", ".bak-20261103T000000Z", ".bak-mine"}
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	// The first moved-aside dir is the cluster's own data, which no
+	// restore wrote; the others were built by restores.
+	original := dir + ".bak-20261101T000000Z"
+	mkdir(t, original, "original")
+	names := []string{".bak-20261102T000000Z", ".bak-20261102T000000Z-2", ".bak-20261102T000000Z-10", ".bak-20261103T000000Z", ".bak-20261104T000000Z"}
 	for _, n := range names {
 		mkdir(t, dir+n, n)
+		if err := MarkBuilt(dir+n, "restore", now); err != nil {
+			t.Fatal(err)
+		}
 	}
+	mkdir(t, dir+".bak-mine", "an operator's copy")
 	left := func() []string {
 		m, _ := filepath.Glob(dir + ".bak-*")
 		return m
 	}
-	if removed, err := Prune(dir, -1, ""); err != nil || len(removed) != 0 {
+	if removed, err := Prune(dir, -1, "", nil); err != nil || len(removed) != 0 {
 		t.Fatalf("keep all: %v %v", removed, err)
 	}
-	// The one just made is kept even when older by name; then the newest.
-	just := dir + ".bak-20261101T000000Z"
-	removed, err := Prune(dir, 2, just)
+	// The one just made is kept even when older by name; then the newest
+	// of those etcdkit built. Never the original, nor an operator's copy.
+	just := dir + ".bak-20261102T000000Z"
+	removed, err := Prune(dir, 2, just, nil)
 	if err != nil || len(removed) != 3 {
 		t.Fatalf("keep 2: removed %v %v", removed, err)
 	}
-	want := []string{just, dir + ".bak-20261103T000000Z", dir + ".bak-mine"}
+	want := []string{original, just, dir + ".bak-20261104T000000Z", dir + ".bak-mine"}
 	if got := left(); !slices.Equal(got, want) {
-		t.Fatalf("left %v, want %v (an operator's own .bak-mine untouched)", got, want)
+		t.Fatalf("left %v, want %v", got, want)
 	}
 	// 0 is the default: one, the just-made.
-	if _, err := Prune(dir, 0, just); err != nil || !slices.Equal(left(), []string{just, dir + ".bak-mine"}) {
+	if _, err := Prune(dir, 0, just, nil); err != nil || !slices.Equal(left(), []string{original, just, dir + ".bak-mine"}) {
 		t.Fatalf("keep default: %v %v", left(), err)
+	}
+	// A wal-dir's moved-aside WAL goes with its data dir: kept beside the
+	// original, pruned beside a built one or when its data dir is gone.
+	wal := filepath.Join(root, "wal")
+	for _, n := range []string{".bak-20261101T000000Z", ".bak-20261102T000000Z", ".bak-20261103T000000Z", ".bak-20261105T000000Z"} {
+		mkdir(t, wal+n, n)
+	}
+	if _, err := Prune(wal, 1, wal+".bak-20261105T000000Z", Companion(wal, dir)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := filepath.Glob(wal + ".bak-*"); !slices.Equal(got, []string{wal + ".bak-20261101T000000Z", wal + ".bak-20261105T000000Z"}) {
+		t.Fatalf("WALs left %v", got)
 	}
 }
 

@@ -2,30 +2,60 @@ package datadir
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 )
 
 // asidePattern is the part of a moved-aside dir's name after the data
 // dir's own: .bak-<UTC time> and, when a second held two, -<n>.
 var asidePattern = regexp.MustCompile(`^\.bak-(\d{8}T\d{6}Z)(?:-(\d+))?$`)
 
-// Prune removes the oldest of dir's moved-aside data dirs until keep
-// remain: 0 means 1, the default of every option that passes it on, and
-// a negative keep keeps them all. just, the one a caller has just made,
-// is never removed and counts as the newest. Only names MoveAside makes
-// are considered, so an operator's own copy beside the data dir is never
-// touched.
-func Prune(dir string, keep int, just string) (removed []string, err error) {
+// BuiltMarker is the file etcdkit leaves in a data dir it built (a
+// restore, a rebuild, a join's empty dir): such a dir holds nothing the
+// backups or the cluster do not, so once moved aside it may be pruned.
+const BuiltMarker = "etcdkit-built.json"
+
+// MarkBuilt leaves the marker in dir, saying what built it.
+func MarkBuilt(dir, by string, now time.Time) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(map[string]string{"built_by": by, "at": now.UTC().Format(time.RFC3339)})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, BuiltMarker), append(b, '\n'), 0o600)
+}
+
+// Built says whether dir holds the marker.
+func Built(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, BuiltMarker))
+	return err == nil
+}
+
+// Prune removes the oldest of dir's moved-aside dirs that built says
+// etcdkit built until keep of those remain: 0 means 1, the default of
+// every option that passes it on, and a negative keep keeps them all. A
+// moved-aside dir etcdkit did not build (the cluster's own data, from
+// before the first restore) is never removed, nor is just, the one a
+// caller has just made, which counts as the newest. Only names MoveAside
+// makes are considered, so an operator's own copy beside the data dir is
+// never touched. built nil is Built.
+func Prune(dir string, keep int, just string, built func(aside string) bool) (removed []string, err error) {
 	switch {
 	case keep < 0:
 		return nil, nil
 	case keep == 0:
 		keep = 1
+	}
+	if built == nil {
+		built = Built
 	}
 	type aside struct {
 		path, stamp string
@@ -38,7 +68,7 @@ func Prune(dir string, keep int, just string) (removed []string, err error) {
 	var asides []aside
 	for _, p := range matches {
 		m := asidePattern.FindStringSubmatch(p[len(dir):])
-		if m == nil || p == just {
+		if m == nil || p == just || !built(p) {
 			continue
 		}
 		n, _ := strconv.Atoi(m[2])
@@ -53,9 +83,22 @@ func Prune(dir string, keep int, just string) (removed []string, err error) {
 	}
 	for _, a := range asides[min(keep, len(asides)):] {
 		if err := os.RemoveAll(a.path); err != nil {
-			return removed, fmt.Errorf("prune moved-aside data dir %s: %w", a.path, err)
+			return removed, fmt.Errorf("prune moved-aside dir %s: %w", a.path, err)
 		}
 		removed = append(removed, a.path)
 	}
 	return removed, nil
+}
+
+// Companion is the built test of a wal-dir's moved-aside dirs: a WAL
+// moved aside with its data dir goes with it, and stays while that data
+// dir, which etcdkit did not build, stays.
+func Companion(walDir, dataDir string) func(aside string) bool {
+	return func(aside string) bool {
+		pair := dataDir + aside[len(walDir):]
+		if _, err := os.Stat(pair); os.IsNotExist(err) {
+			return true
+		}
+		return Built(pair)
+	}
 }

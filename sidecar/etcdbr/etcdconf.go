@@ -23,6 +23,7 @@ const DefaultEtcdConf = "/var/etcd/config/etcd.conf.yaml"
 type EtcdConf struct {
 	path string
 	raw  map[string]any
+	file bool
 	// NamePrefix is member-name-prefix: a member is named
 	// "<prefix>-<pod name>", or after its pod without one.
 	NamePrefix     string
@@ -42,6 +43,10 @@ type EtcdConf struct {
 	PeerTLS tlsfiles.Files
 }
 
+// File says whether the configuration came from a file (ETCD_CONF),
+// not from a server's flags.
+func (c *EtcdConf) File() bool { return c.file }
+
 // LoadEtcdConf reads the configuration at path.
 func LoadEtcdConf(path string) (*EtcdConf, error) {
 	b, err := os.ReadFile(path)
@@ -52,7 +57,11 @@ func LoadEtcdConf(path string) (*EtcdConf, error) {
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
-	return EtcdConfOf(path, raw)
+	c, err := EtcdConfOf(path, raw)
+	if c != nil {
+		c.file = true
+	}
+	return c, err
 }
 
 // EtcdConfOf reads a configuration already parsed; source names it in

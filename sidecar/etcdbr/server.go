@@ -53,6 +53,11 @@ type Config struct {
 	// runs. Its Conn (TLS, credentials) also asks the cluster for
 	// /config.
 	Startup startup.Options
+	// CorrectPeerURLs: once the member runs, its peer URLs in the cluster
+	// are set to EtcdConf's when they differ. Only configuration that
+	// names them says so (etcd-druid's file, or the flag given): defaults
+	// would rewrite a live member's to http://localhost:2380.
+	CorrectPeerURLs bool
 	// UseEtcdWrapper: after the member's peer URLs were corrected in the
 	// cluster, ask the etcd-wrapper beside it (port 9095) to restart etcd
 	// with them, as etcd-backup-restore does with --use-etcd-wrapper.
@@ -164,7 +169,9 @@ func (s *Server) Serve(ctx context.Context, o sidecar.ServeOptions) error {
 	s.ctx = ctx
 	s.mu.Unlock()
 	o.Handler = s.Handler()
-	go s.checkPeerURLs(ctx)
+	if s.cfg.CorrectPeerURLs {
+		go s.checkPeerURLs(ctx)
+	}
 	return s.sc.Serve(ctx, o)
 }
 

@@ -19,12 +19,21 @@ type Codec struct {
 	PassphraseFile string
 }
 
-// Flags adds the codec flags to fs.
+// Flags adds the codec flags to fs: how new snapshots are written, and
+// how snapshots are read.
 func (c *Codec) Flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Compression, "compression", "none", "compression of new snapshots: none, gzip or zstd")
 	fs.StringSliceVar(&c.Recipients, "encrypt-to", nil, "age X25519 public key (age1…) new snapshots are encrypted to; repeatable")
 	fs.StringVar(&c.IdentityFile, "identity-file", "", "file of age identities (AGE-SECRET-KEY-1…) that decrypt snapshots")
 	fs.StringVar(&c.PassphraseFile, "passphrase-file", "", "file holding a passphrase that encrypts new snapshots and decrypts old ones")
+}
+
+// ReadFlags adds only the flags that read snapshots, for a binary that
+// writes none (the wrapper restores, never snapshots).
+func (c *Codec) ReadFlags(fs *pflag.FlagSet) {
+	c.Compression = "none"
+	fs.StringVar(&c.IdentityFile, "identity-file", "", "file of age identities (AGE-SECRET-KEY-1…) that decrypt snapshots")
+	fs.StringVar(&c.PassphraseFile, "passphrase-file", "", "file holding the passphrase that decrypts snapshots")
 }
 
 // Codec builds the snapshot codec.

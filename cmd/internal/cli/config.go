@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -16,6 +17,13 @@ import (
 // the prefix; a binary started by a test sees them and must not refuse
 // them.
 var harnessEnv = []string{"ETCDKIT_REQUIRE_EMULATORS", "ETCDKIT_TOOLS_DIR", "ETCDKIT_LONG", "ETCDKIT_KILL_DIR"}
+
+// serviceLink matches the variables Kubernetes gives every container for
+// a Service named etcdkit in its namespace (its "service links", on unless
+// the pod says enableServiceLinks: false): ETCDKIT_SERVICE_HOST,
+// ETCDKIT_SERVICE_PORT[_<port name>], ETCDKIT_PORT and
+// ETCDKIT_PORT_<port>_<protocol>[_PROTO|_PORT|_ADDR]. They are no flags.
+var serviceLink = regexp.MustCompile(`^ETCDKIT_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
 
 // Bind fills every flag of cmd the command line left unset from, in this
 // order, the environment variable ETCDKIT_<FLAG> (upper case, dashes as
@@ -31,7 +39,7 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 	var errs []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ETCDKIT_") && !all[name] && !slices.Contains(harnessEnv, name) {
+		if strings.HasPrefix(name, "ETCDKIT_") && !all[name] && !slices.Contains(harnessEnv, name) && !serviceLink.MatchString(name) {
 			errs = append(errs, fmt.Sprintf("environment variable %s is not a flag of %s (variables are ETCDKIT_ and a flag's name, upper case, dashes as underscores)", name, cmd.Root().Name()))
 		}
 	}
@@ -58,8 +66,10 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 		if f.Changed {
 			return
 		}
+		// Set through the flag set: a flag the environment or the file
+		// gives is Changed, as one given on the command line is.
 		if v, ok := os.LookupEnv(EnvName(f.Name)); ok {
-			if err := f.Value.Set(v); err != nil {
+			if err := cmd.Flags().Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", EnvName(f.Name), v, err))
 			}
 			return
@@ -75,7 +85,7 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 			}
 		}
 		for _, s := range values(v) {
-			if err := f.Value.Set(s); err != nil {
+			if err := cmd.Flags().Set(f.Name, s); err != nil {
 				errs = append(errs, fmt.Sprintf("config key %s: %v", f.Name, err))
 			}
 		}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A member whose etcd user (its client certificate's common name) lacks
+// the root role restarts, and says at once that it could not rejoin its
+// cluster after losing its data, not only on the day it must.
+func TestMembershipRightsCheckedAtStart(t *testing.T) {
+	ctx := context.Background()
+	sec := newSecure(t)
+	nodes := newNodes(t, 3, sec)
+	wrappers := map[string]*proc{}
+	startWrapper := func(nd *node) {
+		wrappers[nd.name] = start(t, "wrapper "+nd.name, wrapperBin, nil, "--config", nd.config, "--listen", nd.health,
+			"--peer-endpoints", others(nodes, nd), "--log-format", "text")
+	}
+	for _, nd := range nodes {
+		startWrapper(nd)
+	}
+	for _, nd := range nodes {
+		nd.ready(t, 60*time.Second)
+	}
+	cli := client(t, endpoints(nodes), sec)
+	sec.enableAuth(t, cli)
+	if _, err := cli.UserRevokeRole(ctx, "etcd-wrapper", "root"); err != nil {
+		t.Fatal(err)
+	}
+	nd := nodes[2]
+	if err := wrappers[nd.name].term(t); err != nil {
+		t.Fatal(err)
+	}
+	startWrapper(nd)
+	nd.ready(t, 60*time.Second)
+	if out := wrappers[nd.name].output(); !logged(out, "could not rejoin its cluster", "grant-role etcd-wrapper root") {
+		t.Fatalf("the restarted member did not say its user lacks the root role:\n%s", out)
+	}
+}
