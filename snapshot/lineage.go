@@ -165,14 +165,13 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 			return p.foreign(ctx, fmt.Sprintf("%s was taken of cluster %s, this is cluster %s", chain.Full.Key, id.ClusterID, p.cluster))
 		}
 	}
-	var members []string
 	if !hasID {
 		// The full's own database names the members it was taken of.
-		tail, m, err := p.fullTail(ctx, chain.Full)
+		tail, members, err := p.fullTail(ctx, chain.Full)
 		if err != nil {
 			return Lineage{}, err
 		}
-		members, id.Tail = m, tail
+		id.Tail = tail
 		live, err := IdentityOf(ctx, p.cli)
 		if err != nil {
 			return Lineage{}, err
@@ -476,15 +475,25 @@ func judge(want KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (eviden
 
 // Newest fails with ErrSuperseded when a timeline newer than t began on
 // st: an uploader asks before each object, since from then on what it
-// writes belongs to the newer timeline.
+// writes belongs to the newer timeline. It reads the records' names, and
+// the newest record only when it is another's.
 func Newest(ctx context.Context, st store.Store, t Timeline) error {
-	tls, err := listTimelines(ctx, st)
+	objs, err := st.List(ctx, timelineDir+"/")
 	if err != nil {
-		return err
+		return fmt.Errorf("list timelines: %w", err)
 	}
-	newest := tls[len(tls)-1]
+	newest := Timeline{ID: FirstTimeline}
+	for _, o := range objs {
+		began, id, ok := parseTimelineKey(o.Key)
+		if ok && (began.After(newest.Began) || began.Equal(newest.Began) && id > newest.ID) {
+			newest = Timeline{ID: id, Began: began, Key: o.Key}
+		}
+	}
 	if newest.ID == t.ID {
 		return nil
+	}
+	if rec, ok, err := getJSON[Timeline](ctx, st, newest.Key); err == nil && ok {
+		newest.Parent, newest.ForkRevision, newest.ClusterID, newest.Reason = rec.Parent, rec.ForkRevision, rec.ClusterID, rec.Reason
 	}
 	by := ""
 	if newest.ClusterID != "" {

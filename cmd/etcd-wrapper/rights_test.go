@@ -12,18 +12,7 @@ import (
 func TestMembershipRightsCheckedAtStart(t *testing.T) {
 	ctx := context.Background()
 	sec := newSecure(t)
-	nodes := newNodes(t, 3, sec)
-	wrappers := map[string]*proc{}
-	startWrapper := func(nd *node) {
-		wrappers[nd.name] = start(t, "wrapper "+nd.name, wrapperBin, nil, "--config", nd.config, "--listen", nd.health,
-			"--peer-endpoints", others(nodes, nd), "--log-format", "text")
-	}
-	for _, nd := range nodes {
-		startWrapper(nd)
-	}
-	for _, nd := range nodes {
-		nd.ready(t, 60*time.Second)
-	}
+	nodes, wrappers, startWrapper := threeWrappers(t, sec)
 	cli := client(t, endpoints(nodes), sec)
 	sec.enableAuth(t, cli)
 	if _, err := cli.UserRevokeRole(ctx, "etcd-wrapper", "root"); err != nil {

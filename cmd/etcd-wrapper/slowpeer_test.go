@@ -12,16 +12,13 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 )
 
-// A member whose data dir is lost while the two others are stopped
-// (SIGSTOP: their sockets accept connections and nothing answers) waits:
-// it never bootstraps a second cluster beside them, says why, and rejoins
-// the cluster once its members run again. TLS on clients and peers, with
-// client certificates.
-func TestNoClusterBesideStoppedMembers(t *testing.T) {
-	sec := newSecure(t)
-	nodes := newNodes(t, 3, sec)
-	wrappers := map[string]*proc{}
-	startWrapper := func(nd *node) {
+// threeWrappers starts a cluster of three wrappers, TLS on, and waits
+// until every member is ready; startWrapper starts one again.
+func threeWrappers(t *testing.T, sec *secure) (nodes []*node, wrappers map[string]*proc, startWrapper func(*node)) {
+	t.Helper()
+	nodes = newNodes(t, 3, sec)
+	wrappers = map[string]*proc{}
+	startWrapper = func(nd *node) {
 		wrappers[nd.name] = start(t, "wrapper "+nd.name, wrapperBin, nil, "--config", nd.config, "--listen", nd.health,
 			"--peer-endpoints", others(nodes, nd), "--log-format", "text")
 	}
@@ -31,6 +28,17 @@ func TestNoClusterBesideStoppedMembers(t *testing.T) {
 	for _, nd := range nodes {
 		nd.ready(t, 60*time.Second)
 	}
+	return nodes, wrappers, startWrapper
+}
+
+// A member whose data dir is lost while the two others are stopped
+// (SIGSTOP: their sockets accept connections and nothing answers) waits:
+// it never bootstraps a second cluster beside them, says why, and rejoins
+// the cluster once its members run again. TLS on clients and peers, with
+// client certificates.
+func TestNoClusterBesideStoppedMembers(t *testing.T) {
+	sec := newSecure(t)
+	nodes, wrappers, startWrapper := threeWrappers(t, sec)
 	lost := nodes[2]
 	wrappers[lost.name].kill(t)
 	if err := os.RemoveAll(lost.dir); err != nil {
