@@ -268,3 +268,49 @@ func TestFullAloneInPlace(t *testing.T) {
 	}
 	intact()
 }
+
+// A restored data dir that etcd has since written to may hold writes no
+// backup has: once moved aside it is kept, while the restored dirs etcd
+// never wrote to are pruned.
+func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	if _, err := (etcdtest.Workload{Ops: 50, Seed: 41}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	again := func() string {
+		t.Helper()
+		at = at.Add(time.Minute)
+		res, err := restore.Restore(ctx, st, restore.Options{DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()},
+			InitialClusterToken: "etcdtest", KeepMovedAside: 1, Now: func() time.Time { return at }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.MovedAside
+	}
+	m.Stop()
+	original := again()
+	m.Restart(t)
+	if _, err := m.Client(t).Put(ctx, "only-here", "a write after the restore"); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	written := again()
+	unwritten := again()
+	just := again()
+	aside, _ := filepath.Glob(m.Dir + ".bak-*")
+	if want := []string{original, written, just}; !slices.Equal(aside, want) {
+		t.Fatalf("moved-aside dirs %v, want %v (%s, which etcd never wrote to, pruned)", aside, want, unwritten)
+	}
+}

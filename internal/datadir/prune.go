@@ -3,13 +3,17 @@ package datadir
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/etcdkit/etcdkit/internal/revision"
 )
 
 // asidePattern is the part of a moved-aside dir's name after the data
@@ -17,26 +21,59 @@ import (
 var asidePattern = regexp.MustCompile(`^\.bak-(\d{8}T\d{6}Z)(?:-(\d+))?$`)
 
 // BuiltMarker is the file etcdkit leaves in a data dir it built (a
-// restore, a rebuild, a join's empty dir): such a dir holds nothing the
-// backups or the cluster do not, so once moved aside it may be pruned.
+// restore, a rebuild, a join's empty dir), with the revision its database
+// had then: while the database still has that revision, the dir holds
+// nothing the backups or the cluster do not, so once moved aside it may be
+// pruned. Once etcd has written to it, it may hold writes no backup has.
 const BuiltMarker = "etcdkit-built.json"
 
-// MarkBuilt leaves the marker in dir, saying what built it.
+// built is the marker's content.
+type built struct {
+	By       string `json:"built_by"`
+	At       string `json:"at"`
+	Revision *int64 `json:"revision"`
+}
+
+// MarkBuilt leaves the marker in dir, saying what built it and the
+// revision of its database (0 when it has none yet, as a join's).
 func MarkBuilt(dir, by string, now time.Time) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	b, err := json.Marshal(map[string]string{"built_by": by, "at": now.UTC().Format(time.RFC3339)})
+	rev, err := dbRevision(dir)
+	if err != nil {
+		return fmt.Errorf("mark %s built: %w", dir, err)
+	}
+	b, err := json.Marshal(built{By: by, At: now.UTC().Format(time.RFC3339), Revision: &rev})
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, BuiltMarker), append(b, '\n'), 0o600)
 }
 
-// Built says whether dir holds the marker.
+// Built says whether dir holds the marker and nothing written since: its
+// database (if any) still has the marker's revision. An unreadable marker
+// or database keeps the dir.
 func Built(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, BuiltMarker))
-	return err == nil
+	b, err := os.ReadFile(filepath.Join(dir, BuiltMarker))
+	if err != nil {
+		return false
+	}
+	var m built
+	if json.Unmarshal(b, &m) != nil || m.Revision == nil {
+		return false
+	}
+	rev, err := dbRevision(dir)
+	return err == nil && rev == *m.Revision
+}
+
+// dbRevision is the revision of dir's etcd database, 0 when it has none.
+func dbRevision(dir string) (int64, error) {
+	db := filepath.Join(dir, "member", "snap", "db")
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	return revision.OfFile(db)
 }
 
 // Prune removes the oldest of dir's moved-aside dirs that built says

@@ -75,5 +75,5 @@ func (e *Etcd) Config() etcdclient.Config {
 // KeepMovedAside is --keep-moved-aside, of every command that can move a
 // data dir aside.
 func KeepMovedAside(f *pflag.FlagSet, keep *int) {
-	f.IntVar(keep, "keep-moved-aside", 1, "moved-aside data dirs (DATA_DIR.bak-<time>) that etcdkit built kept, the newest, including the one just made; older ones are removed, and one etcdkit did not build never is (-1: keep all)")
+	f.IntVar(keep, "keep-moved-aside", 1, "moved-aside data dirs (DATA_DIR.bak-<time>) that etcdkit built and etcd never wrote to kept, the newest, including the one just made; older ones are removed, and any other never is (-1: keep all)")
 }
