@@ -181,3 +181,14 @@ func writeWAL(lg *zap.Logger, dataDir, name string, cl *membership.RaftCluster) 
 	}
 	return commit, nil
 }
+
+// MemberID is the ID (hex) etcd gives a member of a new cluster named
+// name, with peerURLs and the cluster's token: what a restore for it
+// builds, and what the backups of its cluster name among their members.
+func MemberID(name string, peerURLs []string, token string) (string, error) {
+	urls, err := types.NewURLs(peerURLs)
+	if err != nil {
+		return "", err
+	}
+	return membership.NewMember(name, urls, token, nil).ID.String(), nil
+}

@@ -12,9 +12,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
@@ -55,6 +57,11 @@ type Source struct {
 	Concurrency int
 	// Ahead bounds the deltas downloaded and not yet replayed. Default 8.
 	Ahead int
+	// Member, when set, is the ID (hex, MemberID) of the member the
+	// restore is for: the full snapshot must name it among its members, or
+	// the chain is another cluster's (snapshot.ErrOtherCluster). An
+	// automated restore sets it; an operator's restores what it is told.
+	Member string
 	// UnknownLeaseTTL is granted to the leases of keys put after the full
 	// snapshot whose deltas do not record a TTL (written before etcdkit
 	// recorded them, or by etcd-backup-restore), so that those keys expire
@@ -105,7 +112,8 @@ type Options struct {
 	WALDir string
 	// KeepMovedAside is how many moved-aside data dirs are kept beside
 	// DataDir, the one this restore makes included; older ones are
-	// removed. Default 1; negative keeps them all.
+	// removed if etcdkit built them and etcd never wrote to them
+	// (datadir.Built), never otherwise. Default 1; negative keeps them all.
 	KeepMovedAside int
 	// Name of the member. Default "default".
 	Name string
@@ -304,6 +312,11 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		if _, err := checkFull(db, chain.Full); err != nil {
 			return res, olderChain(st, chain, err)
 		}
+		if opts.Member != "" {
+			if err := namesMember(db, opts.Member, chain.Full); err != nil {
+				return res, err
+			}
+		}
 		bump()
 		if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
 			SnapshotPath: db, Name: member.name, OutputDataDir: out, PeerURLs: member.peerURLs,
@@ -501,6 +514,11 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 	if err != nil {
 		return res, nil, err
 	}
+	if src.Member != "" {
+		if err := namesMember(full.path, src.Member, chain.Full); err != nil {
+			return res, nil, err
+		}
+	}
 	res.Download = time.Since(began)
 	res.Revision = rev
 	report()
@@ -509,7 +527,12 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 	}
 
 	began = time.Now()
-	r := openReplayer(full.path, rev, chain.UntilRevision, chain.UntilTime, src.UnknownLeaseTTL)
+	// An inherited chain stops where the timeline forked, by time too.
+	stop := chain.UntilRevision
+	if chain.Ceiling > 0 && (stop == 0 || stop > chain.Ceiling) {
+		stop = chain.Ceiling
+	}
+	r := openReplayer(full.path, rev, stop, chain.UntilTime, src.UnknownLeaseTTL)
 	r.progress = func(n int64) {
 		res.Revisions += n
 		if res.Revisions%10000 == 0 {
@@ -590,4 +613,34 @@ func recordRestore(ctx context.Context, st store.Store, opts Options, res *Resul
 		opts.Logger.Warn("restore: could not record what the restored cluster was restored from; its sidecar compares its keys with the chain's end instead",
 			"error", err, "cluster", res.ClusterID)
 	}
+}
+
+// namesMember fails unless the etcd database at path lists the member id
+// (hex): a restore for a member from another cluster's backups would give
+// it that cluster's keyspace.
+func namesMember(path, id string, full snap.Snapshot) error {
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("restore: full snapshot %s: %w", full.Key, err)
+	}
+	defer func() { _ = db.Close() }()
+	var members []string
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket([]byte("members")); b != nil {
+			return b.ForEach(func(k, _ []byte) error {
+				members = append(members, string(k))
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("restore: full snapshot %s: %w", full.Key, err)
+	}
+	// A database without members (none etcd writes) cannot tell.
+	if len(members) == 0 || slices.Contains(members, id) {
+		return nil
+	}
+	return fmt.Errorf("restore: full snapshot %s names members %s, and this member (%s) is none of them: %w (or this member's name, peer URLs or token changed since it was taken): point the store at this cluster's backups, or restore them on purpose with etcd-backup restore",
+		full.Key, strings.Join(members, ", "), id, snap.ErrOtherCluster)
 }

@@ -2,6 +2,7 @@ package restore_test
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -240,4 +241,155 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 			t.Fatalf("an unrecorded restore to the middle, written past the end: %+v", l)
 		}
 	})
+}
+
+// Two deployments of one configuration (the same names, peer URLs and
+// token) are two clusters of one ID. Pointed at the other's backups, the
+// twin's keys agree with the chain at no revision compared: it is another
+// cluster's chain, refused, below the chain's end and past it; the chain
+// stays the first cluster's, and its sidecar writes on.
+func TestATwinDeploymentIsAnotherCluster(t *testing.T) {
+	ctx := context.Background()
+	h := chainOfStoppedCluster(t)
+	twin := etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, h.name, filepath.Join(t.TempDir(), "twin"), h.peer)
+	cli := twin.Client(t)
+	for _, n := range []int{20, int(h.end)} {
+		if _, err := (etcdtest.Workload{Ops: n, Prefix: "/twin/", Seed: 35}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := snapshot.Place(ctx, cli, h.st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+		if !errors.Is(err, snapshot.ErrOtherCluster) {
+			t.Fatalf("the twin, after %d more writes: %v, want another cluster's chain", n, err)
+		}
+		t.Log(err)
+	}
+	if cat, err := snapshot.List(ctx, h.st); err != nil || len(cat.Timelines) != 1 {
+		t.Fatalf("the twin began a timeline: %+v %v", cat.Timelines, err)
+	}
+}
+
+// The sidecar runs on while its member is restored in place, to an
+// earlier revision (the etcd container restarted on the restored data
+// dir). Its watch resumes on the restored member and receives the new
+// past's events: none of them reaches the old timeline. The member's raft
+// log went back, so the uploader drops what it holds and places its
+// backups again: a new timeline forked at the restore's revision.
+func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
+		SpoolDir: t.TempDir(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	res, err := (etcdtest.Workload{Ops: 150, Prefix: "/a/", Seed: 36}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := res.LastRevision
+	if res, err = (etcdtest.Workload{Ops: 60, Prefix: "/b/", Seed: 37}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	end := res.LastRevision
+	etcdtest.Eventually(t, "the chain reaches the end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
+	m := c.Members[0]
+	m.Stop()
+	if _, err := restore.Restore(ctx, st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: mid}},
+		DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", KeepMovedAside: -1}); err != nil {
+		t.Fatal(err)
+	}
+	m.Restart(t)
+	if res, err = (etcdtest.Workload{Ops: int(end-mid) + 40, Prefix: "/new/", Seed: 38}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	last := res.LastRevision
+	var cat snapshot.Catalog
+	etcdtest.Eventually(t, "a new timeline reaches the restored member's end", 60*time.Second, func() bool {
+		if cat, err = snapshot.List(ctx, st); err != nil || cat.Timeline.ID == snapshot.FirstTimeline {
+			return false
+		}
+		ch, err := cat.Latest()
+		return err == nil && ch.Timeline == cat.Timeline.ID && ch.LastRevision() >= last
+	})
+	if cat.Timeline.ForkRevision != mid {
+		t.Fatalf("the new timeline: %+v, want forked at %d", cat.Timeline, mid)
+	}
+	first, err := cat.On(snapshot.FirstTimeline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range first.Own() {
+		if o.LastRevision > end {
+			t.Fatalf("the old timeline holds %s, past its end %d: the new past's events", o.Key, end)
+		}
+	}
+	want, err := restore.LiveDigest(ctx, cli, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	if err != nil || rep.Digest != want {
+		t.Fatalf("the new timeline's head %v (%v), the live member %v", rep.Digest, err, want)
+	}
+}
+
+// A restore of the cluster recorded while its uploader runs, its members
+// never restarting: another incarnation of the cluster may run from it (a
+// split brain). This one's uploader stops, says why, and writes nothing
+// more; the restored one's backups are the ones that go on.
+func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
+	ctx := context.Background()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
+		SpoolDir: t.TempDir(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	resp, err := cli.Put(ctx, "/before", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the chain reaches the put", 30*time.Second, func() bool { return s.Status().LastRevision >= resp.Header.Revision })
+	id, err := snapshot.IdentityOf(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshot.RecordRestore(ctx, st, snapshot.Restored{ClusterID: id.ClusterID, Timeline: ch.Timeline, Snapshot: ch.Full.Key,
+		Revision: ch.LastRevision(), TimelineEnd: ch.LastRevision(), Created: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the uploader refuses", 30*time.Second, func() bool { return s.Status().Refused == snapshot.RefusedRestoredElsewhere })
+	t.Log(s.Status().LastError)
+	if cat, err = snapshot.List(ctx, st); err != nil || cat.Snapshots[len(cat.Snapshots)-1].LastRevision != ch.LastRevision() {
+		t.Fatalf("the uploader wrote on after the restore elsewhere: %v %v", cat.Snapshots, err)
+	}
 }

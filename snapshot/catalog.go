@@ -371,7 +371,9 @@ func (c Chain) Check() (Chain, error) {
 	if c.Full.Kind != KindFull || c.Full.Key == "" {
 		return Chain{}, fmt.Errorf("chain of %d deltas: %w (it was deleted or never written)", len(c.Deltas), ErrNoFull)
 	}
-	if c.Ceiling > 0 && (c.UntilRevision == 0 || c.UntilRevision > c.Ceiling) {
+	// An inherited chain is restored to where the timeline forked, unless
+	// a time asks for less (the replay stops at the ceiling either way).
+	if c.Ceiling > 0 && c.UntilTime.IsZero() && (c.UntilRevision == 0 || c.UntilRevision > c.Ceiling) {
 		c.UntilRevision = c.Ceiling
 	}
 	out := c

@@ -319,6 +319,14 @@ func TestTimelines(t *testing.T) {
 			t.Fatalf("revision %d: checked %+v %v", tc.rev, checked, err)
 		}
 	}
+	// As of a time of the shared past: the old chain, up to the fork.
+	asOf, err := cat.AsOf(m(1).Add(30 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked, err := asOf.Check(); err != nil || checked.Full.Key != oldFull.Key || checked.Ceiling != 150 || checked.UntilRevision != 0 {
+		t.Fatalf("as of a time of the shared past: %+v %v", checked, err)
+	}
 	old, err := cat.On(snapshot.FirstTimeline)
 	if err != nil {
 		t.Fatal(err)

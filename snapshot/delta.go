@@ -380,6 +380,13 @@ func (c *capture) landed(snap Snapshot, a annotations, err error) {
 	c.inflight, c.inflightSize = nil, 0
 }
 
+// reset drops every event held: they may be another past's. No batch may
+// be in flight.
+func (c *capture) reset() {
+	clear(c.pending)
+	c.pending, c.size, c.last = nil, 0, 0
+}
+
 // moveTo restarts the chain after a full snapshot at rev: buffered events
 // it holds are dropped and the next delta starts at rev+1. No batch may be
 // in flight.

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -133,28 +134,40 @@ func RecordRestore(ctx context.Context, st store.Store, r Restored) error {
 	return putJSON(ctx, st, key, r)
 }
 
-// lastRestore is the newest restore recorded of cluster id.
-func lastRestore(ctx context.Context, st store.Store, clusterID string) (Restored, bool, error) {
+// restoreKeys are the keys of the restore records of cluster id, the
+// oldest first.
+func restoreKeys(ctx context.Context, st store.Store, clusterID string) ([]string, error) {
 	objs, err := st.List(ctx, restoreDir+"/")
 	if err != nil {
-		return Restored{}, false, fmt.Errorf("list restore records: %w", err)
+		return nil, fmt.Errorf("list restore records: %w", err)
 	}
-	var newest string
-	var at int64
+	type rec struct {
+		key string
+		sec int64
+	}
+	var recs []rec
 	for _, o := range objs {
 		unix, rest, ok := strings.Cut(path.Base(o.Key), "-")
 		sec, err := strconv.ParseInt(unix, 10, 64)
-		if !ok || err != nil || !strings.HasPrefix(rest, clusterID+"-") {
-			continue
-		}
-		if newest == "" || sec >= at {
-			newest, at = o.Key, sec
+		if ok && err == nil && strings.HasPrefix(rest, clusterID+"-") {
+			recs = append(recs, rec{o.Key, sec})
 		}
 	}
-	if newest == "" {
-		return Restored{}, false, nil
+	slices.SortStableFunc(recs, func(a, b rec) int { return cmp.Compare(a.sec, b.sec) })
+	keys := make([]string, len(recs))
+	for i, r := range recs {
+		keys[i] = r.key
 	}
-	return getJSON[Restored](ctx, st, newest)
+	return keys, nil
+}
+
+// LastRestore is the newest restore recorded of cluster id (hex).
+func LastRestore(ctx context.Context, st store.Store, clusterID string) (Restored, bool, error) {
+	keys, err := restoreKeys(ctx, st, clusterID)
+	if err != nil || len(keys) == 0 {
+		return Restored{}, false, err
+	}
+	return getJSON[Restored](ctx, st, keys[len(keys)-1])
 }
 
 // legacyContinues says whether an older version's record of a restore

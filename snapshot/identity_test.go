@@ -47,10 +47,10 @@ func TestRecords(t *testing.T) {
 			t.Fatalf("record %d: %v", i, err)
 		}
 	}
-	if r, ok, err := lastRestore(ctx, st, "a"); err != nil || !ok || r.Timeline != tl.ID || r.Fork() {
+	if r, ok, err := LastRestore(ctx, st, "a"); err != nil || !ok || r.Timeline != tl.ID || r.Fork() {
 		t.Fatalf("the newest restore of a: %+v %v %v", r, ok, err)
 	}
-	if _, ok, err := lastRestore(ctx, st, "b"); err != nil || ok {
+	if _, ok, err := LastRestore(ctx, st, "b"); err != nil || ok {
 		t.Fatalf("no restore of b: %v %v", ok, err)
 	}
 	objs, err := st.List(ctx, "")

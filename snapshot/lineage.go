@@ -42,6 +42,11 @@ type Lineage struct {
 	Began bool
 	// Reason says how it was decided.
 	Reason string
+	// ClusterID (hex) is the cluster's, and Restores the keys of the
+	// restore records of it there were: one that appears later says the
+	// cluster was restored elsewhere (Guard).
+	ClusterID string
+	Restores  []string
 }
 
 // PlaceOptions configures Place. The zero value refuses another
@@ -90,10 +95,15 @@ func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOpt
 		return Lineage{}, cat, fmt.Errorf("current revision: %w", err)
 	}
 	p := placer{cli: cli, st: st, o: o, cat: cat, current: resp.Header.Revision, cluster: hexID(resp.Header.ClusterId)}
+	restores, err := restoreKeys(ctx, st, p.cluster)
+	if err != nil {
+		return Lineage{}, cat, err
+	}
 	l, err := p.place(ctx)
 	if err != nil {
 		return l, cat, err
 	}
+	l.ClusterID, l.Restores = p.cluster, restores
 	if l.Began {
 		if cat, err = List(ctx, st); err != nil {
 			return l, cat, err
@@ -128,7 +138,7 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 		return Lineage{}, err
 	}
 	end := chain.LastRevision()
-	rr, restored, err := lastRestore(ctx, p.st, p.cluster)
+	rr, restored, err := LastRestore(ctx, p.st, p.cluster)
 	if err != nil {
 		return Lineage{}, err
 	}
@@ -186,41 +196,92 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 		here.Continues, here.Reason = true, fmt.Sprintf("%s ends at revision %d, before any key was written", t, end)
 		return here, nil
 	}
-	if p.current < end {
-		return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
-			Reason: fmt.Sprintf("the cluster is at revision %d, below the end of %s (%d): it was restored to an earlier revision without a record of it", p.current, t, end)})
-	}
-	tail := id.Tail
-	if len(chain.Deltas) > 0 {
-		if tail, err = p.deltaTail(ctx, chain); err != nil {
-			return Lineage{}, err
-		}
-	} else if len(tail) == 0 {
-		if tail, _, err = p.fullTail(ctx, chain.Full); err != nil {
-			return Lineage{}, err
-		}
-	}
-	same, why, err := compareLive(ctx, p.cli, tail, end)
+	shared, differs, why, err := p.sharedPast(ctx, chain, id.Tail, min(end, p.current))
 	if err != nil {
 		return Lineage{}, err
 	}
 	switch {
-	case same == evidenceSame:
+	case shared == end:
 		if !hasID {
-			p.adopt(ctx, chain.Full, tail)
+			p.adopt(ctx, chain.Full, id.Tail)
 		}
 		here.Continues, here.Reason = true, fmt.Sprintf("the cluster's keys at revision %d are those %s left", end, t)
 		return here, nil
-	case same == evidenceDiffers && !hasID:
-		return p.foreign(ctx, fmt.Sprintf("%s has no identity record and this cluster's keys at revision %d differ from the chain's: %s", chain.Full.Key, end, why))
-	case same == evidenceDiffers:
-		return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
-			Reason: fmt.Sprintf("the cluster's keys at revision %d differ from those %s left (%s): it was restored to an earlier revision without a record of it", end, t, why)})
+	case shared > 0 && p.current < end:
+		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+			Reason: fmt.Sprintf("the cluster is at revision %d, below the end of %s (%d), and its keys at revision %d are the chain's: it was restored to an earlier revision without a record of it", p.current, t, end, shared)})
+	case shared > 0:
+		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+			Reason: fmt.Sprintf("the cluster's keys at revision %d differ from those %s left (%s), and at revision %d they are the chain's: it was restored to an earlier revision without a record of it", end, t, why, shared)})
+	case differs:
+		// The same cluster ID and no revision where the keys agree: another
+		// deployment of the same configuration (etcd derives the IDs from
+		// the names, peer URLs and token alone), not this cluster's past.
+		return p.foreign(ctx, fmt.Sprintf("this cluster's keys agree with %s at none of the revisions compared (%s)", chain.Full.Key, why))
 	}
-	// Nothing tells: no delta may go on from the chain, but nothing shows
-	// a fork either; a full snapshot starts a chain in the same timeline.
-	here.Reason = fmt.Sprintf("whether the cluster continues %s's newest chain cannot be told (%s): a full snapshot starts a new chain", t, why)
-	return here, nil
+	if p.current < end {
+		// Behind the chain and no key to compare: a restore of this
+		// cluster or a twin of its configuration; unknown is no answer.
+		return p.foreign(ctx, fmt.Sprintf("this cluster (at revision %d, below the chain's end %d) has the chain's cluster ID, and whether its past is the chain's cannot be told (%s)", p.current, end, why))
+	}
+	// Past the chain's end and nothing tells (its end is compacted and
+	// every key compared was written since): begin a timeline that shares
+	// no past, so that no chain mixes two.
+	return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
+		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
+}
+
+// sharedProbes bounds how many of a chain's deltas sharedPast compares.
+const sharedProbes = 6
+
+// sharedPast is the newest revision, at most below, at which the
+// cluster's keys are those the chain left: the chain's deltas ending at or
+// below it, newest first (a few), then its full (fullTail, when its
+// identity recorded one; else it is read). 0 when none agrees; differs
+// when one was seen to differ, and why.
+func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
+	probes := 0
+	for i := len(chain.Deltas) - 1; i >= 0 && probes < sharedProbes; i-- {
+		d := chain.Deltas[i]
+		if d.StartRevision > below {
+			continue
+		}
+		// A delta past below is read up to it: a restore to the middle
+		// of one is compared there.
+		at := min(d.LastRevision, below)
+		probes++
+		tail, err := p.deltaTail(ctx, d, at)
+		if err != nil {
+			return 0, false, "", err
+		}
+		e, w, err := compareLive(ctx, p.cli, tail, at)
+		switch {
+		case err != nil:
+			return 0, false, "", err
+		case e == evidenceSame:
+			return at, differs, why, nil
+		case e == evidenceDiffers:
+			differs, why = true, cmpOr(why, w)
+		}
+	}
+	if chain.Full.LastRevision > below {
+		return 0, differs, cmpOr(why, fmt.Sprintf("the cluster is at revision %d, below the chain's first", p.current)), nil
+	}
+	if len(fullTail) == 0 {
+		if fullTail, _, err = p.fullTail(ctx, chain.Full); err != nil {
+			return 0, false, "", err
+		}
+	}
+	e, w, err := compareLive(ctx, p.cli, fullTail, chain.Full.LastRevision)
+	switch {
+	case err != nil:
+		return 0, false, "", err
+	case e == evidenceSame:
+		return chain.Full.LastRevision, differs, why, nil
+	case e == evidenceDiffers:
+		differs, why = true, cmpOr(why, w)
+	}
+	return 0, differs, cmpOr(why, w), nil
 }
 
 // foreign refuses another cluster's chain, or begins a timeline beside it
@@ -259,9 +320,8 @@ func (p placer) adopt(ctx context.Context, full Snapshot, tail []KeyVersion) {
 	}
 }
 
-// deltaTail is what the chain's last delta left of its keys.
-func (p placer) deltaTail(ctx context.Context, chain Chain) ([]KeyVersion, error) {
-	last := chain.Deltas[len(chain.Deltas)-1]
+// deltaTail is what a delta left of its keys by revision upTo.
+func (p placer) deltaTail(ctx context.Context, last Snapshot, upTo int64) ([]KeyVersion, error) {
 	dr, err := OpenDelta(ctx, p.st, last, p.o.Codec)
 	if err != nil {
 		return nil, err
@@ -276,7 +336,7 @@ func (p placer) deltaTail(ctx context.Context, chain Chain) ([]KeyVersion, error
 		if err != nil {
 			return nil, err
 		}
-		if e := ev.EtcdEvent; e != nil && e.Kv != nil {
+		if e := ev.EtcdEvent; e != nil && e.Kv != nil && e.Kv.ModRevision <= upTo {
 			t.add(e.Kv, e.Kv.ModRevision, e.Type == mvccpb.DELETE)
 		}
 	}
@@ -453,7 +513,10 @@ func judge(want KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (eviden
 			crc32.Checksum(got.Value, castagnoli) == want.Value
 	}
 	switch {
-	case atRev && want.Deleted && got == nil, atRev && !want.Deleted && got != nil && equal():
+	case atRev && want.Deleted && got == nil:
+		// Every past in which the key does not exist agrees: no word.
+		return evidenceNone, ""
+	case atRev && !want.Deleted && got != nil && equal():
 		return evidenceSame, ""
 	case atRev && want.Deleted:
 		return evidenceDiffers, fmt.Sprintf("key %s was deleted at revision %d, the cluster has it from revision %d", key, want.Mod, got.ModRevision)

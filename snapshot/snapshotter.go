@@ -154,13 +154,17 @@ const (
 	// RefusedSuperseded: a newer timeline began on the prefix
 	// (ErrSuperseded).
 	RefusedSuperseded Refusal = "superseded"
-	// RefusedConflict: another writer wrote an object of this name first
-	// (ErrConflict).
+	// RefusedConflict: another writer on the prefix: it wrote an object
+	// of this name first (ErrConflict), or recorded itself as the prefix's
+	// uploader after this one (ErrNewerUploader).
 	RefusedConflict Refusal = "conflict"
+	// RefusedRestoredElsewhere: a restore of this cluster was recorded
+	// since, and its members did not restart (ErrRestoredElsewhere).
+	RefusedRestoredElsewhere Refusal = "restored-elsewhere"
 )
 
 // Refusals are every Refusal, for metrics that show each from the start.
-var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict}
+var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict, RefusedRestoredElsewhere}
 
 // RefusalOf says which refusal err is, "" for a failure.
 func RefusalOf(err error) Refusal {
@@ -169,8 +173,10 @@ func RefusalOf(err error) Refusal {
 		return RefusedOtherCluster
 	case errors.Is(err, ErrSuperseded):
 		return RefusedSuperseded
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrNewerUploader):
 		return RefusedConflict
+	case errors.Is(err, ErrRestoredElsewhere):
+		return RefusedRestoredElsewhere
 	}
 	return ""
 }
@@ -270,8 +276,13 @@ type loop struct {
 	needFull string
 	started  bool
 	// timeline is the one Place gave: the loop writes only while it is
-	// the store's newest.
+	// the store's newest, and while guard finds the cluster the one it
+	// placed.
 	timeline Timeline
+	guard    *guard
+	// uploader is this run's record: the loop writes only while no newer
+	// run recorded itself (newerUploader).
+	uploader Uploader
 	// chained: the store's latest chain runs up to capture.last, so a new
 	// full snapshot first closes it with the revisions before it.
 	chained  bool
@@ -478,7 +489,15 @@ func (l *loop) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.timeline = lin.Timeline
+	l.timeline, l.guard = lin.Timeline, newGuard(ctx, l.cli, l.st, lin)
+	// Recorded once the backups are placed: a run that is refused (another
+	// cluster's, say) must not stop the one that writes.
+	if l.uploader.Seq == 0 {
+		if l.uploader, err = registerUploader(ctx, l.st, Uploader{Endpoints: l.cli.Endpoints(), ClusterID: lin.ClusterID, Began: l.opts.Now()}); err != nil {
+			return err
+		}
+		l.log.Info("recorded as the prefix's uploader", "record", uploaderKey(l.uploader.Seq))
+	}
 	l.started = true
 	if !lin.Continues {
 		l.needFull = "no chain to continue"
@@ -517,14 +536,27 @@ func (l *loop) startup(ctx context.Context) error {
 	return nil
 }
 
-// beforeUpload runs before each object: the loop's timeline must still be
-// the newest (ErrSuperseded), then the caller's fencing.
+// beforeUpload runs before each object: the cluster must still be the one
+// placed (guard), the loop's timeline the newest (ErrSuperseded), the
+// caller's fencing must pass, and no newer run may have recorded itself as
+// the prefix's uploader (ErrNewerUploader). The fencing comes before the last:
+// a sidecar that no longer leads stops as such, not as a second uploader.
 func (l *loop) beforeUpload(ctx context.Context, s Snapshot) error {
+	if l.guard != nil {
+		if err := l.guard.check(ctx); err != nil {
+			return err
+		}
+	}
 	if err := Newest(ctx, l.st, l.timeline); err != nil {
 		return err
 	}
 	if l.opts.BeforeUpload != nil {
-		return l.opts.BeforeUpload(ctx, s)
+		if err := l.opts.BeforeUpload(ctx, s); err != nil {
+			return err
+		}
+	}
+	if l.uploader.Seq > 0 {
+		return newerUploader(ctx, l.st, l.uploader)
 	}
 	return nil
 }
@@ -673,7 +705,7 @@ func (l *loop) stop() error {
 	if !l.started || l.needFull != "" {
 		return nil
 	}
-	if refused := l.Status().Refused; refused == RefusedSuperseded || refused == RefusedOtherCluster {
+	if refused := l.Status().Refused; refused != "" {
 		// Nothing this cluster writes belongs on the store now.
 		l.log.Warn("stopping without a last delta: the backups are refused", "refused", refused)
 		return nil
@@ -725,6 +757,15 @@ func (l *loop) fail(op Operation, reason string, err error) {
 		}
 	})
 	l.report(Result{Op: op, Reason: reason, Err: err})
+	if errors.Is(err, ErrReplaced) {
+		// What the capture holds may be the other past's: dropped, and
+		// the backups placed again (the watch resumes from the chain).
+		l.log.Warn("the cluster was replaced under the backups: placing them again", "err", err)
+		l.capture.stop()
+		l.capture.reset()
+		l.started, l.needFull, l.chained = false, "", false
+		wait = l.opts.MinBackoff
+	}
 	l.retry.Reset(wait)
 	// A refusal waits for an operator, not for a store to come back.
 	if l.opts.ProbeInterval > 0 && wait > l.opts.ProbeInterval && RefusalOf(err) == "" {

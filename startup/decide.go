@@ -195,6 +195,11 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")
 		}
+		if running && self != nil && chk.MemberID != 0 && self.ID != chk.MemberID {
+			// etcd would stop at once: the cluster removed the member this
+			// data is of, and lists this name under another ID.
+			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the cluster lists this member as %x, but its data dir is member %x's, which the cluster removed: its data is stale", self.ID, chk.MemberID))
+		}
 		p := Plan{Action: Restart, Reason: "the data dir is sound", InitialCluster: cfg.InitialCluster, ClusterState: "existing"}
 		if c.members != nil {
 			p.InitialCluster = initialCluster(c.members, cfg)

@@ -49,38 +49,41 @@ func TestDecideTable(t *testing.T) {
 		c       cluster
 		want    Action
 		id      uint64
+		// member is the ID the data dir's WAL names; 0: not read.
+		member uint64
 	}{
-		{"sound and listed", self, validate.Valid, false, running(listed), Restart, 1},
-		{"sound, no cluster answers", self, validate.Valid, false, cluster{}, Restart, 0},
-		{"sound but removed", self, validate.Valid, false, running(others), Rejoin, 0},
-		{"empty, added not started", self, validate.Empty, false, running(unstarted), JoinAsLearner, 1},
-		{"empty, in the initial cluster, never started", self, validate.Empty, false, running(neverStarted), Bootstrap, 1},
-		{"empty, never started, to join", existing, validate.Empty, false, running(neverStarted), Rejoin, 1},
-		{"empty and listed", self, validate.Empty, false, running(listed), Rejoin, 1},
-		{"empty, not listed", self, validate.Empty, false, running(others), JoinAsLearner, 0},
-		{"empty, no quorum", self, validate.Empty, false, noQuorum, Refuse, 0},
-		{"empty, nobody answers", self, validate.Empty, false, cluster{}, Bootstrap, 0},
-		{"empty, a peer silent", self, validate.Empty, false, silent, Refuse, 0},
-		{"empty, a peer silent, backups", self, validate.Empty, true, silent, Refuse, 0},
-		{"empty, a peer port silent", self, validate.Empty, false, silentPeer, Refuse, 0},
-		{"empty, a peer holds data", self, validate.Empty, false, withData, Refuse, 0},
-		{"empty, the others bootstrap too", self, validate.Empty, false, bootstrapping, Bootstrap, 0},
-		{"empty, an unreadable peer, no backups", self, validate.Empty, false, unreadable, Bootstrap, 0},
-		{"empty, an unreadable peer, backups", self, validate.Empty, true, unreadable, Refuse, 0},
-		{"corrupt, a peer silent", self, validate.Corrupt, false, silent, Refuse, 0},
-		{"empty, nobody answers, backups, first member", self, validate.Empty, true, cluster{}, Restore, 0},
-		{"empty, nobody answers, backups, another member", second, validate.Empty, true, cluster{}, Refuse, 0},
-		{"empty, to join but nobody answers", existing, validate.Empty, false, cluster{}, Refuse, 0},
-		{"corrupt, cluster runs", self, validate.Corrupt, false, running(listed), Rejoin, 1},
-		{"corrupt, no quorum", self, validate.Corrupt, false, noQuorum, Refuse, 0},
-		{"corrupt, peers silent", self, validate.Corrupt, false, cluster{}, Refuse, 0},
-		{"corrupt and alone", alone, validate.Corrupt, false, cluster{}, Restore, 0},
-		{"behind and alone", alone, validate.Behind, false, cluster{}, Restore, 0},
-		{"locked", self, validate.Locked, false, running(listed), Refuse, 0},
-		{"another member's volume", self, validate.WrongVolume, false, running(listed), Refuse, 0},
+		{"sound and listed", self, validate.Valid, false, running(listed), Restart, 1, 1},
+		{"sound, listed under another ID", self, validate.Valid, false, running(listed), Rejoin, 1, 99},
+		{"sound, no cluster answers", self, validate.Valid, false, cluster{}, Restart, 0, 0},
+		{"sound but removed", self, validate.Valid, false, running(others), Rejoin, 0, 0},
+		{"empty, added not started", self, validate.Empty, false, running(unstarted), JoinAsLearner, 1, 0},
+		{"empty, in the initial cluster, never started", self, validate.Empty, false, running(neverStarted), Bootstrap, 1, 0},
+		{"empty, never started, to join", existing, validate.Empty, false, running(neverStarted), Rejoin, 1, 0},
+		{"empty and listed", self, validate.Empty, false, running(listed), Rejoin, 1, 0},
+		{"empty, not listed", self, validate.Empty, false, running(others), JoinAsLearner, 0, 0},
+		{"empty, no quorum", self, validate.Empty, false, noQuorum, Refuse, 0, 0},
+		{"empty, nobody answers", self, validate.Empty, false, cluster{}, Bootstrap, 0, 0},
+		{"empty, a peer silent", self, validate.Empty, false, silent, Refuse, 0, 0},
+		{"empty, a peer silent, backups", self, validate.Empty, true, silent, Refuse, 0, 0},
+		{"empty, a peer port silent", self, validate.Empty, false, silentPeer, Refuse, 0, 0},
+		{"empty, a peer holds data", self, validate.Empty, false, withData, Refuse, 0, 0},
+		{"empty, the others bootstrap too", self, validate.Empty, false, bootstrapping, Bootstrap, 0, 0},
+		{"empty, an unreadable peer, no backups", self, validate.Empty, false, unreadable, Bootstrap, 0, 0},
+		{"empty, an unreadable peer, backups", self, validate.Empty, true, unreadable, Refuse, 0, 0},
+		{"corrupt, a peer silent", self, validate.Corrupt, false, silent, Refuse, 0, 0},
+		{"empty, nobody answers, backups, first member", self, validate.Empty, true, cluster{}, Restore, 0, 0},
+		{"empty, nobody answers, backups, another member", second, validate.Empty, true, cluster{}, Refuse, 0, 0},
+		{"empty, to join but nobody answers", existing, validate.Empty, false, cluster{}, Refuse, 0, 0},
+		{"corrupt, cluster runs", self, validate.Corrupt, false, running(listed), Rejoin, 1, 0},
+		{"corrupt, no quorum", self, validate.Corrupt, false, noQuorum, Refuse, 0, 0},
+		{"corrupt, peers silent", self, validate.Corrupt, false, cluster{}, Refuse, 0, 0},
+		{"corrupt and alone", alone, validate.Corrupt, false, cluster{}, Restore, 0, 0},
+		{"behind and alone", alone, validate.Behind, false, cluster{}, Restore, 0, 0},
+		{"locked", self, validate.Locked, false, running(listed), Refuse, 0, 0},
+		{"another member's volume", self, validate.WrongVolume, false, running(listed), Refuse, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := decide(tc.cfg, Check{Verdict: tc.verdict, Store: tc.backups, Backups: tc.backups}, tc.c)
+			p := decide(tc.cfg, Check{Verdict: tc.verdict, Store: tc.backups, Backups: tc.backups, MemberID: tc.member}, tc.c)
 			if p.Action != tc.want || p.ID != tc.id {
 				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
 			}

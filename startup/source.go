@@ -1,10 +1,12 @@
 package startup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/etcdkit/etcdkit/restore"
@@ -43,6 +45,9 @@ type Check struct {
 	Store          bool
 	Backups        bool
 	BackupRevision int64
+	// MemberID and ClusterID are whose data the data dir holds, by its
+	// WAL; 0 when it was not read.
+	MemberID, ClusterID uint64
 }
 
 // Restored reports a restore.
@@ -110,7 +115,26 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
 	}
 	chk.Verdict, chk.Reason, chk.Revision, chk.Foreign = rep.Verdict, rep.Reason, rep.Revision, rep.Foreign
+	chk.MemberID, chk.ClusterID = rep.MemberID, rep.ClusterID
+	if rep.Verdict == validate.Behind && l.chain != nil {
+		l.operatorsRollback(ctx, &chk)
+	}
 	return chk, nil
+}
+
+// operatorsRollback clears a Behind verdict when the data dir is a
+// restore to an earlier revision that was recorded after the backups'
+// newest chain began: an operator's point-in-time restore, which its
+// sidecar continues as a new timeline. Restoring the newest state over it
+// would undo it.
+func (l *Local) operatorsRollback(ctx context.Context, chk *Check) {
+	rr, ok, err := snapshot.LastRestore(ctx, l.Store, strconv.FormatUint(chk.ClusterID, 16))
+	if err != nil || !ok || !rr.Fork() || rr.Created.Before(l.chain.Full.Created) || chk.Revision < rr.Revision {
+		return
+	}
+	chk.Verdict = validate.Valid
+	chk.Reason = fmt.Sprintf("the data dir is a restore to revision %d of %s, recorded at %s: the backups' newer revisions (to %d) are the past it left, and its sidecar begins a new timeline",
+		rr.Revision, rr.Snapshot, rr.Created.Format(time.RFC3339), chk.BackupRevision)
 }
 
 // Restore implements Source: it rebuilds the chain Check picked.
@@ -118,8 +142,14 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	if l.Store == nil {
 		return Restored{}, errors.New("there is no store to restore from")
 	}
+	// The backups must be this member's cluster's: a lone member must not
+	// come back with another cluster's keyspace.
+	id, err := restore.MemberID(cfg.Name, cfg.PeerURLs, cmp.Or(cfg.Token, "etcd-cluster"))
+	if err != nil {
+		return Restored{}, err
+	}
 	res, err := restore.Restore(ctx, l.Store, restore.Options{
-		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger},
+		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger, Member: id},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,
 	})

@@ -3,6 +3,7 @@ package startup_test
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -86,8 +87,10 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	}
 	counted := &listing{Store: st}
 	src := &startup.Local{Store: counted}
-	cfg := startup.Config{Name: "m0", DataDir: filepath.Join(t.TempDir(), "m0"), PeerURLs: []string{"http://127.0.0.1:2380"},
-		InitialCluster: "m0=http://127.0.0.1:2380"}
+	// The member the backups name: same name, peer URL and token.
+	m := c.Members[0]
+	cfg := startup.Config{Name: m.Name, DataDir: filepath.Join(t.TempDir(), m.Name), PeerURLs: []string{m.PeerURL.String()},
+		InitialCluster: m.Name + "=" + m.PeerURL.String(), Token: "etcdtest"}
 	chk, err := src.Check(ctx, cfg)
 	if err != nil || chk.Verdict != validate.Empty || !chk.Backups || chk.BackupRevision != full.LastRevision {
 		t.Fatalf("check: %+v, %v", chk, err)
@@ -99,6 +102,22 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	}
 	if n := counted.lists.Load(); n != listed {
 		t.Fatalf("the restore listed the store again: %d lists after the check's %d", n, listed)
+	}
+
+	// A member of another cluster (another token) pointed at these
+	// backups is refused, and its data dir is not created.
+	other := cfg
+	other.DataDir, other.Token = filepath.Join(t.TempDir(), m.Name), "another-cluster"
+	src = &startup.Local{Store: st}
+	if _, err := src.Check(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	_, err = src.Restore(ctx, other, startup.Plan{Action: startup.Restore, InitialCluster: other.InitialCluster})
+	if !errors.Is(err, snapshot.ErrOtherCluster) || !strings.Contains(err.Error(), "etcd-backup restore") {
+		t.Fatalf("another cluster's member restored from these backups: %v", err)
+	}
+	if _, err := os.Stat(other.DataDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused restore left %s: %v", other.DataDir, err)
 	}
 }
 

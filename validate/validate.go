@@ -93,6 +93,9 @@ type Report struct {
 	WALEntries int64
 	// BackupRevision is the newest revision on the store, 0 if unknown.
 	BackupRevision int64
+	// MemberID and ClusterID are the WAL's word on whose data this is; 0
+	// when the WAL was not read.
+	MemberID, ClusterID uint64
 	// Foreign counts the WAL entries etcd replays at start that this
 	// etcd cannot apply: an etcd 3.5 member's v2 requests, which etcd 3.7
 	// panics on. The data dir is then Corrupt though its database may be
@@ -193,7 +196,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if walErr != nil {
 		return r.verdict(Corrupt, walDir, "%v", walErr), nil
 	}
-	r.WALEntries, r.Foreign = w.Unapplied, w.Foreign
+	r.WALEntries, r.Foreign, r.MemberID, r.ClusterID = w.Unapplied, w.Foreign, w.MemberID, w.ClusterID
 	if w.Foreign > 0 {
 		return r.verdict(Corrupt, walDir, "the WAL holds %d entries from index %d on in etcd 3.5's v2 form, which this etcd (%s) cannot apply: the data dir was written by etcd 3.5; rebuild it from its database, or restore it",
 			w.Foreign, w.FirstForeign, version.Version), nil

@@ -32,10 +32,14 @@ type WAL struct {
 	// in its v2 form. FirstForeign is the first one's index.
 	Foreign      int64
 	FirstForeign uint64
+	// MemberID and ClusterID are what the WAL's metadata says this
+	// member and its cluster are.
+	MemberID, ClusterID uint64
 }
 
 // The WAL's record types (etcd's wal package) and its CRC polynomial.
 const (
+	metadataType = 1
 	entryType    = 2
 	crcType      = 4
 	snapshotType = 5
@@ -82,7 +86,7 @@ func ReadWAL(dir string, cindex uint64, whole bool) (WAL, error) {
 			return WAL{}, fmt.Errorf("wal %s: %w", name, err)
 		}
 	}
-	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign}
+	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign, MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
 	if d.last > cindex {
 		w.Unapplied = int64(d.last - cindex)
 	}
@@ -116,6 +120,7 @@ type walDecoder struct {
 	buf          []byte
 	foreign      int64
 	firstForeign uint64
+	meta         *etcdserverpb.Metadata
 }
 
 func (d *walDecoder) file(name string, lastFile bool) error {
@@ -202,6 +207,12 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 				return fmt.Errorf("entry at offset %d: index %d follows %d", off, index, d.last)
 			}
 			d.last = index
+		case metadataType:
+			m := &etcdserverpb.Metadata{}
+			if err := proto.Unmarshal(payload, m); err != nil {
+				return fmt.Errorf("metadata record at offset %d: %w", off, err)
+			}
+			d.meta = m
 		case snapshotType:
 			s := &walpb.Snapshot{}
 			if err := proto.Unmarshal(payload, s); err != nil {
