@@ -153,6 +153,14 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 				MinConnectTimeout: c.DialTimeout,
 			}),
 			experimental.WithBufferPool(&buffers{}),
+			// gRPC's window on loopback stays near 64 KiB, some 50 events
+			// of 1 KiB: a reader stalled for milliseconds (its cores lent to
+			// etcd, a GC) blocks the member's send, etcd moves the watch to
+			// its unsynced set, and from there it catches up at most 1000
+			// revisions per 100 ms: above 10,000 writes/s, never. A window
+			// of seconds of events keeps the watch synced through a stall.
+			grpc.WithInitialWindowSize(8 << 20),
+			grpc.WithInitialConnWindowSize(16 << 20),
 		},
 	}
 	if files != nil {
