@@ -23,7 +23,10 @@
 // decides from them and from the cluster's own keys whether a cluster may
 // append to the newest chain, must begin a timeline, or is another
 // cluster's. Every object is written once (the store's Put is
-// create-only); a name taken by other bytes is ErrConflict.
+// create-only); a name taken by other bytes is ErrConflict. Before each
+// object a Snapshotter checks that its cluster is still the one it placed
+// (ErrReplaced, ErrRestoredElsewhere) and that no newer run recorded itself
+// under etcdkit/uploaders/ (ErrNewerUploader).
 //
 // And the catalog (List, a timeline's view, Chain selection and Check),
 // retention (GC with the Exponential and LimitBased policies, each timeline
@@ -32,6 +35,7 @@
 //
 // It does not restore: replaying a chain into a data dir is package
 // restore's, which reads objects through Open and OpenDelta. It does not
-// decide who uploads: a caller that shares a store between members fences
-// through BeforeUpload.
+// decide which member uploads: a caller that shares a store between
+// members fences through BeforeUpload; the uploader records only stop a
+// second run that escaped that fencing.
 package snapshot
