@@ -290,7 +290,12 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(rctx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("snapshotter: %v", err)
+		}
+	}()
 	res, err := (etcdtest.Workload{Ops: 150, Prefix: "/a/", Seed: 36}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +367,12 @@ func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(rctx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("snapshotter: %v", err)
+		}
+	}()
 	resp, err := cli.Put(ctx, "/before", "x")
 	if err != nil {
 		t.Fatal(err)
