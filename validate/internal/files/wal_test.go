@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -17,13 +18,26 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
+// The member and cluster IDs the test WALs' metadata names, as etcd
+// writes it.
+const testMemberID, testClusterID = 0x8e9e05c52164694d, 0xcdf818194e3a8c32
+
+func walMetadata(t testing.TB) []byte {
+	t.Helper()
+	b, err := proto.Marshal(&etcdserverpb.Metadata{NodeID: proto.Uint64(testMemberID), ClusterID: proto.Uint64(testClusterID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // writeWAL writes one segment of n entries of varied sizes, with a
 // snapshot record, through etcd's own WAL writer, and returns its bytes
 // without the preallocated tail.
 func writeWAL(t testing.TB, n int) []byte {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "wal")
-	w, err := wal.Create(zap.NewNop(), dir, []byte("meta"))
+	w, err := wal.Create(zap.NewNop(), dir, walMetadata(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +61,12 @@ func writeWAL(t testing.TB, n int) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
+	end := len(b)
+	for end > 0 && b[end-1] == 0 {
+		end--
 	}
-	return b
+	// Frames are 8-byte aligned: the last one's zero padding stays.
+	return b[:min(len(b), (end+7)/8*8)]
 }
 
 // etcdRead reads a segment with etcd's decoder: whether it is damaged,
@@ -154,7 +170,7 @@ func TestReadWALSegments(t *testing.T) {
 	wal.SegmentSizeBytes = 16 << 10
 	t.Cleanup(func() { wal.SegmentSizeBytes = saved })
 	dir := filepath.Join(t.TempDir(), "wal")
-	w, err := wal.Create(zap.NewNop(), dir, []byte("meta"))
+	w, err := wal.Create(zap.NewNop(), dir, walMetadata(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +194,9 @@ func TestReadWALSegments(t *testing.T) {
 		last, err := ReadWAL(dir, cindex, false)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if all.MemberID != testMemberID || all.ClusterID != testClusterID {
+			t.Errorf("cindex %d: the WAL names member %x of cluster %x, want %x of %x", cindex, all.MemberID, all.ClusterID, uint64(testMemberID), uint64(testClusterID))
 		}
 		if want := int64(max(300, cindex) - cindex); all.Unapplied != want || last.Unapplied != want {
 			t.Errorf("cindex %d: whole says %d unapplied, last segment %d; want %d", cindex, all.Unapplied, last.Unapplied, want)
