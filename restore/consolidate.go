@@ -95,8 +95,13 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 	if err != nil {
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
-	// The new chain is the old one's, and so is its cluster.
+	// The new chain is the old one's, and so is its cluster; what its end
+	// left of the keys is the new full's own.
 	if id, ok, err := snap.ReadIdentity(ctx, st, chain.Full); err == nil && ok {
+		if id.Tail, err = snap.DatabaseTail(r.path); err != nil {
+			// Without it a sidecar reads the full itself to compare.
+			id.Tail = nil
+		}
 		if err := snap.WriteIdentity(ctx, st, s, id); err != nil {
 			opts.Logger.Warn("compact: the new full's cluster identity", "key", s.Key, "error", err)
 		}

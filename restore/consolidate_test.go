@@ -36,6 +36,19 @@ func TestCompactedChainRestoresTheSame(t *testing.T) {
 	if after.Digest != before.Digest {
 		t.Fatalf("compacted %+v, chain %+v", after.Digest, before.Digest)
 	}
+	// The new full's identity says what its own end left of the keys (a
+	// sidecar compares its cluster with it), not what the old full's did.
+	id, ok, err := snapshot.ReadIdentity(ctx, st, c.Snapshot)
+	if err != nil || !ok {
+		t.Fatalf("the compacted full's identity: %v, %v", ok, err)
+	}
+	newest := int64(0)
+	for _, kv := range id.Tail {
+		newest = max(newest, kv.Mod)
+	}
+	if newest <= before.Chain.Full.LastRevision {
+		t.Fatalf("the compacted full's identity names keys up to revision %d, the old full's end (%d), not its own (%d)", newest, before.Chain.Full.LastRevision, c.Snapshot.LastRevision)
+	}
 	// The inputs stay.
 	cat, _ := snapshot.List(ctx, st)
 	if len(cat.Snapshots) != len(before.Chain.Snapshots())+1 {

@@ -306,6 +306,14 @@ func (sp *spool) discard() {
 // the newest revision's tombstones), and at least 1.
 func DatabaseRevision(path string) (int64, error) { return revision.OfFile(path) }
 
+// DatabaseTail reads what the newest revisions of an etcd bbolt database
+// left of their keys: what a cluster that continues a chain whose full it
+// is holds at its revision (Identity.Tail).
+func DatabaseTail(path string) ([]KeyVersion, error) {
+	tail, _, err := dbTail(path)
+	return tail, err
+}
+
 func later(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
