@@ -713,6 +713,11 @@ func (l *loop) stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
 	defer cancel()
 	r := l.delta(ctx, "stop")
+	if refused := RefusalOf(r.Err); refused != "" {
+		// Refused only now: the attempt before ended with Run's context.
+		l.log.Warn("stopping without a last delta: the backups are refused", "refused", refused, "err", r.Err)
+		return nil
+	}
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
 		// etcd may be stopping too: write at least what was received.
 		l.log.Warn("catching up before stop failed; writing what was received", "err", r.Err)
