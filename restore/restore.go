@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"compress/zlib"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -58,10 +58,13 @@ type Source struct {
 	// Ahead bounds the deltas downloaded and not yet replayed. Default 8.
 	Ahead int
 	// Member, when set, is the ID (hex, MemberID) of the member the
-	// restore is for: the full snapshot must name it among its members, or
-	// the chain is another cluster's (snapshot.ErrOtherCluster). An
-	// automated restore sets it; an operator's restores what it is told.
-	Member string
+	// restore is for, and MemberName its name: the full snapshot must name
+	// it among its members by either, or the chain is another cluster's
+	// (snapshot.ErrOtherCluster). The name alone suffices because the ID
+	// etcd gave a member changes with a rejoin, and its peer URLs with a
+	// move to TLS, while its backups stay its cluster's. An automated
+	// restore sets them; an operator's restores what it is told.
+	Member, MemberName string
 	// UnknownLeaseTTL is granted to the leases of keys put after the full
 	// snapshot whose deltas do not record a TTL (written before etcdkit
 	// recorded them, or by etcd-backup-restore), so that those keys expire
@@ -313,7 +316,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 			return res, olderChain(st, chain, err)
 		}
 		if opts.Member != "" {
-			if err := namesMember(db, opts.Member, chain.Full); err != nil {
+			if err := namesMember(db, opts.Member, opts.MemberName, chain.Full); err != nil {
 				return res, err
 			}
 		}
@@ -515,7 +518,7 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 		return res, nil, err
 	}
 	if src.Member != "" {
-		if err := namesMember(full.path, src.Member, chain.Full); err != nil {
+		if err := namesMember(full.path, src.Member, src.MemberName, chain.Full); err != nil {
 			return res, nil, err
 		}
 	}
@@ -615,20 +618,29 @@ func recordRestore(ctx context.Context, st store.Store, opts Options, res *Resul
 	}
 }
 
-// namesMember fails unless the etcd database at path lists the member id
-// (hex): a restore for a member from another cluster's backups would give
-// it that cluster's keyspace.
-func namesMember(path, id string, full snap.Snapshot) error {
+// namesMember fails unless the etcd database at path lists the member
+// id, or a member named name.
+func namesMember(path, id, name string, full snap.Snapshot) error {
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if err != nil {
 		return fmt.Errorf("restore: full snapshot %s: %w", full.Key, err)
 	}
 	defer func() { _ = db.Close() }()
 	var members []string
+	named := false
 	err = db.View(func(tx *bolt.Tx) error {
 		if b := tx.Bucket([]byte("members")); b != nil {
-			return b.ForEach(func(k, _ []byte) error {
-				members = append(members, string(k))
+			return b.ForEach(func(k, v []byte) error {
+				var m struct {
+					Name string `json:"name"`
+				}
+				if json.Unmarshal(v, &m) == nil && m.Name != "" {
+					named = named || m.Name == name
+					members = append(members, fmt.Sprintf("%s (%s)", k, m.Name))
+				} else {
+					members = append(members, string(k))
+				}
+				named = named || string(k) == id
 				return nil
 			})
 		}
@@ -638,9 +650,9 @@ func namesMember(path, id string, full snap.Snapshot) error {
 		return fmt.Errorf("restore: full snapshot %s: %w", full.Key, err)
 	}
 	// A database without members (none etcd writes) cannot tell.
-	if len(members) == 0 || slices.Contains(members, id) {
+	if len(members) == 0 || named {
 		return nil
 	}
-	return fmt.Errorf("restore: full snapshot %s names members %s, and this member (%s) is none of them: %w (or this member's name, peer URLs or token changed since it was taken): point the store at this cluster's backups, or restore them on purpose with etcd-backup restore",
-		full.Key, strings.Join(members, ", "), id, snap.ErrOtherCluster)
+	return fmt.Errorf("restore: full snapshot %s names members %s, and this member (%s, %s) is none of them: %w: point the store at this cluster's backups, or restore them on purpose with etcd-backup restore",
+		full.Key, strings.Join(members, ", "), name, id, snap.ErrOtherCluster)
 }

@@ -104,10 +104,24 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 		t.Fatalf("the restore listed the store again: %d lists after the check's %d", n, listed)
 	}
 
-	// A member of another cluster (another token) pointed at these
-	// backups is refused, and its data dir is not created.
+	// The same member under another ID (its peer URL moved to TLS, or it
+	// rejoined: etcd gave it a new ID) is still this cluster's: restored.
+	moved := cfg
+	moved.DataDir, moved.PeerURLs = filepath.Join(t.TempDir(), m.Name), []string{"https://127.0.0.1:2380"}
+	moved.InitialCluster = m.Name + "=https://127.0.0.1:2380"
+	src = &startup.Local{Store: st}
+	if _, err := src.Check(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.Restore(ctx, moved, startup.Plan{Action: startup.Restore, InitialCluster: moved.InitialCluster}); err != nil {
+		t.Fatalf("the member under another peer URL: %v", err)
+	}
+
+	// A member of another cluster (another name, token and ID) pointed
+	// at these backups is refused, and its data dir is not created.
 	other := cfg
-	other.DataDir, other.Token = filepath.Join(t.TempDir(), m.Name), "another-cluster"
+	other.Name, other.Token = "etcd-events-0", "another-cluster"
+	other.DataDir, other.InitialCluster = filepath.Join(t.TempDir(), other.Name), other.Name+"="+m.PeerURL.String()
 	src = &startup.Local{Store: st}
 	if _, err := src.Check(ctx, other); err != nil {
 		t.Fatal(err)
