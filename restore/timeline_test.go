@@ -268,17 +268,13 @@ func TestATwinDeploymentIsAnotherCluster(t *testing.T) {
 	}
 }
 
-// The sidecar runs on while its member is restored in place, to an
-// earlier revision (the etcd container restarted on the restored data
-// dir). Its watch resumes on the restored member and receives the new
-// past's events: none of them reaches the old timeline. The member's raft
-// log went back, so the uploader drops what it holds and places its
-// backups again: a new timeline forked at the restore's revision.
-func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
-	ctx := context.Background()
+// snapshotterBeside starts a member and a Snapshotter of it on a file
+// store, stopped when the test ends.
+func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store.Store, *snapshot.Snapshotter) {
+	t.Helper()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
-	st, err := store.Open(ctx, "file://"+t.TempDir())
+	st, err := store.Open(t.Context(), "file://"+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,15 +283,27 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
+	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx) }()
-	defer func() {
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
 			t.Errorf("snapshotter: %v", err)
 		}
-	}()
+	})
+	return c, cli, st, s
+}
+
+// The sidecar runs on while its member is restored in place, to an
+// earlier revision (the etcd container restarted on the restored data
+// dir). Its watch resumes on the restored member and receives the new
+// past's events: none of them reaches the old timeline. The member's raft
+// log went back, so the uploader drops what it holds and places its
+// backups again: a new timeline forked at the restore's revision.
+func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
+	ctx := context.Background()
+	c, cli, st, s := snapshotterBeside(t)
 	res, err := (etcdtest.Workload{Ops: 150, Prefix: "/a/", Seed: 36}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -353,26 +361,7 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 // more; the restored one's backups are the ones that go on.
 func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
 	ctx := context.Background()
-	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
-	cli := c.Client(t)
-	st, err := store.Open(ctx, "file://"+t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
-		SpoolDir: t.TempDir(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("snapshotter: %v", err)
-		}
-	}()
+	_, cli, st, s := snapshotterBeside(t)
 	resp, err := cli.Put(ctx, "/before", "x")
 	if err != nil {
 		t.Fatal(err)
