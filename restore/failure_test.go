@@ -314,3 +314,24 @@ func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 		t.Fatalf("moved-aside dirs %v, want %v (%s, which etcd never wrote to, pruned)", aside, want, unwritten)
 	}
 }
+
+// A member that does not fit its initial cluster (another peer URL,
+// another name) is refused in our words before anything is downloaded,
+// and no data dir is made.
+func TestAMemberOutsideItsInitialClusterIsRefusedFirst(t *testing.T) {
+	st, _ := backedUp(t, snapshot.Codec{})
+	for _, tc := range []struct{ name, peer, want string }{
+		{"m1", "http://localhost:2380", "give the same URLs to both"},
+		{"m2", "http://127.0.0.1:2380", "has no member named m2"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		_, err := restore.Restore(context.Background(), st, restore.Options{DataDir: dir, Name: tc.name,
+			PeerURLs: []string{tc.peer}, InitialCluster: "m1=http://127.0.0.1:2380"})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s at %s: %v, want %q", tc.name, tc.peer, err, tc.want)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the refused restore left %s: %v", dir, err)
+		}
+	}
+}

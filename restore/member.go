@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/types"
@@ -50,7 +51,14 @@ func (m newMember) cluster(lg *zap.Logger) (*membership.RaftCluster, error) {
 	}
 	srv := config.ServerConfig{Logger: lg, Name: m.name, PeerURLs: urls, InitialPeerURLsMap: initial, InitialClusterToken: m.token}
 	if err := srv.VerifyBootstrap(); err != nil {
-		return nil, err
+		// etcd's words name its own flags; these name the mismatch.
+		if mine, ok := initial[m.name]; !ok {
+			return nil, fmt.Errorf("the initial cluster %q has no member named %s: name this member in it", m.initialCluster, m.name)
+		} else if !slices.Equal(mine.StringSlice(), urls.StringSlice()) {
+			return nil, fmt.Errorf("the initial cluster names %s at %s, but its peer URLs are %s: give the same URLs to both (etcd-backup restore: --initial-cluster and --peer-urls)",
+				m.name, mine, urls)
+		}
+		return nil, fmt.Errorf("the initial cluster %q does not fit member %s: %w", m.initialCluster, m.name, err)
 	}
 	return membership.NewClusterFromURLsMap(lg, m.token, initial)
 }

@@ -217,6 +217,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.Now = time.Now
 	}
 	o.Source = o.Source.withDefaults()
+	// Before anything is downloaded: the member must fit its cluster.
+	if _, err := o.member(0).cluster(zap.NewNop()); err != nil {
+		return o, fmt.Errorf("restore: %w", err)
+	}
 	return o, nil
 }
 
