@@ -147,7 +147,11 @@ var bounds = []struct {
 	{"full snapshot (none)", "", 0.5},
 	{"full snapshot", "", 0.25},
 	{"delta capture's cost", "", 0.5},
-	{"delta capture against a bare watch", "", 0.8},
+	// Its two rates are each a run of 8 s at the member's full speed; on
+	// this machine the ratio spread from 0.82× to 1.03× in seven -short
+	// runs: 0.7 leaves room for that spread, while the lag's bound below
+	// catches a capture that falls behind.
+	{"delta capture against a bare watch", "", 0.7},
 	{"delta capture", "", 0.8},
 	{"restore, full + chain", "", 2.5},
 	{"standby: follow lag", "", 1},
