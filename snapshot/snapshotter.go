@@ -754,7 +754,7 @@ func (l *loop) fail(op Operation, reason string, err error) {
 	if l.failures > 1 {
 		level = slog.LevelDebug
 	}
-	l.log.Log(context.Background(), level, "snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait, "failures", l.failures)
+	l.log.Log(l.upCtx, level, "snapshot failed, retrying", "op", op, "reason", reason, "err", err, "retry-in", wait, "failures", l.failures)
 	l.setStatus(func(st *Status) {
 		st.Failures, st.LastError, st.Refused = l.failures, err.Error(), RefusalOf(err)
 		if st.FailingSince.IsZero() {

@@ -186,6 +186,7 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 		state = "new"
 	}
 	alone := !cfg.multiMember()
+	unsure := c.unsure(chk)
 	noQuorum := fmt.Sprintf("a cluster answers at %s but cannot list its members (%v): it has no quorum; bring its members back, or recover it from a backup (startup.RecoverQuorum)", strings.Join(c.answered, ", "), c.listErr)
 
 	switch verdict {
@@ -224,8 +225,8 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 			return c.plan(cfg, Rejoin, self, "the cluster lists this member but its data dir is empty: it must not vote before it holds the log again")
 		case running:
 			return c.plan(cfg, JoinAsLearner, nil, "the data dir is empty and a cluster runs without this member: scale up")
-		case c.unsure(chk) != "":
-			return Plan{Action: Refuse, Retry: true, Reason: "the data dir is empty and " + c.unsure(chk)}
+		case unsure != "":
+			return Plan{Action: Refuse, Retry: true, Reason: "the data dir is empty and " + unsure}
 		case state == "existing":
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
 		case chk.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
@@ -243,8 +244,8 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the data dir is %s and the cluster holds the data", verdict))
 		case alone:
 			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
-		case c.unsure(chk) != "":
-			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, c.unsure(chk))}
+		case unsure != "":
+			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, unsure)}
 		}
 		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and no other member answers at %v: wait for them, or recover the cluster from a backup (startup.RecoverQuorum)", verdict, cfg.Endpoints)}
 	}
