@@ -3,7 +3,9 @@ package etcdkit_test
 import (
 	"go/build"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,4 +84,91 @@ func TestLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// weights are the external modules a package may pull in, directly or
+// through the packages it imports, as ARCHITECTURE.md promises embedders:
+// only lists every module allowed (empty: the standard library alone);
+// never lists module path prefixes it must not reach.
+var weights = []struct {
+	pkg         string
+	only, never []string
+}{
+	{pkg: "store", only: []string{"golang.org/x/sys"}},
+	{pkg: "tlsfiles", only: []string{}},
+	{pkg: "sidecar/api", only: []string{}},
+	{pkg: "sidecar/etcdbr/etcdbrapi", only: []string{}},
+	// A data dir's check reads bbolt, the WAL and snap files itself.
+	{pkg: "validate", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/etcd/client", "go.etcd.io/raft"}},
+	{pkg: "member", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
+	{pkg: "etcdclient", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
+	{pkg: "snapshot", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	{pkg: "restore", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	{pkg: "startup", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
+}
+
+// clientGo is Kubernetes' client, which only heartbeat (and what sits at
+// the top) may pull in: a binary that keeps no leases carries none of it.
+const clientGo = "k8s.io/client-go"
+
+// TestWeights fails when a package pulls in a module its weight does not
+// allow.
+func TestWeights(t *testing.T) {
+	if testing.Short() {
+		t.Skip("lists every package's dependencies with go list")
+	}
+	// Each package's dependencies, then each dependency's module.
+	deps := map[string][]string{}
+	for _, line := range goList(t, "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", "./...") {
+		f := strings.Fields(line)
+		deps[strings.TrimPrefix(strings.TrimPrefix(f[0], module), "/")] = f[1:]
+	}
+	moduleOf := map[string]string{}
+	for _, line := range goList(t, "{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}", "-deps", "./...") {
+		if pkg, mod, ok := strings.Cut(line, " "); ok && mod != "" && mod != module {
+			moduleOf[pkg] = mod
+		}
+	}
+	modules := func(pkg string) []string {
+		seen := map[string]bool{}
+		var out []string
+		for _, d := range deps[pkg] {
+			if m := moduleOf[d]; m != "" && !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	for _, w := range weights {
+		if _, ok := deps[w.pkg]; !ok {
+			t.Errorf("weights name %s, which is not a package", w.pkg)
+			continue
+		}
+		for _, m := range modules(w.pkg) {
+			switch {
+			case w.only != nil && !slices.Contains(w.only, m):
+				t.Errorf("%s pulls in %s; it may pull in only %v", w.pkg, m, w.only)
+			case slices.ContainsFunc(w.never, func(p string) bool { return strings.HasPrefix(m, p) }):
+				t.Errorf("%s pulls in %s, which it must not (%v)", w.pkg, m, w.never)
+			}
+		}
+	}
+	for pkg := range deps {
+		if l, _ := layerOf(pkg); l == top || pkg == "heartbeat" {
+			continue
+		}
+		if slices.ContainsFunc(modules(pkg), func(m string) bool { return m == clientGo }) {
+			t.Errorf("%s pulls in %s: only heartbeat may", pkg, clientGo)
+		}
+	}
+}
+
+func goList(t *testing.T, format string, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", format}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }

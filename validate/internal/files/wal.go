@@ -12,7 +12,6 @@ import (
 	"slices"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -23,7 +22,7 @@ type WAL struct {
 	// index: each adds at most one revision when etcd applies it at start.
 	Unapplied int64
 	// Snapshot is the newest snapshot record, nil when there is none.
-	Snapshot *walpb.Snapshot
+	Snapshot *SnapshotRecord
 	// Torn: the last file's last record is cut short, as a killed member
 	// leaves it; etcd repairs that at start, so it is no damage.
 	Torn bool
@@ -115,7 +114,7 @@ func checkSequence(names []string) error {
 type walDecoder struct {
 	crc          uint32
 	last         uint64
-	snapshot     *walpb.Snapshot
+	snapshot     *SnapshotRecord
 	torn         bool
 	buf          []byte
 	foreign      int64
@@ -194,7 +193,7 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 			if err != nil {
 				return fmt.Errorf("entry at offset %d: %w", off, err)
 			}
-			replayed := d.snapshot == nil || index > d.snapshot.GetIndex()
+			replayed := d.snapshot == nil || index > d.snapshot.Index
 			if replayed && normal && len(data) > 0 && !applies(data) {
 				if d.foreign == 0 {
 					d.firstForeign = index
@@ -214,12 +213,23 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 			}
 			d.meta = m
 		case snapshotType:
-			s := &walpb.Snapshot{}
-			if err := proto.Unmarshal(payload, s); err != nil {
+			var s SnapshotRecord
+			err := fields(payload, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+				switch {
+				case num == 1 && typ == protowire.VarintType:
+					s.Index = v
+				case num == 2 && typ == protowire.VarintType:
+					s.Term = v
+				case num == 3 && typ == protowire.BytesType:
+					return confState(b)
+				}
+				return nil
+			})
+			if err != nil {
 				return fmt.Errorf("snapshot record at offset %d: %w", off, err)
 			}
-			if s.GetIndex() > 0 {
-				d.snapshot = s
+			if s.Index > 0 {
+				d.snapshot = &s
 			}
 		}
 		off += 8 + n + pad

@@ -150,8 +150,8 @@ func TestReadWALAgreesWithEtcd(t *testing.T) {
 		default:
 			outcomes["whole"]++
 		}
-		if trial == 0 && (last != 200 || w.Snapshot.GetIndex() != 100) {
-			t.Fatalf("intact segment: last entry %d, snapshot %d; want 200, 100", last, w.Snapshot.GetIndex())
+		if trial == 0 && (last != 200 || w.Snapshot.Index != 100) {
+			t.Fatalf("intact segment: last entry %d, snapshot %d; want 200, 100", last, w.Snapshot.Index)
 		}
 	}
 	// Each outcome is common enough that the comparison means something.
