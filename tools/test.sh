@@ -2,13 +2,24 @@
 # The project's test command: installs the pinned store emulators when they
 # are missing, then runs every test of the module, and of deploy/monitoring
 # (a module of its own: it checks the alerting rules and the dashboard with
-# Prometheus' own parsers, which stay out of etcdkit's dependencies). Extra arguments go to
-# go test (for example -run Conformance -v). The race detector is on: the
-# stores move bytes between goroutines.
+# Prometheus' own parsers, which stay out of etcdkit's dependencies). Extra
+# arguments go to go test (for example -run Conformance -v).
+#
+# Two tiers, as the concurrency is: the packages that move bytes and
+# decisions between goroutines run under the race detector; the binaries'
+# end-to-end tests, the examples, the images and the packages without
+# goroutines of their own run without it (the race detector slows the
+# embedded etcd members those tests start by five to ten times, and finds
+# nothing in code that runs in another process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install-emulators.sh
 # From here on a missing emulator fails its tests instead of skipping them.
 export ETCDKIT_REQUIRE_EMULATORS=1
-go test -race ./... "$@"
+raced='store|snapshot|restore|sidecar|startup|heartbeat|member|defrag|etcdclient|tlsfiles|internal'
+module=$(go list -m)
+mapfile -t race < <(go list ./... | grep -E "^$module/($raced)(/|$)")
+mapfile -t plain < <(go list ./... | grep -v -E "^$module/($raced)(/|$)")
+go test -race "${race[@]}" "$@"
+go test "${plain[@]}" "$@"
 (cd deploy/monitoring && go test ./...)
