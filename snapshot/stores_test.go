@@ -23,47 +23,50 @@ import (
 func forEachStore(t *testing.T, f func(*testing.T, store.Store)) {
 	t.Run("file", func(t *testing.T) { f(t, newStore(t)) })
 	t.Run("s3", func(t *testing.T) {
-		srv := emulator.Require(t, emulator.S3)
+		srv := emulator.Shared(t, emulator.S3)
 		cli := awss3.New(awss3.Options{
 			Region:       "us-east-1",
 			BaseEndpoint: aws.String(srv.Endpoint),
 			UsePathStyle: true,
 			Credentials:  credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
 		})
-		if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("snapshots")}); err != nil {
+		bucket := emulator.Bucket(t)
+		if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 			t.Fatal(err)
 		}
 		f(t, opened(t)(store.Opened(s3.New(context.Background(), s3.Config{
-			Bucket: "snapshots", Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
+			Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
 			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
 		}))))
 	})
 	t.Run("gcs", func(t *testing.T) {
-		srv := emulator.Require(t, emulator.GCS)
+		srv := emulator.Shared(t, emulator.GCS)
 		cli, err := storage.NewClient(context.Background(), option.WithEndpoint(srv.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = cli.Close() }()
-		if err := cli.Bucket("snapshots").Create(context.Background(), "etcdkit-test", nil); err != nil {
+		bucket := emulator.Bucket(t)
+		if err := cli.Bucket(bucket).Create(context.Background(), "etcdkit-test", nil); err != nil {
 			t.Fatal(err)
 		}
-		f(t, opened(t)(store.Opened(gcs.New(context.Background(), gcs.Config{Bucket: "snapshots", Prefix: "etcd/main", Endpoint: srv.Endpoint}))))
+		f(t, opened(t)(store.Opened(gcs.New(context.Background(), gcs.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint}))))
 	})
 	t.Run("azure", func(t *testing.T) {
-		srv := emulator.Require(t, emulator.Azure)
+		srv := emulator.Shared(t, emulator.Azure)
 		cred, err := container.NewSharedKeyCredential(srv.Account, srv.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := container.NewClientWithSharedKeyCredential(srv.Endpoint+"/snapshots", cred, nil)
+		name := emulator.Bucket(t)
+		c, err := container.NewClientWithSharedKeyCredential(srv.Endpoint+"/"+name, cred, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Create(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
-		f(t, opened(t)(store.Opened(azure.New(context.Background(), azure.Config{Container: "snapshots", Prefix: "etcd/main",
+		f(t, opened(t)(store.Opened(azure.New(context.Background(), azure.Config{Container: name, Prefix: "etcd/main",
 			Account: srv.Account, AccountKey: srv.Key, Endpoint: srv.Endpoint}))))
 	})
 }

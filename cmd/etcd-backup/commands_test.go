@@ -36,16 +36,17 @@ type storeUnderTest struct {
 func forEachStore(t *testing.T, f func(*testing.T, storeUnderTest)) {
 	t.Run("file", func(t *testing.T) { f(t, storeUnderTest{url: "file://" + t.TempDir()}) })
 	t.Run("s3", func(t *testing.T) {
-		srv := emulator.Require(t, emulator.S3)
+		srv := emulator.Shared(t, emulator.S3)
 		cli := awss3.New(awss3.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 			Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
 		})
-		if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String("backups")}); err != nil {
+		bucket := emulator.Bucket(t)
+		if _, err := cli.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 			t.Fatal(err)
 		}
 		f(t, storeUnderTest{
-			url: "s3://backups/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1",
+			url: "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1",
 			env: []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
 				"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")},
 		})

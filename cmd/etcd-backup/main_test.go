@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/gobuild"
 )
 
@@ -30,7 +31,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// The tests share one emulator of each kind, each on a bucket of its
+	// own.
+	code := emulator.Run(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -74,15 +74,12 @@ func TestClusterRejoinsAndRecovers(t *testing.T) {
 }
 
 func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
-	srv := emulator.Require(t, emulator.S3)
+	srv := emulator.Shared(t, emulator.S3)
 	s3 := awss3.New(awss3.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, ""),
 	})
-	bucket := "etcd-plain"
-	if sec != nil {
-		bucket = "etcd-tls"
-	}
+	bucket := emulator.Bucket(t)
 	if _, err := s3.CreateBucket(context.Background(), &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatal(err)
 	}

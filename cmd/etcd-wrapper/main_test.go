@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/gobuild"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -37,7 +38,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	code := m.Run()
+	// The tests share one emulator of each kind, each on a bucket of its
+	// own.
+	code := emulator.Run(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -317,17 +317,25 @@ func Require(t testing.TB, kind Kind) *Server {
 
 func required(t testing.TB, s *Server, err error) *Server {
 	t.Helper()
+	if err != nil {
+		needed(t, err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// needed ends a test whose emulator did not start: skipped with the
+// command that installs it when it is not installed (a failure when
+// ETCDKIT_REQUIRE_EMULATORS=1), failed otherwise.
+func needed(t testing.TB, err error) {
+	t.Helper()
 	if errors.Is(err, ErrNotInstalled) {
 		if os.Getenv("ETCDKIT_REQUIRE_EMULATORS") == "1" {
 			t.Fatalf("%v (ETCDKIT_REQUIRE_EMULATORS=1)", err)
 		}
 		t.Skipf("%v; skipping", err)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Stop)
-	return s
+	t.Fatal(err)
 }
 
 func freePort() (int, error) {

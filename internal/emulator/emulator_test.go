@@ -3,6 +3,8 @@ package emulator
 import (
 	"context"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -31,6 +33,21 @@ func TestStartStopRestart(t *testing.T) {
 			if get() != 0 {
 				t.Fatalf("%s still answers after Stop", kind)
 			}
+		})
+	}
+}
+
+// Bucket names are valid on every cloud, and never repeat.
+func TestBucketNames(t *testing.T) {
+	valid := regexp.MustCompile(`^[a-z0-9]([a-z0-9]|-[a-z0-9]){2,62}$`)
+	seen := map[string]bool{}
+	for _, name := range []string{"TestX", "Test_With__Underscores/and/sub-tests", strings.Repeat("LongName", 20), "9", "__"} {
+		t.Run(name, func(t *testing.T) {
+			b := Bucket(t)
+			if !valid.MatchString(b) || len(b) > 63 || seen[b] {
+				t.Fatalf("bucket %q for test %q: invalid or repeated", b, t.Name())
+			}
+			seen[b] = true
 		})
 	}
 }

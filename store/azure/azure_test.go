@@ -42,7 +42,7 @@ func isPartUpload(r *http.Request) bool {
 }
 
 func TestConformance(t *testing.T) {
-	srv := emulator.Require(t, emulator.Azure)
+	srv := emulator.Shared(t, emulator.Azure)
 	createContainer(t, srv, "conformance")
 	wire := &storetest.Wire{IsPartUpload: isPartUpload}
 	opts := testOptions
@@ -74,7 +74,7 @@ func TestConformance(t *testing.T) {
 // TestCredentialSources opens stores from URLs, with the credentials where
 // deployments keep them.
 func TestCredentialSources(t *testing.T) {
-	srv := emulator.Require(t, emulator.Azure)
+	srv := emulator.Shared(t, emulator.Azure)
 	createContainer(t, srv, "creds")
 	ctx := context.Background()
 	unset := func(t *testing.T) {

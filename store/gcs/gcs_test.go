@@ -40,7 +40,7 @@ func isPartUpload(r *http.Request) bool {
 }
 
 func TestConformance(t *testing.T) {
-	srv := emulator.Require(t, emulator.GCS)
+	srv := emulator.Shared(t, emulator.GCS)
 	createBucket(t, srv, "conformance")
 	wire := &storetest.Wire{IsPartUpload: isPartUpload}
 	opts := testOptions
@@ -78,7 +78,7 @@ func TestConformance(t *testing.T) {
 // TestOpenFromURL opens a store the way a deployment does, from a URL, with
 // etcd-backup-restore's endpoint file beside the credentials.
 func TestOpenFromURL(t *testing.T) {
-	srv := emulator.Require(t, emulator.GCS)
+	srv := emulator.Shared(t, emulator.GCS)
 	createBucket(t, srv, "url")
 	ctx := context.Background()
 	t.Run("endpoint-option", func(t *testing.T) {

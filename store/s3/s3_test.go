@@ -42,7 +42,7 @@ func isPartUpload(r *http.Request) bool {
 }
 
 func TestConformance(t *testing.T) {
-	srv := emulator.Require(t, emulator.S3)
+	srv := emulator.Shared(t, emulator.S3)
 	createBucket(t, srv, "conformance")
 	wire := &storetest.Wire{IsPartUpload: isPartUpload}
 	opts := testOptions
@@ -88,7 +88,7 @@ func TestConformance(t *testing.T) {
 // TestCredentialFiles opens stores from URLs only, with the credentials
 // where etcd-backup-restore deployments keep them.
 func TestCredentialFiles(t *testing.T) {
-	srv := emulator.Require(t, emulator.S3)
+	srv := emulator.Shared(t, emulator.S3)
 	createBucket(t, srv, "creds")
 	ctx := context.Background()
 
