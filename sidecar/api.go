@@ -118,8 +118,8 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 			return nil, errBusy
 		}
 		c, err := s.Compact(r.Context())
-		return map[string]any{"snapshot": ViewOf(c.Snapshot), "revisions": c.Revisions, "input_bytes": c.InputBytes,
-			"output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}, err
+		return api.Compaction{Snapshot: ViewOf(c.Snapshot), Revisions: c.Revisions, InputBytes: c.InputBytes,
+			OutputBytes: c.OutputBytes, TookSeconds: c.Took.Seconds(), Unchanged: c.Unchanged}, err
 	}))
 	route("/v1/validate", http.MethodPost, false, s.validateDataDir)
 	route("/v1/restore", http.MethodPost, false, s.startRestore)
@@ -196,7 +196,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, code, api.ErrorBody{Error: err.Error()})
 }
 
 // status maps an operation's error to its HTTP status.
@@ -222,56 +222,53 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	s.mu.Lock()
 	self, err, up := s.self, s.selfErr, s.uploading
 	s.mu.Unlock()
-	body := map[string]any{"uploader": up, "member_id": fmt.Sprintf("%x", self.ID), "learner": self.Learner}
+	body := api.Readiness{Uploader: up, MemberID: fmt.Sprintf("%x", self.ID), Learner: self.Learner}
 	if err != nil || self.ID == 0 {
-		body["ready"], body["error"] = false, fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
+		body.Error = fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
 		return body, http.StatusServiceUnavailable, nil
 	}
-	body["ready"] = true
+	body.Ready = true
 	if !up || s.snap == nil {
 		return body, http.StatusOK, nil
 	}
 	st := s.snap.Status()
 	backup, failingFor := s.backupState(st)
-	body["backup"] = backup
-	body["last_revision"], body["pending_events"], body["failures"] = st.LastRevision, st.PendingEvents, st.Failures
+	body.Uploading = &api.Uploading{Backup: backup, LastRevision: st.LastRevision, PendingEvents: st.PendingEvents, Failures: st.Failures}
 	if st.Refused != "" {
 		// Waiting does not help: not ready at once.
-		body["ready"], body["refused"] = false, st.Refused
-		body["error"] = "the backups are refused: " + st.LastError
+		body.Ready, body.Refused = false, string(st.Refused)
+		body.Error = "the backups are refused: " + st.LastError
 		return body, http.StatusServiceUnavailable, nil
 	}
 	if failingFor > s.opts.MaxBackupAge {
-		body["ready"] = false
-		body["error"] = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.MaxBackupAge, backup["last_error"])
+		body.Ready = false
+		body.Error = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.MaxBackupAge, backup.LastError)
 		return body, http.StatusServiceUnavailable, nil
 	}
 	return body, http.StatusOK, nil
 }
 
 // backupState is the uploader's backups as /readyz shows them, and how
-// long they have not succeeded (0 while they do): "ok", "failing"
-// (attempts fail and are retried), or "stopped" (the Snapshotter stopped
-// and no snapshot has succeeded since it was started again).
-func (s *Sidecar) backupState(st snapshot.Status) (map[string]any, time.Duration) {
+// long they have not succeeded (0 while they do).
+func (s *Sidecar) backupState(st snapshot.Status) (api.BackupState, time.Duration) {
 	s.mu.Lock()
 	stoppedSince, stopErr := s.stoppedSince, s.stopErr
 	s.mu.Unlock()
-	out := map[string]any{"state": "ok", "consecutive_failures": st.Failures}
+	out := api.BackupState{State: "ok", ConsecutiveFailures: st.Failures}
 	since, lastErr := st.FailingSince, st.LastError
 	switch {
 	case !stoppedSince.IsZero():
-		out["state"] = "stopped"
+		out.State = "stopped"
 		since, lastErr = stoppedSince, stopErr.Error()
 	case st.Failures > 0:
-		out["state"] = "failing"
+		out.State = "failing"
 	}
 	if since.IsZero() {
 		return out, 0
 	}
-	out["failing_since"], out["last_error"] = since.UTC(), lastErr
+	out.FailingSince, out.LastError = since.UTC(), lastErr
 	failingFor := time.Since(since)
-	out["failing_seconds"] = failingFor.Seconds()
+	out.FailingSeconds = failingFor.Seconds()
 	return out, failingFor
 }
 
@@ -294,7 +291,7 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 	for _, c := range cat.AllChains() {
 		chains = append(chains, ChainViewOf(c))
 	}
-	return map[string]any{"chains": chains, "timelines": TimelineViewsOf(cat)}, http.StatusOK, nil
+	return api.Snapshots{Chains: chains, Timelines: TimelineViewsOf(cat)}, http.StatusOK, nil
 }
 
 func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, int, error) {
@@ -313,10 +310,9 @@ func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, i
 		return nil, http.StatusInternalServerError, err
 	}
 	v := ChainViewOf(chain)
-	_, checkErr := chain.Check()
-	body := map[string]any{"chain": v, "last_revision": v.LastRevision}
-	if checkErr != nil {
-		body["problem"] = checkErr.Error()
+	body := api.Latest{Chain: v, LastRevision: v.LastRevision}
+	if _, err := chain.Check(); err != nil {
+		body.Problem = err.Error()
 	}
 	return body, http.StatusOK, nil
 }

@@ -172,6 +172,9 @@ func New(o Options) (*Sidecar, error) {
 	if o.Client == nil || o.Endpoint == "" {
 		return nil, errors.New("sidecar: a client and the member's endpoint are required")
 	}
+	if o.Standby != nil && o.Store == nil {
+		return nil, errors.New("sidecar: a warm standby needs a store to follow")
+	}
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
 	}
@@ -238,9 +241,6 @@ func New(o Options) (*Sidecar, error) {
 	s.drills = newDrillMetrics(o.Registry, s.verifiedAge, s.rpo)
 	s.drills.budget.Set(o.MaxRestoreTime.Seconds())
 	s.standby = newStandbyMetrics(o.Registry)
-	if o.Standby != nil && o.Store == nil {
-		return nil, errors.New("sidecar: a warm standby needs a store to follow")
-	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -119,5 +121,35 @@ func put(t *testing.T, cli *clientv3.Client, n int, prefix string) {
 		if _, err := cli.Put(context.Background(), prefix+string(rune('a'+i%26))+strings.Repeat("x", i%5), "v"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// New checks every option before it registers a metric: a caller that
+// retries after an error, on the same registry, gets the next error or a
+// sidecar, never a panic of a metric registered twice.
+func TestNewChecksBeforeRegistering(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	st := newSetup(t).st
+	reg := prometheus.NewRegistry()
+	base := sidecar.Options{Client: cli, Endpoint: "http://127.0.0.1:1", WorkDir: t.TempDir(), Registry: reg}
+	for name, o := range map[string]sidecar.Options{
+		"standby without store": {Standby: &restore.FollowOptions{Options: restore.Options{DataDir: t.TempDir()}}},
+		"bad defrag schedule":   {Store: st, DefragSchedule: "every now and then"},
+		"bad full schedule":     {Store: st, Snapshots: snapshot.SnapshotterOptions{FullSchedule: "never"}},
+	} {
+		o.Client, o.Endpoint, o.WorkDir, o.Registry = base.Client, base.Endpoint, base.WorkDir, base.Registry
+		for range 2 {
+			if _, err := sidecar.New(o); err == nil {
+				t.Fatalf("%s: New accepted it", name)
+			}
+		}
+	}
+	base.Store = st
+	if _, err := sidecar.New(base); err != nil {
+		t.Fatalf("a good New after refused ones, on their registry: %v", err)
 	}
 }

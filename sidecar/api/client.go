@@ -175,7 +175,7 @@ func (c *Client) call(ctx context.Context, prompt bool, method, path string, bod
 		return fmt.Errorf("sidecar %s: %w", url, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
+		var e ErrorBody
 		_ = json.Unmarshal(b, &e)
 		if e.Error == "" && strings.Contains(string(b), "HTTP request to an HTTPS server") {
 			return fmt.Errorf("sidecar %s: the sidecar serves HTTPS: use an https:// URL", url)

@@ -151,3 +151,70 @@ type Job struct {
 	BytesTotal      int64 `json:"bytes_total"`
 	Replayed        int64 `json:"replayed"`
 }
+
+// ErrorBody is the answer of every call that fails.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// Readiness answers GET /readyz: whether the member answers and, while
+// this sidecar uploads, whether its backups succeed.
+type Readiness struct {
+	Ready    bool   `json:"ready"`
+	Uploader bool   `json:"uploader"`
+	MemberID string `json:"member_id"`
+	Learner  bool   `json:"learner"`
+	// Error says why the sidecar is not ready; Refused names the check
+	// that refused the backups ("other-cluster", "conflict", …): waiting
+	// does not help.
+	Error   string `json:"error,omitempty"`
+	Refused string `json:"refused,omitempty"`
+	// Uploading is there while this sidecar uploads and has a store.
+	*Uploading
+}
+
+// Uploading is the uploader's state, in Readiness.
+type Uploading struct {
+	Backup        BackupState `json:"backup"`
+	LastRevision  int64       `json:"last_revision"`
+	PendingEvents int         `json:"pending_events"`
+	Failures      int         `json:"failures"`
+}
+
+// BackupState is how the uploader's backups go: State "ok", "failing"
+// (attempts fail and are retried) or "stopped" (the Snapshotter stopped,
+// and no snapshot has succeeded since it was started again); since when
+// they have not succeeded, and why.
+type BackupState struct {
+	State               string    `json:"state"`
+	ConsecutiveFailures int       `json:"consecutive_failures"`
+	FailingSince        time.Time `json:"failing_since,omitzero"`
+	LastError           string    `json:"last_error,omitempty"`
+	FailingSeconds      float64   `json:"failing_seconds,omitempty"`
+}
+
+// Snapshots answers GET /v1/snapshots: every chain, oldest first, and the
+// timelines they belong to.
+type Snapshots struct {
+	Chains    []ChainView    `json:"chains"`
+	Timelines []TimelineView `json:"timelines"`
+}
+
+// Latest answers GET /v1/snapshots/latest: the newest timeline's newest
+// chain; Problem says why it cannot be restored as it is.
+type Latest struct {
+	Chain        ChainView `json:"chain"`
+	LastRevision int64     `json:"last_revision"`
+	Problem      string    `json:"problem,omitempty"`
+}
+
+// Compaction answers POST /v1/compact: the new full snapshot, or the
+// chain's own with Unchanged (it had no deltas).
+type Compaction struct {
+	Snapshot    SnapshotView `json:"snapshot"`
+	Revisions   int64        `json:"revisions"`
+	InputBytes  int64        `json:"input_bytes"`
+	OutputBytes int64        `json:"output_bytes"`
+	TookSeconds float64      `json:"took_seconds"`
+	Unchanged   bool         `json:"unchanged"`
+}
