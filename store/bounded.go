@@ -32,6 +32,9 @@ type bounded struct {
 	idle time.Duration
 }
 
+// Unwrap makes it a view.
+func (b *bounded) Unwrap() Store { return b.s }
+
 func (b *bounded) String() string { return fmt.Sprint(b.s) }
 
 // watchdog cancels its context once idle passes without a kick.

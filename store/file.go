@@ -255,18 +255,10 @@ type Sweeper interface {
 	Sweep()
 }
 
-// AsSweeper returns st's Sweeper, looking through WithPrefix views and
-// the idle bound.
+// AsSweeper returns st's Sweeper, looking through its views.
 func AsSweeper(st Store) (Sweeper, bool) {
-	switch s := st.(type) {
-	case Sweeper:
-		return s, true
-	case *prefixed:
-		return AsSweeper(s.s)
-	case *bounded:
-		return AsSweeper(s.s)
-	}
-	return nil, false
+	sw, _, ok := as[Sweeper](st)
+	return sw, ok
 }
 
 // Sweep removes the temporary files of dead writers in every directory of
@@ -292,19 +284,14 @@ type Stager interface {
 	PutStaged(ctx context.Context, key string, f *os.File) error
 }
 
-// AsStager returns st's Stager, looking through WithPrefix views.
+// AsStager returns st's Stager, looking through its views: a staged file
+// becomes the object under the views' keys.
 func AsStager(st Store) (Stager, bool) {
-	switch s := st.(type) {
-	case Stager:
-		return s, true
-	case *prefixed:
-		inner, ok := AsStager(s.s)
-		if !ok {
-			return nil, false
-		}
-		return prefixedStager{inner, s.prefix}, true
+	stager, prefix, ok := as[Stager](st)
+	if !ok || prefix == "" {
+		return stager, ok
 	}
-	return nil, false
+	return prefixedStager{stager, prefix}, true
 }
 
 type prefixedStager struct {
@@ -359,19 +346,13 @@ type Local interface {
 	Path(key string) (string, error)
 }
 
-// AsLocal returns st's Local, looking through WithPrefix views.
+// AsLocal returns st's Local, looking through its views.
 func AsLocal(st Store) (Local, bool) {
-	switch s := st.(type) {
-	case Local:
-		return s, true
-	case *prefixed:
-		inner, ok := AsLocal(s.s)
-		if !ok {
-			return nil, false
-		}
-		return prefixedLocal{inner, s.prefix}, true
+	local, prefix, ok := as[Local](st)
+	if !ok || prefix == "" {
+		return local, ok
 	}
-	return nil, false
+	return prefixedLocal{local, prefix}, true
 }
 
 type prefixedLocal struct {

@@ -26,6 +26,10 @@ type prefixed struct {
 	prefix string
 }
 
+// Unwrap and KeyPrefix make it a view.
+func (p *prefixed) Unwrap() Store     { return p.s }
+func (p *prefixed) KeyPrefix() string { return p.prefix }
+
 func (p *prefixed) String() string { return fmt.Sprintf("%v/%s", p.s, escapePath(p.prefix)) }
 
 func (p *prefixed) Put(ctx context.Context, key string, r io.Reader) error {

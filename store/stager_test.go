@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -75,5 +76,74 @@ func TestFileStagerRenamesIntoPlace(t *testing.T) {
 	}
 	if entries, _ := filepath.Glob(filepath.Join(dir, ".etcdkit-tmp-*")); len(entries) != 0 {
 		t.Fatalf("staged files left: %v", entries)
+	}
+}
+
+// The optional interfaces of a file store are found through any stack of
+// views, each prefix in its place; a store without them has none.
+func TestOptionalInterfacesThroughViews(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	fs, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := store.WithPrefix(store.Bounded(fs, time.Minute), "region/eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outer, err := store.WithPrefix(store.Bounded(inner, time.Minute), "cluster-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.AsSweeper(outer); !ok {
+		t.Fatal("no Sweeper through the views")
+	}
+	local, ok := store.AsLocal(outer)
+	if !ok {
+		t.Fatal("no Local through the views")
+	}
+	if err := outer.Put(ctx, "v2/k", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.Path("v2/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "region", "eu", "cluster-a", "v2", "k"); p != want {
+		t.Fatalf("path %s, want %s", p, want)
+	}
+	stager, ok := store.AsStager(outer)
+	if !ok {
+		t.Fatal("no Stager through the views")
+	}
+	f, err := stager.Stage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("staged"); err != nil {
+		t.Fatal(err)
+	}
+	if err := stager.PutStaged(ctx, "v2/staged", f); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := outer.Get(ctx, "v2/staged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	_ = rc.Close()
+	if string(b) != "staged" {
+		t.Fatalf("the staged object reads %q through the views", b)
+	}
+	mem, err := store.WithPrefix(store.Bounded(store.NewMem(), time.Minute), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := store.AsLocal(mem); ok {
+		t.Fatal("a mem store's view is Local")
+	}
+	if _, ok := store.AsStager(mem); ok {
+		t.Fatal("a mem store's view is a Stager")
 	}
 }
