@@ -72,7 +72,9 @@ var divisions = []division{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return inProcess(t, ctx, c, func(cfg *embed.Config) wrapper.Options { return wrapper.Options{Config: cfg, Store: st} })
+		return inProcess(t, ctx, c, func(cfg *embed.Config) wrapper.Options {
+			return wrapper.Options{Config: cfg, Source: &startup.Local{Store: st}}
+		})
 	}},
 	// The wrapper has no store: the sidecar's API validates and restores.
 	{"sidecar", true, func(t *testing.T, ctx context.Context, c *etcdtest.Cluster, storeDir string) []string {
@@ -104,7 +106,7 @@ var divisions = []division{
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
 		return inProcess(t, ctx, c, func(cfg *embed.Config) wrapper.Options {
-			return wrapper.Options{Config: cfg, Init: wrapper.InitSidecar, Sidecar: &api.Client{URL: srv.URL, Token: "tok"}}
+			return wrapper.Options{Config: cfg, Source: startup.Remote{Client: &api.Client{URL: srv.URL, Token: "tok"}}}
 		})
 	}},
 	// One process per member does everything: the all-in-one example.

@@ -574,14 +574,12 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		if cfg.InitialCluster == "" {
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
 		}
-		chk, err := src.Check(ctx, cfg)
-		s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
-		if err != nil {
-			finish(func(j *api.Job) { j.State, j.Error = api.JobFailed, err.Error() })
-			return
+		// The start-up's own plan: its checks, the rebuild of an etcd 3.5
+		// data dir, its table and its waits.
+		p, chk, err := startup.Assess(ctx, cfg, timedSource{src, s}, startup.Options{Conn: s.opts.Conn, KeepMovedAside: s.opts.KeepMovedAside, Logger: s.log})
+		if chk.Verdict != "" {
+			s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
 		}
-		s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
-		p, err := startup.Decide(ctx, cfg, chk, startup.Options{Conn: s.opts.Conn, Logger: s.log})
 		if err != nil {
 			finish(func(j *api.Job) { j.State, j.Error = api.JobFailed, err.Error() })
 			return
@@ -592,6 +590,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			finish(func(j *api.Job) { j.Action = "none" })
 			return
 		case startup.Rejoin, startup.JoinAsLearner:
+			// Membership is the caller's to change, from its own member.
 			finish(func(j *api.Job) { j.Action = string(p.Action) })
 			return
 		case startup.Refuse:

@@ -609,12 +609,11 @@ func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Opt
 			onMember(op, took, err)
 		}
 	}
-	return startup.Prepare(ctx, cfg, s.timed(s.source(nil)), o)
+	return startup.Prepare(ctx, cfg, timedSource{s.source(nil), s}, o)
 }
 
-// timed is src with its checks and restores recorded as operations.
-func (s *Sidecar) timed(src startup.Source) startup.Source { return timedSource{src, s} }
-
+// timedSource is a Source whose checks and restores are recorded as the
+// sidecar's operations.
 type timedSource struct {
 	startup.Source
 	s *Sidecar

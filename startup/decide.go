@@ -88,7 +88,24 @@ type Plan struct {
 	// Retry: refused for now; decide again in a moment (another member is
 	// restoring the cluster this one will join).
 	Retry bool
+	// Remedies, for a refusal, are what the member could be given to
+	// start: a store, or the leave to wipe its data dir.
+	Remedies []Remedy
 }
+
+// Remedy is what an operator may give a member whose plan refuses; each
+// binary names it by its own flag.
+type Remedy string
+
+const (
+	// GiveStore: a store that holds the cluster's backups, to restore
+	// from.
+	GiveStore Remedy = "store"
+	// AllowWipe: a corrupt member of a cluster of several may move its
+	// data dir aside and rejoin (Options.WipeOnCorrupt): its peers hold
+	// the data.
+	AllowWipe Remedy = "wipe-on-corrupt"
+)
 
 // cluster is what the endpoints say about the running cluster.
 type cluster struct {
@@ -160,9 +177,9 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 	if cfg.Name == "" || len(cfg.PeerURLs) == 0 {
 		return Plan{}, errors.New("startup: the configuration needs the member's name and peer URLs")
 	}
-	if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume {
+	if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume || chk.Verdict == validate.Corrupt && !chk.Store && !o.WipeOnCorrupt {
 		// Nothing the cluster says changes this.
-		return decide(cfg, chk, cluster{}), nil
+		return decide(cfg, chk, cluster{}, o.WipeOnCorrupt), nil
 	}
 	c, err := probe(ctx, cfg, o)
 	if err != nil {
@@ -170,14 +187,15 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 	}
 	o.Logger.Info("startup: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
 		"members", len(c.members), "list_error", c.listErr, "silent", c.silent, "bootstrapping", c.bootstrapping, "with_data", c.withData)
-	p := decide(cfg, chk, c)
+	p := decide(cfg, chk, c, o.WipeOnCorrupt)
 	o.Logger.Info("startup: decided", "action", p.Action, "reason", p.Reason,
 		"initial_cluster", p.InitialCluster, "state", p.ClusterState)
 	return p, nil
 }
 
-// decide is Decide's table, apart from the network.
-func decide(cfg Config, chk Check, c cluster) Plan {
+// decide is Decide's table, apart from the network. wipe is
+// Options.WipeOnCorrupt.
+func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 	verdict := chk.Verdict
 	running := len(c.answered) > 0
 	self := c.find(cfg)
@@ -191,7 +209,8 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 
 	switch verdict {
 	case validate.Locked, validate.WrongVolume:
-		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s", verdict)}
+		// The verdict alone does not say whose data dir, or who holds it.
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s: %s", verdict, chk.Reason)}
 	case validate.Valid:
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")
@@ -238,10 +257,18 @@ func decide(cfg Config, chk Check, c cluster) Plan {
 		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.InitialCluster, ClusterState: "new"}
 	case validate.Corrupt, validate.Behind:
 		switch {
+		case verdict == validate.Corrupt && !chk.Store && !wipe && alone:
+			return Plan{Action: Refuse, Remedies: []Remedy{GiveStore}, Reason: fmt.Sprintf(
+				"%s; the member is alone: give it a store to restore its backups from", chk.Reason)}
+		case verdict == validate.Corrupt && !chk.Store && !wipe:
+			return Plan{Action: Refuse, Remedies: []Remedy{GiveStore, AllowWipe}, Reason: fmt.Sprintf(
+				"%s; give the member a store to restore its backups from, or, when the other members hold the data, leave to move the data dir aside and rejoin (wipe on corrupt)", chk.Reason)}
 		case running && c.members == nil:
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, noQuorum)}
 		case running:
 			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the data dir is %s and the cluster holds the data", verdict))
+		case alone && !chk.Store:
+			return Plan{Action: Refuse, Remedies: []Remedy{GiveStore}, Reason: fmt.Sprintf("the data dir is %s and the member is alone, with no store to restore from", verdict)}
 		case alone:
 			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
 		case unsure != "":

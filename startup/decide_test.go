@@ -2,6 +2,8 @@ package startup
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -83,7 +85,9 @@ func TestDecideTable(t *testing.T) {
 		{"another member's volume", self, validate.WrongVolume, false, running(listed), Refuse, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := decide(tc.cfg, Check{Verdict: tc.verdict, Store: tc.backups, Backups: tc.backups, MemberID: tc.member}, tc.c)
+			// A store, empty or not: what a member without one may do is
+			// TestDecideWithoutStore's.
+			p := decide(tc.cfg, Check{Verdict: tc.verdict, Store: true, Backups: tc.backups, MemberID: tc.member}, tc.c, false)
 			if p.Action != tc.want || p.ID != tc.id {
 				t.Fatalf("%s (id %d, %s), want %s (id %d)", p.Action, p.ID, p.Reason, tc.want, tc.id)
 			}
@@ -98,6 +102,44 @@ func TestDecideTable(t *testing.T) {
 			}
 			if p.Action == JoinAsLearner && tc.c.members != nil && p.InitialCluster != "a=http://a:2380,b=http://b:2380,c=http://c:2380" {
 				t.Fatalf("initial cluster %q", p.InitialCluster)
+			}
+		})
+	}
+}
+
+// Without a store a corrupt member restores nothing: it refuses, saying
+// what would let it start, unless it may wipe its data dir and its peers
+// hold the data.
+func TestDecideWithoutStore(t *testing.T) {
+	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}
+	alone := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}
+	listed := cluster{answered: []string{"http://b:2379"}, members: []*pb.Member{
+		{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}, ClientURLs: []string{"http://a:2379"}},
+		{ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}, ClientURLs: []string{"http://b:2379"}},
+	}}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		wipe     bool
+		want     Action
+		remedies []Remedy
+	}{
+		{"corrupt, cluster runs", self, false, Refuse, []Remedy{GiveStore, AllowWipe}},
+		{"corrupt, cluster runs, wipe", self, true, Rejoin, nil},
+		{"corrupt and alone", alone, false, Refuse, []Remedy{GiveStore}},
+		{"corrupt and alone, wipe", alone, true, Refuse, []Remedy{GiveStore}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := listed
+			if tc.cfg.InitialCluster == alone.InitialCluster {
+				c = cluster{}
+			}
+			p := decide(tc.cfg, Check{Verdict: validate.Corrupt, Reason: "bbolt: page 7 is damaged"}, c, tc.wipe)
+			if p.Action != tc.want || !slices.Equal(p.Remedies, tc.remedies) {
+				t.Fatalf("%s %v (%s), want %s %v", p.Action, p.Remedies, p.Reason, tc.want, tc.remedies)
+			}
+			if strings.Contains(p.Reason, "--") {
+				t.Fatalf("the reason names a flag: %s", p.Reason)
 			}
 		})
 	}

@@ -2,14 +2,19 @@
 // dir for it: the one procedure behind the wrapper in every division, the
 // sidecar's restore-if-needed API and quorum-loss recovery.
 //
-// Prepare runs it: the data dir's verdict and what the backups hold
-// (Source.Check), the live cluster's answer (Decide asks the endpoints),
-// one decision table (restart, bootstrap, join as a learner, rejoin,
-// restore, or refuse), then the action: a restore through the Source, the
-// membership changes of a join or rejoin (Apply), or a refusal that says
-// why. Where the data comes from is the Source: Local validates, reads
-// the store's catalog once and restores in this process; Remote asks a
-// sidecar's API to do the same. Whoever executes, the same table decides.
+// It runs in two steps. Assess makes the plan: the data dir's verdict and
+// what the backups hold (Source.Check), the rebuild of a lone member's
+// data dir that etcd 3.5 wrote, the live cluster's answer (Decide asks the
+// endpoints) and one decision table (restart, bootstrap, join as a
+// learner, rejoin, restore, or refuse with the Remedies that would let the
+// member start), deciding again while the plan is to wait. Carry carries
+// it out: a restore through the Source, the membership changes of a join
+// or rejoin (Apply), or a *Refusal that says why. Prepare is both. Where
+// the data comes from is the Source: Local validates, reads the store's
+// catalog once and restores in this process; Remote asks a sidecar's API
+// to do the same; EtcdBR leaves restores to an etcd-backup-restore
+// sidecar. Whoever executes, the same plan decides: the sidecar's
+// restore-if-needed runs Assess and restores when it says so.
 // RecoverQuorum rebuilds a cluster that lost quorum from the backups.
 //
 // It never starts a member with an empty data dir as part of a new

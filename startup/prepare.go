@@ -10,7 +10,6 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/tlsfiles"
-	"github.com/etcdkit/etcdkit/validate"
 )
 
 // Options configures Prepare and Decide. The zero value asks each
@@ -75,40 +74,47 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Prepare runs the start-up: src checks the data dir and the backups,
-// Decide says what to do, and Prepare does it: a restore through src, a
-// join or rejoin through Apply. It returns the plan etcd starts with, or
-// an error that says why the member must not start. A member waiting for
-// the first member to restore (the plan's Retry) decides again every 2 s,
-// for at most JoinTimeout.
+// Prepare runs the start-up: Assess makes the plan, Carry carries it out.
+// It returns the plan etcd starts with, or an error that says why the
+// member must not start (a *Refusal when the plan refuses).
 func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, error) {
+	p, _, err := Assess(ctx, cfg, src, o)
+	if err != nil {
+		return p, err
+	}
+	return Carry(ctx, cfg, src, p, o)
+}
+
+// Assess makes the start-up's plan: src checks the data dir and the
+// backups; a lone member's data dir that etcd 3.5 wrote is rebuilt from
+// its own sound database (its only copy besides the backups: rebuilt from
+// it, it loses nothing; a member of several rejoins from its peers
+// instead); then Decide's table picks the action. While the plan is to
+// wait (Retry: another member restores the cluster, or a peer does not
+// answer), it decides again every 2 s, for at most JoinTimeout, and then
+// refuses. Nothing else changes: Carry does what the plan says.
+func Assess(ctx context.Context, cfg Config, src Source, o Options) (Plan, Check, error) {
 	o = o.withDefaults()
 	log := o.Logger
 	chk, err := src.Check(ctx, cfg)
 	if err != nil {
-		return Plan{}, err
+		return Plan{}, chk, err
 	}
 	if outdated(chk) && !cfg.multiMember() {
-		// A lone member's only copy of its data besides the backups: its
-		// database is sound, and rebuilt from, it loses nothing. (A member
-		// of several rejoins from its peers instead.)
 		if err := rebuild(ctx, cfg, cfg.InitialCluster, chk, log); err != nil {
-			return Plan{Action: Refuse}, fmt.Errorf("refusing to start: %s, and %w", chk.Reason, err)
+			return Plan{Action: Refuse, Reason: fmt.Sprintf("%s, and %v", chk.Reason, err)}, chk, nil
 		}
 		if chk, err = src.Check(ctx, cfg); err != nil {
-			return Plan{}, err
+			return Plan{}, chk, err
 		}
 	}
 	log.Info("startup: data dir validated", "clean_shutdown", cfg.CleanShutdown, "verdict", chk.Verdict, "reason", chk.Reason,
 		"revision", chk.Revision, "backups", chk.Backups, "backup_revision", chk.BackupRevision)
-	if chk.Verdict == validate.Corrupt && !chk.Store && !o.WipeOnCorrupt {
-		return Plan{Action: Refuse}, fmt.Errorf("refusing to start: %s; give a store to restore from backups (--store), or let the member wipe it (--on-corrupt=wipe) when the other members hold the data", chk.Reason)
-	}
 	deadline := time.Now().Add(o.JoinTimeout)
-	var p Plan
 	for {
-		if p, err = Decide(ctx, cfg, chk, o); err != nil {
-			return p, err
+		p, err := Decide(ctx, cfg, chk, o)
+		if err != nil {
+			return p, chk, err
 		}
 		if o.OnWait != nil {
 			waiting := ""
@@ -118,42 +124,63 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 			o.OnWait(waiting)
 		}
 		if !p.Retry {
-			break
+			return p, chk, nil
 		}
 		if time.Now().After(deadline) {
-			return p, fmt.Errorf("refusing to start after %s: %s", o.JoinTimeout, p.Reason)
+			p.Retry, p.Reason = false, fmt.Sprintf("after %s: %s", o.JoinTimeout, p.Reason)
+			return p, chk, nil
 		}
 		log.Info("startup: waiting", "reason", p.Reason)
 		select {
 		case <-ctx.Done():
-			return p, ctx.Err()
+			return p, chk, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if p.Action == Restart && cfg.multiMember() && len(cfg.Endpoints) > 0 {
-		checkMembershipRights(ctx, cfg, o)
+}
+
+// Refusal is the error of a plan that refuses: the member must not start,
+// for the plan's reason (and Err, when carrying the plan out failed). Its
+// Remedies are what the caller may give the member; a binary names them
+// by its own flags.
+type Refusal struct {
+	Plan Plan
+	Err  error
+}
+
+func (r *Refusal) Error() string {
+	if r.Err != nil {
+		return fmt.Sprintf("refusing to start: %s: %v", r.Plan.Reason, r.Err)
 	}
+	return "refusing to start: " + r.Plan.Reason
+}
+
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// Carry carries out a plan Assess made: a refusal is a *Refusal, a
+// restore goes through src (a failed one leaves the data dir as it was,
+// and refuses: starting on it would serve a past the backups have moved
+// beyond), a join or rejoin through Apply. It returns the plan etcd
+// starts with.
+func Carry(ctx context.Context, cfg Config, src Source, p Plan, o Options) (Plan, error) {
+	o = o.withDefaults()
 	switch p.Action {
 	case Refuse:
-		reason := p.Reason
-		if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume {
-			// The verdict alone does not say whose data dir, or who holds it.
-			reason += ": " + chk.Reason
-		}
-		return p, fmt.Errorf("refusing to start: %s", reason)
+		return p, &Refusal{Plan: p}
 	case Restore:
-		if !chk.Store {
-			return p, fmt.Errorf("refusing to start: %s, and there is no store to restore from (--store)", p.Reason)
-		}
 		res, err := src.Restore(ctx, cfg, p)
 		if err != nil {
-			// Starting on the older data dir would serve a past the
-			// backups have moved beyond: an operator chooses.
-			return p, fmt.Errorf("refusing to start: %s, and the restore failed (the data dir is as it was): %w", p.Reason, err)
+			refused := p
+			refused.Action, refused.Reason = Refuse, p.Reason+", and the restore failed (the data dir is as it was)"
+			return refused, &Refusal{Plan: refused, Err: err}
 		}
-		log.Info("startup: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
+		o.Logger.Info("startup: restored", "revision", res.Revision, "replayed", res.Revisions, "moved_aside", res.MovedAside)
 	case Rejoin, JoinAsLearner:
 		return Apply(ctx, cfg, p, o)
+	case Restart:
+		if cfg.multiMember() && len(cfg.Endpoints) > 0 {
+			checkMembershipRights(ctx, cfg, o)
+		}
 	}
 	return p, nil
 }

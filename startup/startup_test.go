@@ -62,7 +62,8 @@ func checkWAL(t *testing.T, dir, walDir string) startup.Check {
 func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg startup.Config, want startup.Action) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := startup.Decide(ctx, cfg, checkWAL(t, m.Dir, cfg.WALDir), startup.Options{})
+	// No store: a corrupt member may rejoin because it may wipe its data.
+	p, err := startup.Decide(ctx, cfg, checkWAL(t, m.Dir, cfg.WALDir), startup.Options{WipeOnCorrupt: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/sidecar/api"
-	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
-	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
-	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
 )
@@ -29,32 +25,18 @@ import (
 // (a crash) the data dir gets the full one.
 const CleanShutdownMarker = "etcdkit-clean-shutdown"
 
-// Init says who prepares the data dir before etcd starts.
-type Init string
-
-const (
-	// InitSelf: the wrapper validates and restores by itself.
-	InitSelf Init = "self"
-	// InitSidecar: the sidecar's API validates and restores; the wrapper
-	// waits for it, then decides membership.
-	InitSidecar Init = "sidecar"
-	// InitEtcdBR: beside a sidecar that speaks etcd-backup-restore's
-	// protocol, the wrapper validates and decides membership, and the
-	// sidecar's initialization restores (startup.EtcdBR).
-	InitEtcdBR Init = "etcdbr"
-)
-
 // Options configures Run. Config is required; the zero value of the rest
 // prepares the data dir itself with no store, no sidecar and no peers.
 type Options struct {
 	// Config is etcd's configuration, from LoadConfig.
 	Config *embed.Config
-	// Init: default InitSelf.
-	Init Init
-	// Store holds the backups to restore from; nil: none.
-	Store store.Store
-	// Codec reads encrypted backups.
-	Codec snapshot.Codec
+	// Source says who checks the data dir and restores it before etcd
+	// starts: a *startup.Local in this process (the default, with no
+	// store: give it one to restore from), a startup.Remote for the
+	// sidecar's API, a startup.EtcdBR for a sidecar that speaks
+	// etcd-backup-restore's protocol. Membership is decided and changed
+	// here whichever it is.
+	Source startup.Source
 	// Endpoints reach the other members' client URLs, to ask the cluster
 	// before joining it.
 	Endpoints []string
@@ -62,12 +44,6 @@ type Options struct {
 	// authentication, timeouts); its endpoints are ignored. nil:
 	// ClientConn(Config), what etcd's own configuration says.
 	Conn *etcdclient.Config
-	// Sidecar is the API InitSidecar asks, EtcdBR the one InitEtcdBR
-	// asks; SidecarTimeout bounds how long a sidecar that does not answer
-	// yet is waited for (default 5 min), and InitEtcdBR's initialization.
-	Sidecar        *api.Client
-	EtcdBR         *etcdbrapi.Client
-	SidecarTimeout time.Duration
 	// WipeOnCorrupt lets a corrupt member of a multi-member cluster move
 	// its data dir aside and rejoin when there is no store: its peers hold
 	// the data. Without it, and without a store, Corrupt refuses to start.
@@ -93,23 +69,14 @@ func (o *Options) defaults() error {
 	if o.Config == nil {
 		return errors.New("wrapper: no etcd configuration")
 	}
-	if o.Init == "" {
-		o.Init = InitSelf
-	}
-	switch {
-	case o.Init != InitSelf && o.Init != InitSidecar && o.Init != InitEtcdBR:
-		return fmt.Errorf("wrapper: init %q: self, sidecar or etcdbr", o.Init)
-	case o.Init == InitSidecar && o.Sidecar == nil, o.Init == InitEtcdBR && o.EtcdBR == nil:
-		return fmt.Errorf("wrapper: init %s needs the sidecar's URL", o.Init)
-	}
-	if o.SidecarTimeout <= 0 {
-		o.SidecarTimeout = 5 * time.Minute
-	}
 	if o.JoinTimeout <= 0 {
 		o.JoinTimeout = 5 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Source == nil {
+		o.Source = &startup.Local{KeepMovedAside: o.KeepMovedAside, Logger: o.Logger}
 	}
 	conn := ClientConn(o.Config)
 	if o.Conn != nil {
@@ -202,8 +169,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 }
 
-// prepare runs the start-up with the source the division gives: the
-// store in this process, or the sidecar's API.
+// prepare runs the start-up with the source the division gives.
 func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (startup.Plan, error) {
 	cfg := o.Config
 	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
@@ -215,14 +181,7 @@ func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (start
 	if _, err := types.NewURLsMap(cfg.InitialCluster); err != nil {
 		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
 	}
-	var src startup.Source = &startup.Local{Store: o.Store, Codec: o.Codec, KeepMovedAside: o.KeepMovedAside, Logger: log}
-	switch o.Init {
-	case InitSidecar:
-		src = startup.Remote{Client: o.Sidecar, Wait: o.SidecarTimeout, Logger: log}
-	case InitEtcdBR:
-		src = startup.EtcdBR{Client: o.EtcdBR, Wait: o.SidecarTimeout, Logger: log}
-	}
-	p, err := startup.Prepare(ctx, scfg, src, startup.Options{Conn: *o.Conn, PeerTLS: PeerFiles(cfg), WipeOnCorrupt: o.WipeOnCorrupt,
+	p, err := startup.Prepare(ctx, scfg, o.Source, startup.Options{Conn: *o.Conn, PeerTLS: PeerFiles(cfg), WipeOnCorrupt: o.WipeOnCorrupt,
 		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, OnWait: h.wait, Logger: log})
 	if err != nil {
 		return p, fmt.Errorf("wrapper: %w", err)

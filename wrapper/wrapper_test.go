@@ -2,11 +2,12 @@ package wrapper_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
 
@@ -46,8 +48,9 @@ func TestWipeOnCorruptThenRemoved(t *testing.T) {
 	opts := wrapper.Options{Config: cfg, Endpoints: others, Listen: health}
 
 	// Without the wipe: refused.
-	if err := wrapper.Run(ctx, opts); err == nil || !strings.Contains(err.Error(), "--on-corrupt=wipe") {
-		t.Fatalf("corrupt, no store, no wipe: %v", err)
+	var refused *startup.Refusal
+	if err := wrapper.Run(ctx, opts); !errors.As(err, &refused) || !slices.Contains(refused.Plan.Remedies, startup.AllowWipe) {
+		t.Fatalf("corrupt, no store, no wipe: %v, want a refusal that names the wipe as a remedy", err)
 	}
 	opts.WipeOnCorrupt = true
 	rctx, cancel := context.WithCancel(ctx)

@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
+	"github.com/etcdkit/etcdkit/startup"
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
@@ -27,17 +29,20 @@ func main() {
 	os.Exit(cli.Main("etcd-wrapper", func() int { return run(os.Args[1:]) }))
 }
 
+// flags are the command line, before they become wrapper.Options.
+type flags struct {
+	o                                       wrapper.Options
+	codec                                   cli.Codec
+	etcdConfig, flagsFile, storeURL, init   string
+	sidecarURL, sidecarTokenFile, onCorrupt string
+	logFlags                                cli.Log
+	etcd                                    cli.Etcd
+	sidecarTLS                              tlsfiles.Files
+	storeTimeout, sidecarTimeout            time.Duration
+}
+
 func run(args []string) int {
-	var (
-		o                                       wrapper.Options
-		codec                                   cli.Codec
-		etcdConfig, flagsFile, storeURL, init   string
-		sidecarURL, sidecarTokenFile, onCorrupt string
-		logFlags                                cli.Log
-		etcd                                    cli.Etcd
-		sidecarTLS                              tlsfiles.Files
-		storeTimeout                            time.Duration
-	)
+	var fl flags
 	cmd := &cobra.Command{
 		Use:   "etcd-wrapper --config etcd.yaml",
 		Short: "Prepare an etcd member's data dir, start etcd and serve its probes",
@@ -70,111 +75,39 @@ Exit codes:
 			if err := cli.Bind(cmd, "flags-file"); err != nil {
 				return cli.Usage(err)
 			}
-			if err := etcd.Check(); err != nil {
+			if err := fl.etcd.Check(); err != nil {
 				return cli.Usage(err)
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			log, err := logFlags.Logger(os.Stderr)
+			o, err := fl.options(cmd.Context())
 			if err != nil {
-				return cli.Usage(err)
-			}
-			o.Logger = log
-			o.Init = wrapper.Init(init)
-			switch {
-			case o.Init != wrapper.InitSelf && o.Init != wrapper.InitSidecar && o.Init != wrapper.InitEtcdBR:
-				return cli.Usage(fmt.Errorf("--init %q: self, sidecar or etcdbr", init))
-			case o.Init != wrapper.InitSelf && sidecarURL == "":
-				return cli.Usage(fmt.Errorf("--init %s needs --sidecar-url", init))
-			}
-			if err := errors.Join(
-				cli.Durations{{"sidecar-timeout", o.SidecarTimeout, false}, {"join-timeout", o.JoinTimeout, false}}.Check(),
-				cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1),
-				cli.URLs("peer-endpoints", o.Endpoints...)); err != nil {
 				return err
 			}
-			sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
-			if o.Init == wrapper.InitEtcdBR {
-				if err := cli.URLs("sidecar-url", sidecarURL); err != nil {
-					return err
-				}
-				tc, err := sidecarTLS.NewClient(log)
-				if err != nil {
-					return cli.Usage(err)
-				}
-				// etcd-wrapper's bound on each call to the sidecar.
-				hc := &http.Client{Transport: tc.Transport(10 * time.Second), Timeout: time.Minute}
-				o.EtcdBR = &etcdbrapi.Client{Base: sidecarURL, HTTP: hc, Logger: log}
-			}
-			switch {
-			case etcdConfig != "":
-				if o.Config, err = wrapper.LoadConfig(etcdConfig); err != nil {
-					return cli.Usage(err)
-				}
-			case o.Init == wrapper.InitEtcdBR:
-				// As etcd-druid's pods run: only the sidecar has the
-				// configuration.
-				if o.Config, err = wrapper.ServedConfig(ctx, o.EtcdBR, o.SidecarTimeout, log); err != nil {
-					return err
-				}
-			default:
-				return cli.Usage(errors.New("--config (etcd's configuration file) is required; with --init=etcdbr the sidecar serves it"))
-			}
-			if o.Codec, err = codec.Codec(); err != nil {
-				return cli.Usage(err)
-			}
-			conn := etcd.Apply(wrapper.ClientConn(o.Config))
-			o.Conn = &conn
-			if storeURL != "" {
-				if o.Store, err = cli.OpenStore(ctx, storeURL, storeTimeout); err != nil {
-					return err
-				}
-			}
-			switch onCorrupt {
-			case "refuse":
-			case "wipe":
-				o.WipeOnCorrupt = true
-			default:
-				return cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", onCorrupt))
-			}
-			if o.Init == wrapper.InitSidecar {
-				o.Sidecar = &api.Client{URL: sidecarURL, TLS: sidecarTLS}
-				if err := o.Sidecar.Check(); err != nil {
-					return cli.Usage(err)
-				}
-				if sidecarTokenFile != "" {
-					b, err := os.ReadFile(sidecarTokenFile)
-					if err != nil {
-						return cli.Usage(fmt.Errorf("--sidecar-token-file: %w", err))
-					}
-					o.Sidecar.Token = strings.TrimSpace(string(b))
-				}
-			}
-			return wrapper.Run(ctx, o)
+			return remedied(wrapper.Run(cmd.Context(), o))
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&etcdConfig, "config", "", "etcd's YAML configuration file")
-	f.StringVar(&flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
-	f.StringVar(&init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
-	f.StringVar(&storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
-	f.DurationVar(&storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
-	codec.ReadFlags(f)
-	f.StringSliceVar(&o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
-	f.StringVar(&sidecarURL, "sidecar-url", "", "the sidecar's URL, for --init=sidecar or etcdbr")
-	f.StringVar(&sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
-	f.StringVar(&sidecarTLS.CA, "sidecar-cacert", "", "CA bundle that signed the sidecar's certificate, for an https --sidecar-url")
-	f.StringVar(&sidecarTLS.Cert, "sidecar-cert", "", "client certificate for the sidecar's API, where it takes client certificates")
-	f.StringVar(&sidecarTLS.Key, "sidecar-key", "", "the client certificate's key")
-	etcd.Flags(f)
-	f.DurationVar(&o.SidecarTimeout, "sidecar-timeout", 5*time.Minute, "how long the sidecar is waited for")
-	f.StringVar(&onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
-	f.DurationVar(&o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")
-	cli.KeepMovedAside(f, &o.KeepMovedAside)
-	f.StringVar(&o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
-	logFlags.Flags(f)
+	f.StringVar(&fl.etcdConfig, "config", "", "etcd's YAML configuration file")
+	f.StringVar(&fl.flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
+	f.StringVar(&fl.init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
+	f.StringVar(&fl.storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
+	f.DurationVar(&fl.storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
+	fl.codec.ReadFlags(f)
+	f.StringSliceVar(&fl.o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
+	f.StringVar(&fl.sidecarURL, "sidecar-url", "", "the sidecar's URL, for --init=sidecar or etcdbr")
+	f.StringVar(&fl.sidecarTokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
+	f.StringVar(&fl.sidecarTLS.CA, "sidecar-cacert", "", "CA bundle that signed the sidecar's certificate, for an https --sidecar-url")
+	f.StringVar(&fl.sidecarTLS.Cert, "sidecar-cert", "", "client certificate for the sidecar's API, where it takes client certificates")
+	f.StringVar(&fl.sidecarTLS.Key, "sidecar-key", "", "the client certificate's key")
+	fl.etcd.Flags(f)
+	f.DurationVar(&fl.sidecarTimeout, "sidecar-timeout", 5*time.Minute, "how long the sidecar is waited for")
+	f.StringVar(&fl.onCorrupt, "on-corrupt", "refuse", "with no store, a corrupt data dir: refuse, or wipe (move aside and rejoin; the peers hold the data)")
+	f.DurationVar(&fl.o.JoinTimeout, "join-timeout", 5*time.Minute, "how long to wait for the member restoring the cluster")
+	cli.KeepMovedAside(f, &fl.o.KeepMovedAside)
+	f.StringVar(&fl.o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
+	fl.logFlags.Flags(f)
 	cmd.AddCommand(cli.Version(func() bool { return false }))
 	cli.Strict(cmd)
 	cmd.SetArgs(args)
@@ -192,4 +125,143 @@ Exit codes:
 	}
 	fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
 	return 1
+}
+
+// options turns the flags into the wrapper's options: etcd's
+// configuration, the connection, and the Source --init names.
+func (fl *flags) options(ctx context.Context) (wrapper.Options, error) {
+	o := fl.o
+	log, err := fl.logFlags.Logger(os.Stderr)
+	if err != nil {
+		return o, cli.Usage(err)
+	}
+	o.Logger = log
+	switch {
+	case fl.init != "self" && fl.init != "sidecar" && fl.init != "etcdbr":
+		return o, cli.Usage(fmt.Errorf("--init %q: self, sidecar or etcdbr", fl.init))
+	case fl.init != "self" && fl.sidecarURL == "":
+		return o, cli.Usage(fmt.Errorf("--init %s needs --sidecar-url", fl.init))
+	}
+	if err := errors.Join(
+		cli.Durations{{"sidecar-timeout", fl.sidecarTimeout, false}, {"join-timeout", o.JoinTimeout, false}}.Check(),
+		cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1),
+		cli.URLs("peer-endpoints", o.Endpoints...)); err != nil {
+		return o, err
+	}
+	switch fl.onCorrupt {
+	case "refuse":
+	case "wipe":
+		o.WipeOnCorrupt = true
+	default:
+		return o, cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", fl.onCorrupt))
+	}
+	fl.sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+	switch fl.init {
+	case "etcdbr":
+		err = fl.etcdBR(ctx, &o)
+	case "sidecar":
+		err = fl.remote(&o)
+	default:
+		err = fl.local(ctx, &o)
+	}
+	if err != nil {
+		return o, err
+	}
+	conn := fl.etcd.Apply(wrapper.ClientConn(o.Config))
+	o.Conn = &conn
+	return o, nil
+}
+
+// config reads etcd's configuration file.
+func (fl *flags) config() (*embed.Config, error) {
+	if fl.etcdConfig == "" {
+		return nil, cli.Usage(errors.New("--config (etcd's configuration file) is required; with --init=etcdbr the sidecar serves it"))
+	}
+	cfg, err := wrapper.LoadConfig(fl.etcdConfig)
+	if err != nil {
+		return nil, cli.Usage(err)
+	}
+	return cfg, nil
+}
+
+// local is --init=self: this process restores, from --store when given.
+func (fl *flags) local(ctx context.Context, o *wrapper.Options) error {
+	var err error
+	if o.Config, err = fl.config(); err != nil {
+		return err
+	}
+	src := &startup.Local{KeepMovedAside: o.KeepMovedAside, Logger: o.Logger}
+	if src.Codec, err = fl.codec.Codec(); err != nil {
+		return cli.Usage(err)
+	}
+	if fl.storeURL != "" {
+		if src.Store, err = cli.OpenStore(ctx, fl.storeURL, fl.storeTimeout); err != nil {
+			return err
+		}
+	}
+	o.Source = src
+	return nil
+}
+
+// remote is --init=sidecar: the sidecar's API checks and restores.
+func (fl *flags) remote(o *wrapper.Options) error {
+	var err error
+	if o.Config, err = fl.config(); err != nil {
+		return err
+	}
+	c := &api.Client{URL: fl.sidecarURL, TLS: fl.sidecarTLS}
+	if err := c.Check(); err != nil {
+		return cli.Usage(err)
+	}
+	if fl.sidecarTokenFile != "" {
+		b, err := os.ReadFile(fl.sidecarTokenFile)
+		if err != nil {
+			return cli.Usage(fmt.Errorf("--sidecar-token-file: %w", err))
+		}
+		c.Token = strings.TrimSpace(string(b))
+	}
+	o.Source = startup.Remote{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
+	return nil
+}
+
+// etcdBR is --init=etcdbr: a sidecar that speaks etcd-backup-restore's
+// protocol restores, and serves etcd's configuration when --config is not
+// given, as in etcd-druid's pods.
+func (fl *flags) etcdBR(ctx context.Context, o *wrapper.Options) error {
+	if err := cli.URLs("sidecar-url", fl.sidecarURL); err != nil {
+		return err
+	}
+	tc, err := fl.sidecarTLS.NewClient(o.Logger)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	// etcd-wrapper's bound on each call to the sidecar.
+	hc := &http.Client{Transport: tc.Transport(10 * time.Second), Timeout: time.Minute}
+	c := &etcdbrapi.Client{Base: fl.sidecarURL, HTTP: hc, Logger: o.Logger}
+	if fl.etcdConfig != "" {
+		o.Config, err = fl.config()
+	} else {
+		o.Config, err = wrapper.ServedConfig(ctx, c, fl.sidecarTimeout, o.Logger)
+	}
+	if err != nil {
+		return err
+	}
+	o.Source = startup.EtcdBR{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
+	return nil
+}
+
+// remedyFlags name the start-up's remedies by this command's flags.
+var remedyFlags = map[startup.Remedy]string{startup.GiveStore: "--store", startup.AllowWipe: "--on-corrupt=wipe"}
+
+// remedied adds to a refusal the flags that would let the member start.
+func remedied(err error) error {
+	var r *startup.Refusal
+	if !errors.As(err, &r) || len(r.Plan.Remedies) == 0 {
+		return err
+	}
+	var fs []string
+	for _, rem := range r.Plan.Remedies {
+		fs = append(fs, remedyFlags[rem])
+	}
+	return fmt.Errorf("%w (etcd-wrapper: %s)", err, strings.Join(fs, " or "))
 }

@@ -87,7 +87,9 @@ func TestNoStoreNoSidecar(t *testing.T) {
 	corrupt(t, nd.dir)
 	for _, extra := range [][]string{nil, {"--on-corrupt", "wipe"}} {
 		p = start(t, "wrapper", wrapperBin, nil, append(args, extra...)...)
-		if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.output(), "refusing to start") {
+		// A lone member: only a store would let it start, and the
+		// wrapper names it by its flag.
+		if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.output(), "refusing to start") || !strings.Contains(p.output(), "(etcd-wrapper: --store)") {
 			t.Fatalf("corrupt data dir %v: exit %d\n%s", extra, code, p.output())
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -54,7 +55,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	w := wrapper.Options{Config: cfg, Store: st, Logger: log}
+	w := wrapper.Options{Config: cfg, Source: &startup.Local{Store: st, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
@@ -66,7 +67,7 @@ func run() error {
 	defer stopSidecar()
 
 	// The wrapper's container: no store, only the sidecar's URL.
-	w := wrapper.Options{Config: cfg, Init: wrapper.InitSidecar, Sidecar: &api.Client{URL: url, Token: "secret"}, Logger: log}
+	w := wrapper.Options{Config: cfg, Source: startup.Remote{Client: &api.Client{URL: url, Token: "secret"}, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err

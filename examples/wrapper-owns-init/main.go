@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
@@ -40,7 +41,7 @@ func run() error {
 	}
 
 	// The wrapper's container: etcd's configuration and the store.
-	w := wrapper.Options{Config: cfg, Store: st, Logger: log}
+	w := wrapper.Options{Config: cfg, Source: &startup.Local{Store: st, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err
