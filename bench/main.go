@@ -117,10 +117,12 @@ func run(ctx context.Context, cfg config) error {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s ...\n", b.name)
+		start := time.Now()
 		r, err := b.run(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("%s: %w", b.name, err)
 		}
+		fmt.Fprintf(os.Stderr, "bench: %s took %s\n", b.name, time.Since(start).Round(time.Second))
 		rows = append(rows, r...)
 	}
 	printTable(cfg, rows)
