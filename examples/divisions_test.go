@@ -280,6 +280,7 @@ func allInOne(t *testing.T, ctx context.Context, c *etcdtest.Cluster, storeDir s
 // the one that diverged before package startup: with the sidecar's API,
 // every member bootstrapped an empty cluster beside the backups.
 func TestOneDecisionInEveryDivision(t *testing.T) {
+	t.Parallel()
 	const keys = 20
 	seed := filepath.Join(t.TempDir(), "seed")
 	seedStore(t, seed, keys)
@@ -298,6 +299,7 @@ func TestOneDecisionInEveryDivision(t *testing.T) {
 	for _, tc := range cases {
 		for _, div := range divisions {
 			t.Run(tc.name+"/"+div.name, func(t *testing.T) {
+				t.Parallel()
 				storeDir := filepath.Join(t.TempDir(), "store")
 				if err := os.MkdirAll(storeDir, 0o700); err != nil {
 					t.Fatal(err)

@@ -46,6 +46,7 @@ func TestQuickstart(t *testing.T) {
 }
 
 func TestDivisions(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"wrapper-owns-init", "sidecar-owns-init"} {
 		t.Run(name, func(t *testing.T) {
 			if out := example(t, name); !strings.Contains(out, "all 500 keys are back") {

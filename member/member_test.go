@@ -2,6 +2,7 @@ package member_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 // etcd allows one pending learner: a second add waits for the first to go,
 // and gives up at its deadline.
 func TestAddLearnerWaitsForPendingLearner(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	ctx := context.Background()
@@ -77,6 +79,7 @@ func TestUpdatePeerURLs(t *testing.T) {
 // proposed while another is pending, and etcd then times the caller out:
 // that is asked again, not a failure.
 func TestConcurrentPromotions(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	ctx := context.Background()
@@ -119,20 +122,27 @@ func TestConcurrentPromotions(t *testing.T) {
 // A removal may be answered by the member it removes, which stops before
 // it says so: Remove asks again and another member confirms it.
 func TestRemoveThroughTheRemovedMember(t *testing.T) {
-	for range 3 {
-		c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
-		victim := c.Members[2]
-		id := uint64(victim.Etcd().Server.MemberID())
-		cli, err := etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{victim.ClientURL.String(), c.Members[0].ClientURL.String()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = member.Remove(context.Background(), cli, id, member.RetryOptions{Deadline: 30 * time.Second})
-		_ = cli.Close()
-		if err != nil {
-			t.Fatalf("remove through the removed member: %v", err)
-		}
-		etcdtest.Voters(t, c.Members[0].Client(t), 2)
-		c.Close()
+	t.Parallel()
+	for i := range 3 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			t.Parallel()
+			removeThroughTheRemovedMember(t)
+		})
 	}
+}
+
+func removeThroughTheRemovedMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	victim := c.Members[2]
+	id := uint64(victim.Etcd().Server.MemberID())
+	cli, err := etcdclient.New(context.Background(), etcdclient.Config{Endpoints: []string{victim.ClientURL.String(), c.Members[0].ClientURL.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = member.Remove(context.Background(), cli, id, member.RetryOptions{Deadline: 30 * time.Second})
+	_ = cli.Close()
+	if err != nil {
+		t.Fatalf("remove through the removed member: %v", err)
+	}
+	etcdtest.Voters(t, c.Members[0].Client(t), 2)
 }

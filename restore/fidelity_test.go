@@ -293,6 +293,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 func TestFidelity(t *testing.T) {
 	for _, seed := range seeds() {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
 			h := record(t, seed, 600)
 			ctx := context.Background()
 			codec := snapshot.Codec{}

@@ -97,6 +97,7 @@ func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg startup.
 }
 
 func TestScaleUpUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	l := etcdtest.StartLoad(t, cli)
@@ -114,6 +115,7 @@ func TestScaleUpUnderLoad(t *testing.T) {
 }
 
 func TestRejoin(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, dir string)
@@ -137,6 +139,7 @@ func TestRejoin(t *testing.T) {
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true, DedicatedWAL: tc.wal})
 			cli := c.Client(t)
 			if _, err := (etcdtest.Workload{Ops: 200, Prefix: "/w/", Seed: 1}).Run(context.Background(), cli); err != nil {
@@ -217,6 +220,7 @@ func wiped(t *testing.T, c *etcdtest.Cluster) (*etcdtest.Member, startup.Config)
 // joins (not listed) as a learner. Only when no member answers does it
 // bootstrap.
 func TestNoSecondCluster(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
 	m, cfg := wiped(t, c)
@@ -358,6 +362,7 @@ func TestSlowPeerIsNoAbsence(t *testing.T) {
 // serving nothing there, and says on its peer port that its cluster has
 // not formed. The next member bootstraps beside it, not waits for it.
 func TestBootstrapBesideBootstrappingPeer(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
 	for _, m := range c.Members {
@@ -397,6 +402,7 @@ func TestBootstrapBesideBootstrappingPeer(t *testing.T) {
 // compaction error from the recovered one and lists again, and no revision
 // is served twice.
 func TestRecoverQuorum(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -508,6 +514,7 @@ func TestRecoverQuorum(t *testing.T) {
 // peers that are down. With the right connection it rejoins as a
 // learner, which membership changes with the root role allow.
 func TestSecureClusterRefusesAWrongConnection(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Auth: true, UnsafeNoFsync: true})
 	ctx := context.Background()
 	m, cfg := wiped(t, c)

@@ -79,6 +79,7 @@ func list(t *testing.T, s storeUnderTest) listed {
 // store also against a member with TLS, client certificates and
 // authentication, whose users, roles and permissions the restore keeps.
 func TestOperatorCommands(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, operatorCommands)
 	t.Run("file with TLS and auth", func(t *testing.T) {
 		operatorCommands(t, storeUnderTest{url: "file://" + t.TempDir(), secure: true})

@@ -73,6 +73,7 @@ func TestDiskFullWhileSpooling(t *testing.T) {
 // anything, with what it needs; one that the disk cannot hold although the
 // estimate said it could fails cleanly part-way and leaves the old data dir.
 func TestDiskFullWhileRestoring(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)

@@ -462,6 +462,7 @@ func checkSnapshotJSON(t *testing.T, body, kind, prefix string, final bool) (sta
 // answers. Then the data dir is wiped and the same wrapper brings it back
 // from the backups.
 func TestServerContract(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d := newDruid(t, 1)
@@ -600,6 +601,7 @@ func waitServing(t *testing.T, d *druid, m *druidMember) {
 // snapshot asked of a follower's sidecar is taken by the leader's; the
 // backups go on all along and restore to the live keyspace.
 func TestDruidClusterLifecycle(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	d := newDruid(t, 3)
@@ -828,6 +830,7 @@ func waitVoters(t *testing.T, ctx context.Context, cli *clientv3.Client, members
 // etcd-backup-restore without a snapshotter does, and its /healthz is 200
 // beside the leader.
 func TestServerWithoutStore(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := newDruid(t, 1)
@@ -858,6 +861,7 @@ func TestServerWithoutStore(t *testing.T) {
 // beside it (POST /stop on port 9095, with the member's client scheme) to
 // restart etcd, as etcd-backup-restore does.
 func TestServerUpdatesChangedPeerURLs(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := newDruid(t, 1)

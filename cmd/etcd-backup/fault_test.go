@@ -110,6 +110,7 @@ func putMany(t *testing.T, cli *clientv3.Client, n int, tag string) {
 // compaction: no partial object is ever listed, the next run succeeds, and
 // the latest chain restores to the live keyspace.
 func TestKilledMidOperation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
@@ -207,6 +208,7 @@ func TestKilledMidOperation(t *testing.T) {
 // data dir is at every moment the old one or the new one, and the next
 // restore succeeds.
 func TestKilledMidRestore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)

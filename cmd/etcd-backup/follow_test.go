@@ -32,6 +32,7 @@ func standbyRevision(p *sidecarProc) int64 {
 // without the full, and SIGTERM leaves a data dir that serves the live
 // keyspace at its revision.
 func TestRestoreFollow(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, conn := secureMember(t)

@@ -234,6 +234,7 @@ func TestRequestsAreReadWholeOrRefused(t *testing.T) {
 // and answers 503 past --max-backup-age, every failed attempt is counted,
 // and it is retried; once the store is fixed, backups resume.
 func TestBackupOutageIsVisible(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	ahead, aheadConn := secureMember(t)
 	if _, err := (etcdtest.Workload{Ops: 200, Seed: 3}).Run(ctx, ahead.Client(t)); err != nil {
@@ -294,6 +295,7 @@ func clusterOf(t *testing.T, c *etcdtest.Cluster) string {
 // to it, starts a new chain only when told to, and list shows whose each
 // chain is. A cluster restored from a chain goes on appending to it.
 func TestStoreKeepsClusterIdentity(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	a, aConn := secureMember(t)
 	if _, err := (etcdtest.Workload{Ops: 50, Seed: 1}).Run(ctx, a.Client(t)); err != nil {
@@ -483,6 +485,7 @@ func TestVersionAndList(t *testing.T) {
 // compact twice and of a chain without deltas does nothing and says so;
 // moved-aside data dirs are pruned to --keep-moved-aside.
 func TestJSONCompactAndPrune(t *testing.T) {
+	t.Parallel()
 	c, conn := secureMember(t)
 	s := storeUnderTest{url: "file://" + t.TempDir()}
 	base := append([]string{"--store", s.url}, conn...)
@@ -606,6 +609,7 @@ func silent(t *testing.T) string {
 // Item: no command waits forever on a member or a store that does not
 // answer; the error names what did not answer.
 func TestCommandsHaveDeadlines(t *testing.T) {
+	t.Parallel()
 	addr := silent(t)
 	_, conn := secureMember(t)
 	st := "file://" + t.TempDir()

@@ -31,6 +31,7 @@ const rbacManifest = "../../deploy/kubernetes/rbac.yaml"
 // catches up. Clients, the API and the API server speak TLS, and etcd
 // requires a password.
 func TestServeKeepsItsLeases(t *testing.T) {
+	t.Parallel()
 	k := startKube(t, "etcd")
 	k.apply(rbacManifest, "ServiceAccount", "Role", "RoleBinding")
 	kubeconfig := k.kubeconfig("etcd")

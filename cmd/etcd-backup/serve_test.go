@@ -121,6 +121,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 // SIGKILL and started again; afterwards the chain has no gap and restores
 // to the live keyspace, up to the last write before SIGTERM.
 func TestServeFollowsLeaderAndSurvivesKill(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	ctx := context.Background()

@@ -82,6 +82,7 @@ func restoredMember(t *testing.T, storeURL string, sec *etcdtest.Security, extra
 // cluster; list shows where it forked; and the old timeline's head still
 // restores exactly to the old cluster's last state.
 func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	old, oldConn := secureMember(t)
 	storeURL := "file://" + t.TempDir()
@@ -164,6 +165,7 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 // database names other members) is refused by serve, named in /readyz and
 // a metric, and nothing is written; the store stays as it was.
 func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	a, aConn := secureMember(t)
 	writes(t, a.Client(t), 50, "a")

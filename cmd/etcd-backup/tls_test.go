@@ -127,6 +127,7 @@ func must(t *testing.T, err error) {
 // sidecar reconnects with the new certificate, its deltas continue, and
 // the chain equals the cluster at the end, without a restart.
 func TestServeRotatesItsCertificate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := etcdtest.Start(t, etcdtest.Options{TLS: true, Auth: true, UnsafeNoFsync: true})
 	sec, m := c.Security, c.Members[0]

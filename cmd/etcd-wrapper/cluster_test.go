@@ -19,6 +19,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	s3store "github.com/etcdkit/etcdkit/store/s3"
 )
 
 // acked logs every write the cluster acknowledged, with its revision.
@@ -69,8 +70,15 @@ func (a *acked) end() { a.stop(); <-a.done }
 // wrappers have no flag for any of it, and the restored cluster keeps its
 // users.
 func TestClusterRejoinsAndRecovers(t *testing.T) {
-	t.Run("plain", func(t *testing.T) { clusterRejoinsAndRecovers(t, nil) })
-	t.Run("TLS and auth", func(t *testing.T) { clusterRejoinsAndRecovers(t, newSecure(t)) })
+	t.Parallel()
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		clusterRejoinsAndRecovers(t, nil)
+	})
+	t.Run("TLS and auth", func(t *testing.T) {
+		t.Parallel()
+		clusterRejoinsAndRecovers(t, newSecure(t))
+	})
 }
 
 func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
@@ -85,12 +93,15 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	}
 	work := t.TempDir()
 	storeURL := "s3://" + bucket + "/e2e?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
-	// The processes inherit the credentials; the test reads the store too.
-	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(work, "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(work, "none"))
-	var env []string
+	// The processes take the credentials from their environment; the test
+	// reads the store with them given, so the two variants run at once.
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"AWS_CONFIG_FILE=" + filepath.Join(work, "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(work, "none")}
+	st, err := s3store.New(context.Background(), s3store.Config{Bucket: bucket, Prefix: "e2e", Endpoint: srv.Endpoint, PathStyle: true,
+		Region: "us-east-1", AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
 	token := filepath.Join(work, "token")
 	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
 		t.Fatal(err)
@@ -159,7 +170,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 			t.Fatal(err)
 		}
 		etcdtest.Eventually(t, "the backups reach a write after the leader moved to "+to, 30*time.Second, func() bool {
-			return lastBackedUp(t, storeURL) >= resp.Header.Revision
+			return lastBackedUpIn(t, st) >= resp.Header.Revision
 		})
 		load.end()
 		// A follower stopped and started again restarts on its data dir.
@@ -219,7 +230,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	// mean something (a loaded machine writes fewer in a given time).
 	load = writeLoad(cli)
 	etcdtest.Eventually(t, "60 of the load's writes backed up", 60*time.Second, func() bool {
-		backedUp := lastBackedUp(t, storeURL)
+		backedUp := lastBackedUpIn(t, st)
 		n := 0
 		load.mu.Lock()
 		for _, rev := range load.writes {
@@ -237,7 +248,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 		p.kill(t)
 	}
 	load.end()
-	backedUp := lastBackedUp(t, storeURL)
+	backedUp := lastBackedUpIn(t, st)
 	for _, nd := range nodes {
 		if err := os.RemoveAll(filepath.Dir(nd.dir)); err != nil {
 			t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 // its database is corrupted, and checking it quickly after a clean stop;
 // the wrapper validates what the sidecar left and starts etcd.
 func TestInitEtcdBR(t *testing.T) {
+	t.Parallel()
 	sec := newSecure(t)
 	nd := newNodes(t, 1, sec)[0]
 	work := t.TempDir()

@@ -224,7 +224,13 @@ func lastBackedUp(t *testing.T, storeURL string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := snapshot.List(ctx, st)
+	return lastBackedUpIn(t, st)
+}
+
+// lastBackedUpIn is the newest revision the latest chain in st reaches.
+func lastBackedUpIn(t *testing.T, st store.Store) int64 {
+	t.Helper()
+	cat, err := snapshot.List(context.Background(), st)
 	if err != nil {
 		return 0
 	}

@@ -10,6 +10,7 @@ import (
 // the root role restarts, and says at once that it could not rejoin its
 // cluster after losing its data, not only on the day it must.
 func TestMembershipRightsCheckedAtStart(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sec := newSecure(t)
 	nodes, wrappers, startWrapper := threeWrappers(t, sec)

@@ -62,6 +62,7 @@ func TestConfigRejected(t *testing.T) {
 // clean-shutdown marker and exits 0; a corrupt data dir is refused, and
 // wiping does not help a member without peers.
 func TestNoStoreNoSidecar(t *testing.T) {
+	t.Parallel()
 	nd := newNodes(t, 1, nil)[0]
 	args := []string{"--config", nd.config, "--listen", nd.health}
 	p := start(t, "wrapper", wrapperBin, nil, args...)
@@ -107,6 +108,7 @@ func TestNoStoreNoSidecar(t *testing.T) {
 // etcd, logs in once authentication is on; the restored member keeps its
 // users.
 func TestInitSidecar(t *testing.T) {
+	t.Parallel()
 	t.Run("plain", func(t *testing.T) { initSidecar(t, nil) })
 	t.Run("TLS and auth", func(t *testing.T) { initSidecar(t, newSecure(t)) })
 }

@@ -37,6 +37,7 @@ func threeWrappers(t *testing.T, sec *secure) (nodes []*node, wrappers map[strin
 // the cluster once its members run again. TLS on clients and peers, with
 // client certificates.
 func TestNoClusterBesideStoppedMembers(t *testing.T) {
+	t.Parallel()
 	sec := newSecure(t)
 	nodes, wrappers, startWrapper := threeWrappers(t, sec)
 	lost := nodes[2]

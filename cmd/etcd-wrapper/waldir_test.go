@@ -17,6 +17,7 @@ import (
 // database damaged it is restored from the store, the WAL written to the
 // wal-dir, and the old data dir and WAL both moved aside, never deleted.
 func TestDedicatedWALDir(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	sec := newSecure(t)
 	nd := newNodes(t, 1, sec)[0]
