@@ -82,7 +82,7 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 		})
 	}
 	route("/healthz", http.MethodGet, true, func(http.ResponseWriter, *http.Request) (any, int, error) {
-		return map[string]string{"status": "ok"}, http.StatusOK, nil
+		return api.Health{Status: "ok"}, http.StatusOK, nil
 	})
 	route("/readyz", http.MethodGet, true, s.readyz)
 	metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
@@ -110,13 +110,6 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 		return s.Defrag(r.Context(), req.DryRun)
 	}))
 	route("/v1/compact", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
-		s.mu.Lock()
-		busy := s.compacting
-		s.compacting = true
-		s.mu.Unlock()
-		if busy {
-			return nil, errBusy
-		}
 		c, err := s.Compact(r.Context())
 		return api.Compaction{Snapshot: ViewOf(c.Snapshot), Revisions: c.Revisions, InputBytes: c.InputBytes,
 			OutputBytes: c.OutputBytes, TookSeconds: c.Took.Seconds(), Unchanged: c.Unchanged}, err
@@ -219,9 +212,8 @@ func status(err error) int {
 }
 
 func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, error) {
-	s.mu.Lock()
-	self, err, up := s.self, s.selfErr, s.uploading
-	s.mu.Unlock()
+	self, err := s.Member()
+	up := s.up.active()
 	body := api.Readiness{Uploader: up, MemberID: fmt.Sprintf("%x", self.ID), Learner: self.Learner}
 	if err != nil || self.ID == 0 {
 		body.Error = fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
@@ -251,9 +243,7 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 // backupState is the uploader's backups as /readyz shows them, and how
 // long they have not succeeded (0 while they do).
 func (s *Sidecar) backupState(st snapshot.Status) (api.BackupState, time.Duration) {
-	s.mu.Lock()
-	stoppedSince, stopErr := s.stoppedSince, s.stopErr
-	s.mu.Unlock()
+	stoppedSince, stopErr := s.up.stopped()
 	out := api.BackupState{State: "ok", ConsecutiveFailures: st.Failures}
 	since, lastErr := st.FailingSince, st.LastError
 	switch {
@@ -342,9 +332,8 @@ func (s *Sidecar) uploaderOnly(f func(http.ResponseWriter, *http.Request) (any, 
 // answer back. It returns an error, having written nothing, when that
 // sidecar cannot be found or reached.
 func (s *Sidecar) Forward(w http.ResponseWriter, r *http.Request) error {
-	s.mu.Lock()
-	leader := s.self.Leader
-	s.mu.Unlock()
+	self, _ := s.Member()
+	leader := self.Leader
 	if leader == 0 {
 		return errors.New("no leader is known; try again")
 	}
@@ -437,7 +426,7 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 		return nil, http.StatusConflict, fmt.Errorf("restore job %s is already building %s", running, dir)
 	}
 	go s.runRestore(context.WithoutCancel(r.Context()), job.ID, req)
-	return map[string]string{"id": job.ID, "status": "/v1/restore/" + job.ID}, http.StatusAccepted, nil
+	return api.RestoreStarted{ID: job.ID, Status: "/v1/restore/" + job.ID}, http.StatusAccepted, nil
 }
 
 // restorable is dir, resolved, when this sidecar may build or judge it:

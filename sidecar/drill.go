@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,70 @@ type Drill struct {
 	Err      error
 	Report   restore.Report
 	Compared bool // false: the cluster had compacted past the revision
+}
+
+// drills are the restore drills' results and the speed they measured on
+// this node.
+type drills struct {
+	m *drillMetrics
+
+	mu       sync.Mutex
+	last     Drill
+	verified snapshot.Chain // the last chain a drill found equal to the cluster
+	speed    restore.Speed
+}
+
+// record keeps a drill's result, and the chain it verified when it did.
+func (d *drills) record(dr Drill, chain snapshot.Chain) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.last = dr
+	if dr.Result == drillOK {
+		d.verified = chain
+	}
+}
+
+// measured keeps what a drill measured as this node's speed: a chain of
+// a full alone measures no replay, and the last replay measured stays.
+func (d *drills) measured(sp restore.Speed) restore.Speed {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sp.BytesPerSecond > 0 {
+		d.speed.BytesPerSecond = sp.BytesPerSecond
+	}
+	if sp.RevisionsPerSecond > 0 {
+		d.speed.RevisionsPerSecond = sp.RevisionsPerSecond
+	}
+	return d.speed
+}
+
+func (d *drills) speedNow() restore.Speed {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.speed
+}
+
+// verifiedAge is the age of the newest snapshot of the last verified
+// chain, 0 before any drill succeeded.
+func (d *drills) verifiedAge() float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.verified.Full.Key == "" {
+		return 0
+	}
+	newest := d.verified.Full.Created
+	for _, s := range d.verified.Deltas {
+		if s.Created.After(newest) {
+			newest = s.Created
+		}
+	}
+	return time.Since(newest).Seconds()
+}
+
+func (d *drills) lastDrill() Drill {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
 }
 
 // drillMetrics are the drills' and the RPO's metrics.
@@ -106,7 +171,7 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 		}
 	}
 	d.Err, d.At = err, time.Now()
-	m := s.drills
+	m := s.drills.m
 	m.lastRun.Set(float64(d.At.Unix()))
 	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
 		v := 0.0
@@ -122,83 +187,38 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	} else {
 		m.lastVerified.Set(float64(d.At.Unix()))
 		m.verifiedRevision.Set(float64(rep.Digest.Revision))
-		sp := s.measured(rep.Speed())
+		sp := s.drills.measured(rep.Speed())
 		m.speedBytes.Set(sp.BytesPerSecond)
 		m.speedRevisions.Set(sp.RevisionsPerSecond)
 		s.log.Info("sidecar: restore drill", "revision", rep.Digest.Revision, "compared", d.Compared, "took", rep.Took.Round(time.Millisecond),
 			"revisions_per_s", int64(sp.RevisionsPerSecond))
 	}
-	s.mu.Lock()
-	s.drill = d
-	if d.Result == drillOK {
-		s.verified = rep.Chain
-	}
-	s.mu.Unlock()
+	s.drills.record(d, rep.Chain)
 	s.estimate()
 	return d
-}
-
-// measured keeps what a drill measured as this node's speed: a chain of
-// a full alone measures no replay, and the last replay measured stays.
-func (s *Sidecar) measured(sp restore.Speed) restore.Speed {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sp.BytesPerSecond > 0 {
-		s.speed.BytesPerSecond = sp.BytesPerSecond
-	}
-	if sp.RevisionsPerSecond > 0 {
-		s.speed.RevisionsPerSecond = sp.RevisionsPerSecond
-	}
-	return s.speed
 }
 
 // estimate is the latest chain's restore time at this node's speed, into
 // its metric; with MaxRestoreTime, it says whether the chain needs a
 // compaction.
 func (s *Sidecar) estimate() (time.Duration, bool) {
-	s.mu.Lock()
-	revs := s.chainRevs
-	chain := snapshot.Chain{Full: snapshot.Snapshot{LastRevision: s.fullRev, Size: s.fullSize},
-		Deltas: []snapshot.Snapshot{{LastRevision: s.fullRev + revs}}}
-	speed := s.speed
-	s.mu.Unlock()
-	e := restore.EstimateRestore(chain, speed)
-	s.drills.estimate.Set(e.Seconds())
+	chain := s.chain.shape()
+	e := restore.EstimateRestore(chain, s.drills.speedNow())
+	s.drills.m.estimate.Set(e.Seconds())
 	// A chain of a full alone has nothing a compaction would shorten.
+	revs := chain.LastRevision() - chain.Full.LastRevision
 	return e, s.opts.MaxRestoreTime > 0 && revs > 0 && e > s.opts.MaxRestoreTime
-}
-
-// verifiedAge is the age of the newest snapshot of the last verified
-// chain, 0 before any drill succeeded.
-func (s *Sidecar) verifiedAge() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.verified.Full.Key == "" {
-		return 0
-	}
-	newest := s.verified.Full.Created
-	for _, d := range s.verified.Deltas {
-		if d.Created.After(newest) {
-			newest = d.Created
-		}
-	}
-	return time.Since(newest).Seconds()
 }
 
 // rpo is the age of the newest uploaded snapshot while this sidecar
 // uploads, 0 otherwise.
 func (s *Sidecar) rpo() float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.uploading || s.lastUpload.IsZero() {
+	last := s.chain.lastUploaded()
+	if !s.up.active() || last.IsZero() {
 		return 0
 	}
-	return time.Since(s.lastUpload).Seconds()
+	return time.Since(last).Seconds()
 }
 
 // LastDrill is the last restore drill; zero before one.
-func (s *Sidecar) LastDrill() Drill {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.drill
-}
+func (s *Sidecar) LastDrill() Drill { return s.drills.lastDrill() }

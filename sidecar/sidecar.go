@@ -126,45 +126,38 @@ type Operation struct {
 	Defrag defrag.Result
 }
 
-// Sidecar is one member's backup sidecar.
+// Sidecar is one member's backup sidecar. Each of its duties keeps its
+// own state: the uploader (the Snapshotter while the member leads), the
+// latest chain and its compaction, the restore drills, the warm standby,
+// the defragmentation schedule, the member's promotion and the API's
+// restore jobs.
 type Sidecar struct {
 	opts     Options
 	log      *slog.Logger
 	snap     *snapshot.Snapshotter
+	up       *uploader
+	chain    *chainState
+	drills   *drills
 	defrag   cron.Schedule
 	metrics  *metrics
-	drills   *drillMetrics
 	standby  *standbyMetrics
 	registry *prometheus.Registry
 	peers    *tlsfiles.Client
 	peerHTTP *http.Client
 	jobs     *jobs
+	member   observed
+	// compactions asks Run's compaction loop for one (the chain passed
+	// its threshold).
+	compactions chan struct{}
+}
 
+// observed is what the member last said of itself, and whether its
+// promotion runs.
+type observed struct {
 	mu        sync.Mutex
 	self      member.Self
-	selfErr   error
-	uploading bool          // the Snapshotter runs
-	stopUp    func()        // stops it
-	upDone    chan struct{} // closed when it has stopped
+	err       error
 	promoting bool
-	// chain is the latest chain as this sidecar wrote it.
-	fullRev, chainRevs, fullSize int64
-	chainDeltas                  int
-	compacting                   bool
-	// lastUpload is when the newest snapshot landed; drill the last
-	// drill, verified the chain it verified and speed what it measured.
-	lastUpload time.Time
-	drill      Drill
-	verified   snapshot.Chain
-	speed      restore.Speed
-	// compacted is the last full snapshot a compaction wrote, which the
-	// Snapshotter did not take.
-	compacted snapshot.Snapshot
-	runCtx    context.Context
-	// stoppedSince: the Snapshotter stopped with an error while this
-	// sidecar uploads, and is restarted with backoff; stopErr says why.
-	stoppedSince time.Time
-	stopErr      error
 }
 
 // New checks the options and returns a Sidecar; Run starts it.
@@ -198,7 +191,7 @@ func New(o Options) (*Sidecar, error) {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs()}
+	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs(), chain: &chainState{}, compactions: make(chan struct{}, 1)}
 	var err error
 	if s.peers, err = o.PeerTLS.NewClient(o.Logger); err != nil {
 		return nil, fmt.Errorf("sidecar: the other sidecars' TLS: %w", err)
@@ -238,8 +231,10 @@ func New(o Options) (*Sidecar, error) {
 		}
 	}
 	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
-	s.drills = newDrillMetrics(o.Registry, s.verifiedAge, s.rpo)
-	s.drills.budget.Set(o.MaxRestoreTime.Seconds())
+	s.up = &uploader{snap: s.snap, log: o.Logger, metrics: s.metrics}
+	s.drills = &drills{}
+	s.drills.m = newDrillMetrics(o.Registry, s.drills.verifiedAge, s.rpo)
+	s.drills.m.budget.Set(o.MaxRestoreTime.Seconds())
 	s.standby = newStandbyMetrics(o.Registry)
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
@@ -250,10 +245,8 @@ func New(o Options) (*Sidecar, error) {
 // defragments on schedule while it is the uploader. When ctx ends it
 // stops the Snapshotter, which uploads the pending delta, and returns.
 func (s *Sidecar) Run(ctx context.Context) error {
-	s.mu.Lock()
-	s.runCtx = ctx
-	s.mu.Unlock()
 	var wg sync.WaitGroup
+	wg.Go(func() { s.compactLoop(ctx) })
 	if s.defrag != nil {
 		wg.Go(func() { s.defragLoop(ctx) })
 	}
@@ -268,126 +261,36 @@ func (s *Sidecar) Run(ctx context.Context) error {
 			s.observe(ctx, self, err)
 		}
 	})
-	s.stopUploading()
+	s.up.stop()
 	wg.Wait()
 	return nil
 }
 
 // observe acts on what the member said of itself.
 func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
-	s.mu.Lock()
-	s.self, s.selfErr = self, err
 	lead := err == nil && self.IsLeader()
-	start := lead && !s.uploading
-	stop := !lead && s.uploading
-	promote := err == nil && self.Learner && !s.promoting
+	uploading := s.up.active()
+	s.member.mu.Lock()
+	s.member.self, s.member.err = self, err
+	promote := err == nil && self.Learner && !s.member.promoting
 	if promote {
-		s.promoting = true
+		s.member.promoting = true
 	}
-	s.mu.Unlock()
+	s.member.mu.Unlock()
 	switch {
-	case start:
-		s.startUploading(ctx)
-	case stop:
+	case lead && !uploading:
+		s.up.start(ctx, s.loadChain)
+	case !lead && uploading:
 		s.log.Info("sidecar: the member no longer leads; stopping uploads", "error", err)
-		go s.stopUploading()
+		go s.up.stop()
 	}
 	if promote {
 		go s.promote(ctx, self.ID)
 	}
 }
 
-func (s *Sidecar) startUploading(ctx context.Context) {
-	s.mu.Lock()
-	if s.upDone != nil {
-		// The last uploader run is still winding down.
-		select {
-		case <-s.upDone:
-		default:
-			s.mu.Unlock()
-			return
-		}
-	}
-	uctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	s.uploading, s.stopUp, s.upDone = true, cancel, done
-	s.stoppedSince, s.stopErr = time.Time{}, nil
-	s.mu.Unlock()
-	s.metrics.uploader.Set(1)
-	if s.snap == nil {
-		s.log.Info("sidecar: the member leads; this sidecar defragments (it has no store)")
-		close(done)
-		return
-	}
-	s.log.Info("sidecar: the member leads; this sidecar uploads")
-	s.loadChain(uctx)
-	go func() {
-		defer close(done)
-		s.runSnapshotter(uctx)
-	}()
-}
-
-// runSnapshotter runs the Snapshotter until ctx ends, starting it again
-// with backoff when it stops with an error: while this sidecar uploads,
-// nobody else backs the cluster up.
-func (s *Sidecar) runSnapshotter(ctx context.Context) {
-	wait := time.Second
-	for {
-		err := s.snap.Run(ctx)
-		switch {
-		case ctx.Err() != nil, err == nil:
-			return
-		case errors.Is(err, ErrNotUploader):
-			// Leadership moved while the last delta was being written:
-			// the new uploader resumes from the store.
-			s.log.Info("sidecar: snapshotter stopped; the member no longer leads", "error", err)
-			return
-		}
-		s.metrics.failures.WithLabelValues("snapshotter").Inc()
-		s.mu.Lock()
-		if s.stoppedSince.IsZero() {
-			s.stoppedSince = time.Now()
-		}
-		s.stopErr = err
-		s.mu.Unlock()
-		s.log.Error("sidecar: snapshotter stopped; starting it again", "error", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		// stoppedSince stays until a snapshot succeeds: a Snapshotter
-		// that stops again at once has not recovered.
-		wait = min(2*wait, 5*time.Minute)
-	}
-}
-
-// stopUploading stops the Snapshotter and waits until it has.
-func (s *Sidecar) stopUploading() {
-	s.mu.Lock()
-	stop, done := s.stopUp, s.upDone
-	s.uploading, s.stopUp = false, nil
-	s.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	if done != nil {
-		<-done
-	}
-	// Leadership may have come back while the last run wound down.
-	s.mu.Lock()
-	if !s.uploading {
-		s.metrics.uploader.Set(0)
-	}
-	s.mu.Unlock()
-}
-
 // Uploader says whether this sidecar uploads now.
-func (s *Sidecar) Uploader() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.uploading
-}
+func (s *Sidecar) Uploader() bool { return s.up.active() }
 
 // fence fails unless the member leads right now, asked afresh: the last
 // observation may be up to an interval old.
@@ -416,9 +319,9 @@ func (s *Sidecar) promote(ctx context.Context, id uint64) {
 	} else {
 		s.log.Info("sidecar: member promoted", "id", fmt.Sprintf("%x", id))
 	}
-	s.mu.Lock()
-	s.promoting = false
-	s.mu.Unlock()
+	s.member.mu.Lock()
+	s.member.promoting = false
+	s.member.mu.Unlock()
 }
 
 // loadChain reads the latest chain's length from the store, so the
@@ -432,15 +335,11 @@ func (s *Sidecar) loadChain(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	s.mu.Lock()
-	s.fullRev, s.chainDeltas, s.fullSize = chain.Full.LastRevision, len(chain.Deltas), chain.Full.Size
-	s.chainRevs = chain.LastRevision() - chain.Full.LastRevision
-	s.mu.Unlock()
-	s.metrics.chain(len(chain.Deltas), chain.LastRevision()-chain.Full.LastRevision)
+	s.metrics.chain(s.chain.load(chain))
 	s.estimate()
 }
 
-// result records a Snapshotter result and starts a compaction of the
+// result records a Snapshotter result, and asks for a compaction of the
 // chain when it has grown past the threshold.
 func (s *Sidecar) result(r snapshot.Result) {
 	s.metrics.result(r)
@@ -449,42 +348,43 @@ func (s *Sidecar) result(r snapshot.Result) {
 		s.log.Debug("sidecar: snapshot failed", "op", r.Op, "reason", r.Reason, "error", r.Err)
 		return
 	}
-	s.mu.Lock()
-	s.stoppedSince, s.stopErr = time.Time{}, nil
-	switch r.Op {
-	case snapshot.OpFull:
-		s.fullRev, s.chainDeltas, s.chainRevs, s.fullSize = r.Snapshot.LastRevision, 0, 0, r.Snapshot.Size
-		s.lastUpload = time.Now()
-	case snapshot.OpDelta:
-		s.chainDeltas++
-		s.chainRevs = r.Snapshot.LastRevision - s.fullRev
-		s.lastUpload = time.Now()
-	}
-	deltas, revs := s.chainDeltas, s.chainRevs
-	s.mu.Unlock()
+	s.up.succeeded()
+	deltas, revs := s.chain.uploaded(r)
 	s.metrics.chain(deltas, revs)
 	_, overBudget := s.estimate()
-	s.mu.Lock()
-	compact := (s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter || overBudget) && !s.compacting && s.uploading
-	if compact {
-		s.compacting = true
-	}
-	ctx := s.runCtx
-	s.mu.Unlock()
-	if compact {
-		go func() {
-			_, _ = s.Compact(ctx)
-		}()
+	if (s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter || overBudget) && s.up.active() && s.chain.begin() {
+		select {
+		case s.compactions <- struct{}{}:
+		default:
+			s.chain.end()
+		}
 	}
 }
 
-// Compact compacts the latest chain into a new full snapshot, locally.
+// compactLoop runs the compactions result asks for, until ctx ends.
+func (s *Sidecar) compactLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.compactions:
+			_, _ = s.compact(ctx)
+		}
+	}
+}
+
+// Compact compacts the latest chain into a new full snapshot, locally:
+// errBusy while a compaction runs.
 func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
-	defer func() {
-		s.mu.Lock()
-		s.compacting = false
-		s.mu.Unlock()
-	}()
+	if !s.chain.begin() {
+		return restore.Consolidation{}, errBusy
+	}
+	return s.compact(ctx)
+}
+
+// compact runs a compaction begun with chain.begin, and ends it.
+func (s *Sidecar) compact(ctx context.Context) (restore.Consolidation, error) {
+	defer s.chain.end()
 	if s.snap == nil {
 		return restore.Consolidation{}, ErrNoStore
 	}
@@ -501,13 +401,7 @@ func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
 		return c, err
 	}
 	s.log.Info("sidecar: chain compacted", "revision", c.Snapshot.LastRevision, "revisions", c.Revisions, "took", c.Took)
-	s.mu.Lock()
-	if c.Snapshot.LastRevision >= s.fullRev {
-		s.fullRev, s.fullSize = c.Snapshot.LastRevision, c.OutputBytes
-		s.chainDeltas, s.chainRevs = 0, 0
-	}
-	s.compacted = c.Snapshot
-	s.mu.Unlock()
+	s.chain.consolidated(c)
 	s.estimate()
 	return c, nil
 }
@@ -591,9 +485,9 @@ func (s *Sidecar) Registry() *prometheus.Registry { return s.registry }
 // Member is what the member last said of itself, or why it did not
 // answer.
 func (s *Sidecar) Member() (member.Self, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.self, s.selfErr
+	s.member.mu.Lock()
+	defer s.member.mu.Unlock()
+	return s.member.self, s.member.err
 }
 
 // Prepare runs the start-up procedure for this sidecar's member, from its
@@ -640,13 +534,7 @@ func (s *Sidecar) SnapshotStatus() snapshot.Status {
 	if s.snap == nil {
 		return snapshot.Status{}
 	}
-	st := s.snap.Status()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.compacted.LastRevision > st.LastFull.LastRevision {
-		st.LastFull = s.compacted
-	}
-	return st
+	return s.chain.withCompacted(s.snap.Status())
 }
 
 // PeerURLs are the member's peer URLs as the cluster has them.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module for FUZZTIME each: 10s by default,
-# as CI does; FUZZTIME=5m is the long mode. New inputs that fail land in the
+# Runs every fuzz target of the module for FUZZTIME each: 10s by default
+# (CI gives 5s: there the instrumented builds cost more than the fuzzing);
+# FUZZTIME=5m is the long mode. New inputs that fail land in the
 # package's testdata/fuzz, where go test runs them from then on.
 # Minimization is capped at 1s: the fuzzer spends up to a minute shrinking
 # each new input, and database pages are large inputs.

@@ -90,7 +90,7 @@ func (c *Client) Restore(ctx context.Context, req RestoreRequest, poll time.Dura
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
-	var started struct{ ID string }
+	var started RestoreStarted
 	if err := c.call(ctx, true, http.MethodPost, "/v1/restore", req, &started); err != nil {
 		return Job{}, err
 	}

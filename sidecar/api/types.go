@@ -152,6 +152,18 @@ type Job struct {
 	Replayed        int64 `json:"replayed"`
 }
 
+// Health answers GET /healthz: the sidecar serves.
+type Health struct {
+	Status string `json:"status"`
+}
+
+// RestoreStarted answers POST /v1/restore: the job's ID and where to ask
+// how it goes.
+type RestoreStarted struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
 // ErrorBody is the answer of every call that fails.
 type ErrorBody struct {
 	Error string `json:"error"`
