@@ -19,9 +19,10 @@ const module = "github.com/etcdkit/etcdkit"
 var layers = map[string]int{
 	"store": 1, "tlsfiles": 1, "validate": 1, "member": 1,
 	"store/s3": 2, "store/gcs": 2, "store/azure": 2, "etcdclient": 2, "snapshot": 2, "sidecar/api": 2, "sidecar/etcdbr/etcdbrapi": 2,
-	"restore": 3, "defrag": 3, "heartbeat": 3,
-	"startup": 4,
-	"sidecar": 5, "wrapper": 5,
+	"restore": 3, "defrag": 3, "snapshot/capture": 3,
+	"heartbeat": 4,
+	"startup":   4,
+	"sidecar":   5, "wrapper": 5,
 	"sidecar/etcdbr": 6,
 	"etcdtest":       top, "examples": top, "internal/chaintest": top, "store/storetest": top, "bench": top, "": top,
 }
@@ -103,6 +104,7 @@ var weights = []struct {
 	{pkg: "member", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
 	{pkg: "etcdclient", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
 	{pkg: "snapshot", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	{pkg: "snapshot/capture", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "restore", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "startup", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -81,7 +82,7 @@ func levelsBench(ctx context.Context, cfg config) ([]row, error) {
 // plainDeltas captures the events after revision since as uncompressed
 // deltas and returns their bytes, one after the other.
 func plainDeltas(ctx context.Context, m *member, st store.Store, since int64) ([]byte, error) {
-	written, err := snapshot.Delta(ctx, m.cli, st, since, snapshot.DeltaOptions{})
+	written, err := capture.Delta(ctx, m.cli, st, since, capture.DeltaOptions{})
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -139,7 +140,7 @@ func captureChain(ctx context.Context, cfg config, standby *standby) (store.Stor
 	if err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
-	s, err := snapshot.New(m.cli, st, snapshot.SnapshotterOptions{
+	s, err := capture.New(m.cli, st, capture.Options{
 		FullSchedule: "@every 24h", DeltaPeriod: deltaPeriod, DeltaMemoryLimit: 10 << 20, RetentionPeriod: -1,
 		Codec: codec, OnResult: standby.landed,
 	})
@@ -168,7 +169,7 @@ const deltaPeriod = 10 * time.Second
 
 // caughtUp waits until the Snapshotter stored the member's last revision:
 // writers in the same process can outrun it on a small machine.
-func caughtUp(ctx context.Context, cli *clientv3.Client, s *snapshot.Snapshotter) error {
+func caughtUp(ctx context.Context, cli *clientv3.Client, s *capture.Snapshotter) error {
 	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -332,11 +333,11 @@ func childDeltas(ctx context.Context, args []string) (any, error) {
 	defer func() { _ = cli.Close() }()
 	var res deltaResult
 	var mu sync.Mutex
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
+	s, err := capture.New(cli, st, capture.Options{
 		FullSchedule: "@every 24h", DeltaPeriod: *period, DeltaMemoryLimit: *limit, RetentionPeriod: -1,
 		Codec: snapshot.Codec{Compression: snapshot.Zstd},
-		OnResult: func(r snapshot.Result) {
-			if r.Op != snapshot.OpDelta || r.Err != nil {
+		OnResult: func(r capture.Result) {
+			if r.Op != capture.OpDelta || r.Err != nil {
 				return
 			}
 			fmt.Fprintf(os.Stderr, "bench: delta %s (%s): %d events in %v\n", r.Snapshot.Key, r.Reason, r.Events, r.Duration.Round(time.Millisecond))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -45,8 +45,8 @@ func (s *standby) member(dataDir string) restore.Options {
 }
 
 // landed is the Snapshotter's OnResult.
-func (s *standby) landed(r snapshot.Result) {
-	if r.Op == snapshot.OpDelta && r.Err == nil {
+func (s *standby) landed(r capture.Result) {
+	if r.Op == capture.OpDelta && r.Err == nil {
 		s.mu.Lock()
 		s.land[r.Snapshot.LastRevision] = time.Now()
 		s.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // Source is what the leases report on: a member's sidecar.
@@ -25,7 +25,7 @@ type Source interface {
 	// uploader reports them.
 	Uploader() bool
 	// SnapshotStatus is the state of the backups it writes.
-	SnapshotStatus() snapshot.Status
+	SnapshotStatus() capture.Status
 }
 
 // Options configures a Heartbeat. Client and Namespace are required, and

@@ -12,7 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -36,7 +36,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	for _, m := range c.Members {
 		sc, err := sidecar.New(sidecar.Options{
 			Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: st, WorkDir: t.TempDir(),
-			Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
+			Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
 				RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
 			Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
 		})

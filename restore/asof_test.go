@@ -8,6 +8,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -31,7 +32,7 @@ func TestRestoreAsOfATime(t *testing.T) {
 		if _, err := (etcdtest.Workload{Ops: 30, Seed: uint64(30 + i)}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
-		written, err := snapshot.Delta(ctx, cli, st, since, snapshot.DeltaOptions{})
+		written, err := capture.Delta(ctx, cli, st, since, capture.DeltaOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

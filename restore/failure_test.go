@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -43,7 +44,7 @@ func backedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
 		if _, err := (etcdtest.Workload{Ops: 50, Seed: uint64(2 + i), TxnPercent: 20}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
-		written, err := snapshot.Delta(ctx, cli, st, since, snapshot.DeltaOptions{Codec: c})
+		written, err := capture.Delta(ctx, cli, st, since, capture.DeltaOptions{Codec: c})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -110,17 +111,17 @@ func record(t *testing.T, seed uint64, ops int) history {
 		t.Fatal(err)
 	}
 
-	results := make(chan snapshot.Result, 1000)
+	results := make(chan capture.Result, 1000)
 	clock := &etcdtest.Clock{}
 	clock.Set(time.Date(2026, 12, 1, 10, 20, 0, 0, time.UTC))
 	if scheduled(seed) {
 		clock.Set(time.Date(2026, 12, 1, 10, 59, 59, 0, time.UTC))
 	}
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
+	s, err := capture.New(cli, st, capture.Options{
 		FullSchedule: "0 * * * *", Now: clock.Now, DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
 		RetentionPeriod: -1, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
 		Codec:    snapshot.Codec{Compression: snapshot.Zstd},
-		OnResult: func(res snapshot.Result) { results <- res },
+		OnResult: func(res capture.Result) { results <- res },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +131,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 	go func() { done <- s.Run(runCtx) }()
 	h := history{cli: cli, st: st, sec: c.Security}
 	for res := range results {
-		if res.Op == snapshot.OpFull && res.Err == nil {
+		if res.Op == capture.OpFull && res.Err == nil {
 			h.fulls = append(h.fulls, res.Snapshot)
 			break
 		}
@@ -271,7 +272,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 		time.Sleep(100 * time.Millisecond)
 	}
 	last, err := s.TakeDelta(ctx)
-	if err != nil && !errors.Is(err, snapshot.ErrNoEvents) {
+	if err != nil && !errors.Is(err, capture.ErrNoEvents) {
 		t.Fatal(err)
 	}
 	stop()

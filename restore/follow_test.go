@@ -12,6 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -101,9 +102,9 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	var mu sync.Mutex
 	landed := map[int64]time.Time{}
 	codec := snapshot.Codec{Compression: snapshot.Gzip}
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{FullSchedule: "@every 1h", RetentionPeriod: -1, DeltaPeriod: period,
-		Codec: codec, SpoolDir: t.TempDir(), OnResult: func(r snapshot.Result) {
-			if r.Op == snapshot.OpDelta && r.Err == nil {
+	s, err := capture.New(cli, st, capture.Options{FullSchedule: "@every 1h", RetentionPeriod: -1, DeltaPeriod: period,
+		Codec: codec, SpoolDir: t.TempDir(), OnResult: func(r capture.Result) {
+			if r.Op == capture.OpDelta && r.Err == nil {
 				mu.Lock()
 				landed[r.Snapshot.LastRevision] = time.Now()
 				mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -52,11 +53,11 @@ func TestRestoresOlderEtcd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			results := make(chan snapshot.Result, 100)
-			s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{
+			results := make(chan capture.Result, 100)
+			s, err := capture.New(cli, st, capture.Options{
 				FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, RetentionPeriod: -1,
 				SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: snapshot.Gzip},
-				OnResult: func(r snapshot.Result) { results <- r },
+				OnResult: func(r capture.Result) { results <- r },
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -68,7 +69,7 @@ func TestRestoresOlderEtcd(t *testing.T) {
 				if r.Err != nil {
 					t.Fatalf("%s %s: %v", r.Op, r.Reason, r.Err)
 				}
-				if r.Op == snapshot.OpFull {
+				if r.Op == capture.OpFull {
 					break
 				}
 			}
@@ -81,7 +82,7 @@ func TestRestoresOlderEtcd(t *testing.T) {
 			if _, err := cli.Delete(ctx, "/workload/key-00001", clientv3.WithPrefix()); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.TakeDelta(ctx); err != nil && !errors.Is(err, snapshot.ErrNoEvents) {
+			if _, err := s.TakeDelta(ctx); err != nil && !errors.Is(err, capture.ErrNoEvents) {
 				t.Fatal(err)
 			}
 			stop()

@@ -12,6 +12,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -63,7 +64,7 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 	if _, err := cli.Put(ctx, "/ns/a/k5", "v5"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snapshot.Delta(ctx, cli, st, full.LastRevision, snapshot.DeltaOptions{}); err != nil {
+	if _, err := capture.Delta(ctx, cli, st, full.LastRevision, capture.DeltaOptions{}); err != nil {
 		t.Fatal(err)
 	}
 

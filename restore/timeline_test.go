@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -39,7 +40,7 @@ func chainOfStoppedCluster(t *testing.T) forkHistory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,7 @@ func TestRestoreToTheMiddleForks(t *testing.T) {
 		t.Fatalf("restored revision %d, want %d", res.Revision, h.mid)
 	}
 	cli := c.Client(t)
-	s, err := snapshot.New(cli, h.st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	s, err := capture.New(cli, h.st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestATwinDeploymentIsAnotherCluster(t *testing.T) {
 
 // snapshotterBeside starts a member and a Snapshotter of it on a file
 // store, stopped when the test ends.
-func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store.Store, *snapshot.Snapshotter) {
+func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store.Store, *capture.Snapshotter) {
 	t.Helper()
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
@@ -278,7 +279,7 @@ func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := snapshot.New(cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
 		SpoolDir: t.TempDir(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +387,7 @@ func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
 	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
 		t.Fatal(err)
 	}
-	etcdtest.Eventually(t, "the uploader refuses", 30*time.Second, func() bool { return s.Status().Refused == snapshot.RefusedRestoredElsewhere })
+	etcdtest.Eventually(t, "the uploader refuses", 30*time.Second, func() bool { return s.Status().Refused == capture.RefusedRestoredElsewhere })
 	t.Log(s.Status().LastError)
 	if cat, err = snapshot.List(ctx, st); err != nil || cat.Snapshots[len(cat.Snapshots)-1].LastRevision != ch.LastRevision() {
 		t.Fatalf("the uploader wrote on after the restore elsewhere: %v %v", cat.Snapshots, err)

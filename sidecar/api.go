@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 )
 
@@ -201,9 +202,9 @@ func status(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errBusy):
 		return http.StatusConflict
-	case errors.Is(err, snapshot.ErrNoEvents):
+	case errors.Is(err, capture.ErrNoEvents):
 		return http.StatusConflict
-	case errors.Is(err, ErrNotUploader), errors.Is(err, snapshot.ErrNotRunning):
+	case errors.Is(err, ErrNotUploader), errors.Is(err, capture.ErrNotRunning):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrNoStore):
 		return http.StatusNotFound
@@ -242,7 +243,7 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 
 // backupState is the uploader's backups as /readyz shows them, and how
 // long they have not succeeded (0 while they do).
-func (s *Sidecar) backupState(st snapshot.Status) (api.BackupState, time.Duration) {
+func (s *Sidecar) backupState(st capture.Status) (api.BackupState, time.Duration) {
 	stoppedSince, stopErr := s.up.stopped()
 	out := api.BackupState{State: "ok", ConsecutiveFailures: st.Failures}
 	since, lastErr := st.FailingSince, st.LastError

@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // chainState is the latest chain as this sidecar wrote it: what its
@@ -31,14 +32,14 @@ func (c *chainState) load(chain snapshot.Chain) (deltas int, revs int64) {
 }
 
 // uploaded records a snapshot the Snapshotter wrote.
-func (c *chainState) uploaded(r snapshot.Result) (deltas int, revs int64) {
+func (c *chainState) uploaded(r capture.Result) (deltas int, revs int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch r.Op {
-	case snapshot.OpFull:
+	case capture.OpFull:
 		c.fullRev, c.deltas, c.revs, c.fullSize = r.Snapshot.LastRevision, 0, 0, r.Snapshot.Size
 		c.lastUpload = time.Now()
-	case snapshot.OpDelta:
+	case capture.OpDelta:
 		c.deltas++
 		c.revs = r.Snapshot.LastRevision - c.fullRev
 		c.lastUpload = time.Now()
@@ -93,7 +94,7 @@ func (c *chainState) lastUploaded() time.Time {
 
 // withCompacted is st with a compaction's full snapshot as its LastFull
 // when that is the later one.
-func (c *chainState) withCompacted(st snapshot.Status) snapshot.Status {
+func (c *chainState) withCompacted(st capture.Status) capture.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.compacted.LastRevision > st.LastFull.LastRevision {

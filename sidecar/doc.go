@@ -2,7 +2,7 @@
 // `etcd-backup serve` runs, and what an all-in-one process embeds.
 //
 // A Sidecar follows its own etcd member. Only the sidecar beside the
-// leader is the uploader: it runs the snapshot.Snapshotter, defragments on
+// leader is the uploader: it runs the capture.Snapshotter, defragments on
 // a schedule, consolidates the backup chain when it grows long, and
 // re-checks right before every upload that its member still leads
 // (fencing), so two sidecars never upload overlapping work for long. Every

@@ -9,6 +9,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // The uploader's restore drills: the latest chain replayed and found equal
@@ -21,7 +22,7 @@ func TestDrillsAndTheRestoreBudget(t *testing.T) {
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:   snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Snapshots:   capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
 		DrillPeriod: 300 * time.Millisecond, Follow: memberFollow,
 		// Any chain with a delta estimates past it: the first delta
 		// compacts the chain.

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -31,7 +32,7 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:      snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Snapshots:      capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
 		DefragSchedule: "@every 1s",
 		Defrag:         defrag.Options{Compact: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
 		CompactAfter:   200, Follow: memberFollow,
@@ -107,7 +108,7 @@ func TestClientCertificates(t *testing.T) {
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,
 		WorkDir:   t.TempDir(),
-		Snapshots: snapshot.SnapshotterOptions{RetentionPeriod: -1},
+		Snapshots: capture.Options{RetentionPeriod: -1},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdkit/etcdkit/internal/buildinfo"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // metrics are the sidecar's Prometheus metrics, all prefixed etcdkit_.
@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		m.lastRevision.WithLabelValues(k)
 		m.lastSuccess.WithLabelValues(k)
 	}
-	for _, r := range snapshot.Refusals {
+	for _, r := range capture.Refusals {
 		m.refused.WithLabelValues(string(r))
 	}
 	m.failures.WithLabelValues("gc")
@@ -92,11 +92,11 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 }
 
 // result records one Snapshotter result.
-func (m *metrics) result(r snapshot.Result) {
+func (m *metrics) result(r capture.Result) {
 	kind := string(r.Op)
-	if r.Op != snapshot.OpGC {
-		refusal := snapshot.RefusalOf(r.Err)
-		for _, x := range snapshot.Refusals {
+	if r.Op != capture.OpGC {
+		refusal := capture.RefusalOf(r.Err)
+		for _, x := range capture.Refusals {
 			v := 0.0
 			if x == refusal {
 				v = 1
@@ -108,7 +108,7 @@ func (m *metrics) result(r snapshot.Result) {
 		m.failures.WithLabelValues(kind).Inc()
 		return
 	}
-	if r.Op == snapshot.OpGC {
+	if r.Op == capture.OpGC {
 		return
 	}
 	m.snapshotDuration.WithLabelValues(kind).Observe(r.Duration.Seconds())

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -49,7 +50,7 @@ type Options struct {
 	Conn etcdclient.Config
 	// Snapshots configures the Snapshotter the uploader runs. Its
 	// BeforeUpload and OnResult, when set, run after the sidecar's own.
-	Snapshots snapshot.SnapshotterOptions
+	Snapshots capture.Options
 	// DefragSchedule is a cron expression for defragmentation by the
 	// uploader, with Defrag's options (its policy skips members with
 	// little to reclaim, so a frequent schedule acts on the threshold).
@@ -134,7 +135,7 @@ type Operation struct {
 type Sidecar struct {
 	opts     Options
 	log      *slog.Logger
-	snap     *snapshot.Snapshotter
+	snap     *capture.Snapshotter
 	up       *uploader
 	chain    *chainState
 	drills   *drills
@@ -219,14 +220,14 @@ func New(o Options) (*Sidecar, error) {
 		}
 		return nil
 	}
-	so.OnResult = func(r snapshot.Result) {
+	so.OnResult = func(r capture.Result) {
 		s.result(r)
 		if after != nil {
 			after(r)
 		}
 	}
 	if o.Store != nil {
-		if s.snap, err = snapshot.New(o.Client, o.Store, so); err != nil {
+		if s.snap, err = capture.New(o.Client, o.Store, so); err != nil {
 			return nil, fmt.Errorf("sidecar: %w", err)
 		}
 	}
@@ -341,7 +342,7 @@ func (s *Sidecar) loadChain(ctx context.Context) {
 
 // result records a Snapshotter result, and asks for a compaction of the
 // chain when it has grown past the threshold.
-func (s *Sidecar) result(r snapshot.Result) {
+func (s *Sidecar) result(r capture.Result) {
 	s.metrics.result(r)
 	if r.Err != nil {
 		// The Snapshotter said it, once per run of failures.
@@ -467,7 +468,7 @@ func (s *Sidecar) Full(ctx context.Context, final bool) (snapshot.Snapshot, erro
 }
 
 // Delta uploads the events captured so far as a delta now:
-// snapshot.ErrNoEvents when there are none, ErrNotUploader unless this
+// capture.ErrNoEvents when there are none, ErrNotUploader unless this
 // sidecar uploads.
 func (s *Sidecar) Delta(ctx context.Context) (snapshot.Snapshot, error) {
 	switch {
@@ -530,9 +531,9 @@ func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.
 // SnapshotStatus is the Snapshotter's state: the newest revision on the
 // store, the last snapshots, the events not yet uploaded. Its LastFull is
 // a compaction's full snapshot when that is the later one.
-func (s *Sidecar) SnapshotStatus() snapshot.Status {
+func (s *Sidecar) SnapshotStatus() capture.Status {
 	if s.snap == nil {
-		return snapshot.Status{}
+		return capture.Status{}
 	}
 	return s.chain.withCompacted(s.snap.Status())
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -66,7 +66,7 @@ func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *ru
 	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
-		Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
 		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers,
 		Follow: memberFollow,
 	})
@@ -139,7 +139,7 @@ func TestNewChecksBeforeRegistering(t *testing.T) {
 	for name, o := range map[string]sidecar.Options{
 		"standby without store": {Standby: &restore.FollowOptions{Options: restore.Options{DataDir: t.TempDir()}}},
 		"bad defrag schedule":   {Store: st, DefragSchedule: "every now and then"},
-		"bad full schedule":     {Store: st, Snapshots: snapshot.SnapshotterOptions{FullSchedule: "never"}},
+		"bad full schedule":     {Store: st, Snapshots: capture.Options{FullSchedule: "never"}},
 	} {
 		o.Client, o.Endpoint, o.WorkDir, o.Registry = base.Client, base.Endpoint, base.WorkDir, base.Registry
 		for range 2 {

@@ -11,7 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -25,7 +25,7 @@ func TestSidecarKeepsAWarmStandby(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "standby")
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
 		Standby:   &restore.FollowOptions{Options: restore.Options{DataDir: dataDir}, Poll: 100 * time.Millisecond},
 		Follow:    memberFollow,
 	})

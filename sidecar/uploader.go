@@ -7,14 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // uploader runs the Snapshotter while this sidecar's member leads, and
 // starts it again with backoff when it stops with an error: while this
 // sidecar uploads, nobody else backs the cluster up.
 type uploader struct {
-	snap    *snapshot.Snapshotter // nil: no store, nothing to run
+	snap    *capture.Snapshotter // nil: no store, nothing to run
 	log     *slog.Logger
 	metrics *metrics
 

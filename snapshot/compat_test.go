@@ -82,7 +82,7 @@ func TestHandWrittenJSONIsJSONMarshal(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := writeDelta(&got, ours, annotations{}); err != nil {
+	if err := writeDelta(&got, ours, Annotations{}); err != nil {
 		t.Fatal(err)
 	}
 	if g := got.Bytes()[:got.Len()-checksumSize]; !bytes.Equal(g, want) {
@@ -121,7 +121,7 @@ func TestDeltaBytesMatchEtcdBackupRestore(t *testing.T) {
 	sum := sha256.Sum256(want)
 	want = append(want, sum[:]...)
 	var got bytes.Buffer
-	if err := writeDelta(&got, ours, annotations{}); err != nil {
+	if err := writeDelta(&got, ours, Annotations{}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got.Bytes(), want) {
@@ -169,7 +169,7 @@ func TestEtcdBackupRestoreReadsDeltasWithLeases(t *testing.T) {
 		t.Fatalf("only %d events carry lease fields", extras)
 	}
 	var b bytes.Buffer
-	if err := writeDelta(&b, ours, annotations{}); err != nil {
+	if err := writeDelta(&b, ours, Annotations{}); err != nil {
 		t.Fatal(err)
 	}
 	payload := b.Bytes()[:b.Len()-checksumSize]
@@ -268,12 +268,12 @@ func FuzzDeltaReader(f *testing.F) {
 	for _, ev := range sampleEvents() {
 		evs = append(evs, Event{EtcdEvent: ev, Time: time.Unix(1700000000, 0)})
 	}
-	_ = writeDelta(&good, evs, annotations{})
+	_ = writeDelta(&good, evs, Annotations{})
 	f.Add(good.Bytes())
 	f.Add([]byte("[]"))
 	f.Add([]byte(`[{"etcdEvent":{"kv":{"mod_revision":3}},"time":"x"}]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d := NewDeltaReader(io.NopCloser(newVerifier(bytes.NewReader(b))), "fuzz")
+		d := newDeltaReader(io.NopCloser(newVerifier(bytes.NewReader(b))), "fuzz")
 		last := int64(0)
 		for range 10000 {
 			ev, err := d.Next()
@@ -345,7 +345,7 @@ func TestAnnotationsGoOnACopyOfTheLastEvent(t *testing.T) {
 		{EtcdEvent: &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: []byte("/a"), ModRevision: 4}}, Time: at},
 		{EtcdEvent: &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: []byte("/b"), ModRevision: 5}}, Time: at, RevokedLeases: make([]int64, 1, 4)},
 	}
-	a := annotations{revoked: []int64{7}, auth: &Auth{Enabled: true, Revision: 3}}
+	a := Annotations{Revoked: []int64{7}, Auth: &Auth{Enabled: true, Revision: 3}}
 	var b bytes.Buffer
 	if err := writeDelta(&b, events, a); err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestAnnotationsGoOnACopyOfTheLastEvent(t *testing.T) {
 	if len(events[1].RevokedLeases) != 1 || events[1].RevokedLeases[:2][1] != 0 || events[1].Auth != nil {
 		t.Fatalf("the batch's last event changed: %+v", events[1])
 	}
-	d := NewDeltaReader(io.NopCloser(bytes.NewReader(b.Bytes()[:b.Len()-checksumSize])), "test")
+	d := newDeltaReader(io.NopCloser(bytes.NewReader(b.Bytes()[:b.Len()-checksumSize])), "test")
 	read := readEvents(t, d)
 	if len(read) != 2 || read[0].Auth != nil || !slices.Equal(read[1].RevokedLeases, []int64{0, 7}) || read[1].Auth == nil || read[1].Auth.Revision != 3 {
 		t.Fatalf("read back %+v", read)

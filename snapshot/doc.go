@@ -19,23 +19,20 @@
 // The package also owns the history's integrity: timelines (a cluster
 // restored to another past begins one, recorded under etcdkit/timelines/;
 // every object belongs to the newest timeline begun when it was created),
-// the records of each full's cluster and of each restore, and Place, which
-// decides from them and from the cluster's own keys whether a cluster may
-// append to the newest chain, must begin a timeline, or is another
-// cluster's. Every object is written once (the store's Put is
-// create-only); a name taken by other bytes is ErrConflict. Before each
-// object a Snapshotter checks that its cluster is still the one it placed
-// (ErrReplaced, ErrRestoredElsewhere) and that no newer run recorded itself
-// under etcdkit/uploaders/ (ErrNewerUploader).
+// the records of each full's cluster, of each restore and of each uploader
+// run, and Place, which decides from them and from the cluster's own keys
+// whether a cluster may append to the newest chain, must begin a timeline,
+// or is another cluster's. Every object is written once (the store's Put is
+// create-only); a name taken by other bytes is ErrConflict.
 //
 // And the catalog (List, a timeline's view, Chain selection and Check),
 // retention (GC with the Exponential and LimitBased policies, each timeline
-// apart) and the Snapshotter, the loop that takes full snapshots on a
-// schedule and deltas in between.
+// apart), Full (one full snapshot streamed from a member) and WriteDelta
+// (events written as a delta).
 //
-// It does not restore: replaying a chain into a data dir is package
-// restore's, which reads objects through Open and OpenDelta. It does not
-// decide which member uploads: a caller that shares a store between
-// members fences through BeforeUpload; the uploader records only stop a
-// second run that escaped that fencing.
+// It does not watch etcd: the Snapshotter loop and delta capture, with the
+// lease and auth records a delta carries and the checks before each
+// object, are package snapshot/capture's. It does not restore: replaying a
+// chain into a data dir is package restore's, which reads objects through
+// Open and OpenDelta.
 package snapshot

@@ -134,9 +134,9 @@ func RecordRestore(ctx context.Context, st store.Store, r Restored) error {
 	return putJSON(ctx, st, key, r)
 }
 
-// restoreKeys are the keys of the restore records of cluster id, the
+// RestoreRecords are the keys of the restore records of cluster id (hex), the
 // oldest first.
-func restoreKeys(ctx context.Context, st store.Store, clusterID string) ([]string, error) {
+func RestoreRecords(ctx context.Context, st store.Store, clusterID string) ([]string, error) {
 	objs, err := st.List(ctx, restoreDir+"/")
 	if err != nil {
 		return nil, fmt.Errorf("list restore records: %w", err)
@@ -163,7 +163,7 @@ func restoreKeys(ctx context.Context, st store.Store, clusterID string) ([]strin
 
 // LastRestore is the newest restore recorded of cluster id (hex).
 func LastRestore(ctx context.Context, st store.Store, clusterID string) (Restored, bool, error) {
-	keys, err := restoreKeys(ctx, st, clusterID)
+	keys, err := RestoreRecords(ctx, st, clusterID)
 	if err != nil || len(keys) == 0 {
 		return Restored{}, false, err
 	}

@@ -95,7 +95,7 @@ func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOpt
 		return Lineage{}, cat, fmt.Errorf("current revision: %w", err)
 	}
 	p := placer{cli: cli, st: st, o: o, cat: cat, current: resp.Header.Revision, cluster: hexID(resp.Header.ClusterId)}
-	restores, err := restoreKeys(ctx, st, p.cluster)
+	restores, err := RestoreRecords(ctx, st, p.cluster)
 	if err != nil {
 		return Lineage{}, cat, err
 	}
@@ -575,3 +575,16 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+var (
+	// ErrReplaced: a member of the cluster an uploader placed its backups
+	// for restarted on another raft log (its raft index went back: a
+	// restored data dir starts it again). Its events are another past's;
+	// the uploader drops what it holds and places its backups again.
+	ErrReplaced = errors.New("a member restarted on another raft log: the cluster was restored or replaced")
+	// ErrRestoredElsewhere: a restore of this cluster was recorded after
+	// the uploader placed its backups, and none of its members restarted:
+	// another incarnation of the cluster may run from that restore (a
+	// split brain). The restored one's backups are the ones that go on.
+	ErrRestoredElsewhere = errors.New("this cluster was restored elsewhere")
+)

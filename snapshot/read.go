@@ -93,12 +93,12 @@ func OpenDelta(ctx context.Context, st store.Store, s Snapshot, c Codec) (*Delta
 	if err != nil {
 		return nil, err
 	}
-	return NewDeltaReader(payload, s.Key), nil
+	return newDeltaReader(payload, s.Key), nil
 }
 
-// NewDeltaReader decodes events from a delta's payload, such as one Open
+// newDeltaReader decodes events from a delta's payload, such as one Open
 // returned or a local copy of it. name appears in errors.
-func NewDeltaReader(payload io.ReadCloser, name string) *DeltaReader {
+func newDeltaReader(payload io.ReadCloser, name string) *DeltaReader {
 	return &DeltaReader{payload: payload, in: bufio.NewReaderSize(payload, 256<<10), name: name}
 }
 

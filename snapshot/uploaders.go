@@ -39,6 +39,9 @@ type Uploader struct {
 
 func uploaderKey(seq int64) string { return fmt.Sprintf("%s/%010d.json", uploaderDir, seq) }
 
+// Key is where u is recorded.
+func (u Uploader) Key() string { return uploaderKey(u.Seq) }
+
 func uploaderSeqs(ctx context.Context, st store.Store) ([]int64, error) {
 	objs, err := st.List(ctx, uploaderDir+"/")
 	if err != nil {
@@ -54,11 +57,11 @@ func uploaderSeqs(ctx context.Context, st store.Store) ([]int64, error) {
 	return seqs, nil
 }
 
-// registerUploader records u as the newest uploader of st and removes the
+// RegisterUploader records u as the newest uploader of st and removes the
 // records older than the kept ones. The newest uploader is the one that
 // writes: an older one still running (a second sidecar, a process that
 // did not die) finds it before its next object and stops.
-func registerUploader(ctx context.Context, st store.Store, u Uploader) (Uploader, error) {
+func RegisterUploader(ctx context.Context, st store.Store, u Uploader) (Uploader, error) {
 	if u.Host == "" {
 		u.Host, _ = os.Hostname()
 	}
@@ -92,9 +95,9 @@ func registerUploader(ctx context.Context, st store.Store, u Uploader) (Uploader
 	return u, fmt.Errorf("record uploader: %w: ten other runs took the next number first", ErrNewerUploader)
 }
 
-// newerUploader fails with ErrNewerUploader when a run newer than u recorded
+// NewerUploader fails with ErrNewerUploader when a run newer than u recorded
 // itself on st, naming it.
-func newerUploader(ctx context.Context, st store.Store, u Uploader) error {
+func NewerUploader(ctx context.Context, st store.Store, u Uploader) error {
 	seqs, err := uploaderSeqs(ctx, st)
 	if err != nil {
 		return err

@@ -106,7 +106,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // that sat beside the next batch of events. TestDeltaBytesMatchEtcdBackupRestore
 // holds it to json.Marshal's bytes. last is applied to a copy of the
 // last event.
-func writeDelta(w io.Writer, events []Event, last annotations) error {
+func writeDelta(w io.Writer, events []Event, last Annotations) error {
 	h := sha256.New()
 	out := io.MultiWriter(w, h)
 	buf := make([]byte, 0, 64<<10)
@@ -116,7 +116,7 @@ func writeDelta(w io.Writer, events []Event, last annotations) error {
 			buf = append(buf, ',')
 		}
 		if i == len(events)-1 {
-			last.apply(&ev)
+			last.Apply(&ev)
 		}
 		var err error
 		if buf, err = appendEvent(buf, ev); err != nil {

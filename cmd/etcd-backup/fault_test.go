@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 )
@@ -154,7 +155,7 @@ func TestKilledMidOperation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := snapshot.Delta(ctx, cli, st, chain.LastRevision(), snapshot.DeltaOptions{}); err != nil {
+				if _, err := capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -314,7 +315,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	defer func() { _ = etcd.Close() }()
 	o := sidecar.Options{
 		Client: etcd, Endpoint: b.endpoints[0], Store: st, Conn: conn, WorkDir: b.store.tempDir, Logger: log,
-		Snapshots: snapshot.SnapshotterOptions{
+		Snapshots: capture.Options{
 			FullSchedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
 			RetentionPeriod: offIfZero(b.gcPeriod), Retention: ret, Codec: codec,
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 func snapshotCmd(g *globals) *cobra.Command {
@@ -61,7 +62,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 				if chain, err = chain.Check(); err != nil {
 					return fmt.Errorf("the latest chain: %w; take a full snapshot to start a new one", err)
 				}
-				taken, err = snapshot.Delta(ctx, cli, st, chain.LastRevision(), snapshot.DeltaOptions{Codec: codec, BeforeUpload: newest, Logger: g.log})
+				taken, err = capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{Codec: codec, BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}

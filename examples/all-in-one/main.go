@@ -13,7 +13,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	_ "github.com/etcdkit/etcdkit/store/s3"
@@ -75,7 +75,7 @@ func run(config, storeURL string, peers []string, runFor time.Duration) error {
 	// One process needs no API between its parts: the sidecar runs
 	// without one, and so needs no credential.
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Second}})
+		Snapshots: capture.Options{DeltaPeriod: time.Second}})
 	if err != nil {
 		return err
 	}

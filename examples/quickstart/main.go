@@ -13,7 +13,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
@@ -75,7 +75,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: snapshot.SnapshotterOptions{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1},
 		Follow:    member.FollowOptions{Interval: 100 * time.Millisecond},
 	})
 	if err != nil {

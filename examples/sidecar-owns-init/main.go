@@ -13,6 +13,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -56,7 +57,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		RestoreRoot: dir, Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
-	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -132,7 +132,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
 	if err != nil {
 		return err
 	}

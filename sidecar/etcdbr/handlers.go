@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // The handlers answer as etcd-backup-restore's do: a status code, then the
@@ -123,7 +124,7 @@ func (s *Server) fullSnapshot(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deltaSnapshot(w http.ResponseWriter, r *http.Request) {
 	sn, err := s.sc.Delta(r.Context())
 	switch {
-	case errors.Is(err, snapshot.ErrNoEvents):
+	case errors.Is(err, capture.ErrNoEvents):
 		// Nothing to upload: etcd-backup-restore answers a null snapshot.
 		writeJSON(w, (*brSnapshot)(nil))
 	case err != nil:

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 )
 
@@ -113,17 +114,17 @@ func ok(err error) string {
 	return "true"
 }
 
-func kindOf(op snapshot.Operation) string {
-	if op == snapshot.OpFull {
+func kindOf(op capture.Operation) string {
+	if op == capture.OpFull {
 		return kindFull
 	}
 	return kindDelta
 }
 
 // result records one Snapshotter result.
-func (m *metrics) result(r snapshot.Result) {
+func (m *metrics) result(r capture.Result) {
 	switch r.Op {
-	case snapshot.OpGC:
+	case capture.OpGC:
 		for _, s := range r.Expired {
 			m.gc.WithLabelValues(string(s.Kind), "true").Inc()
 		}
@@ -132,7 +133,7 @@ func (m *metrics) result(r snapshot.Result) {
 			m.gc.WithLabelValues(kindFull, "false").Inc()
 		}
 		return
-	case snapshot.OpFull, snapshot.OpDelta:
+	case capture.OpFull, capture.OpDelta:
 	default:
 		return
 	}
@@ -140,7 +141,7 @@ func (m *metrics) result(r snapshot.Result) {
 	m.snapshotDuration.WithLabelValues(kind, ok(r.Err)).Observe(r.Duration.Seconds())
 	if r.Err != nil {
 		m.failure.WithLabelValues(r.Err.Error()).Inc()
-		if r.Op == snapshot.OpFull {
+		if r.Op == capture.OpFull {
 			m.required.WithLabelValues(kindFull).Set(1)
 		}
 		return

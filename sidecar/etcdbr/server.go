@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -141,7 +142,7 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 		}
 	}
 	onResult := o.Snapshots.OnResult
-	o.Snapshots.OnResult = func(r snapshot.Result) {
+	o.Snapshots.OnResult = func(r capture.Result) {
 		s.result(r)
 		if onResult != nil {
 			onResult(r)
@@ -240,16 +241,16 @@ func (s *Server) endpoints() []string {
 }
 
 // result follows the Snapshotter into the metrics.
-func (s *Server) result(r snapshot.Result) {
+func (s *Server) result(r capture.Result) {
 	s.m.result(r)
 	if r.Err != nil {
 		return
 	}
 	s.mu.Lock()
 	switch r.Op {
-	case snapshot.OpFull:
+	case capture.OpFull:
 		s.deltas = nil
-	case snapshot.OpDelta:
+	case capture.OpDelta:
 		s.deltas = append(s.deltas, r.Snapshot)
 	default:
 		s.mu.Unlock()

@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -23,7 +24,7 @@ func TestFullSchedule(t *testing.T) {
 	}
 	clock := &etcdtest.Clock{}
 	hour := func(h, m, s int) time.Time { return time.Date(2026, 12, 1, h, m, s, 0, time.UTC) }
-	opts := snapshot.SnapshotterOptions{FullSchedule: "0 * * * *", DeltaPeriod: 50 * time.Millisecond, Now: clock.Now}
+	opts := capture.Options{FullSchedule: "0 * * * *", DeltaPeriod: 50 * time.Millisecond, Now: clock.Now}
 	put := func(n int) {
 		for i := range n {
 			if _, err := cli.Put(ctx, fmt.Sprintf("/schedule/%d", i), clock.Now().String()); err != nil {
@@ -35,11 +36,11 @@ func TestFullSchedule(t *testing.T) {
 	// 10:59:59: no full yet, one at start; then the schedule's, at 11:00.
 	clock.Set(hour(10, 59, 59))
 	r := start(t, cli, st, opts)
-	if first := r.await(t, snapshot.OpFull); first.Reason != "no full snapshot" {
+	if first := r.await(t, capture.OpFull); first.Reason != "no full snapshot" {
 		t.Fatalf("the first full's reason: %q", first.Reason)
 	}
 	put(10)
-	scheduled := r.await(t, snapshot.OpFull)
+	scheduled := r.await(t, capture.OpFull)
 	if scheduled.Reason != "schedule" || scheduled.Snapshot.Created.Before(hour(11, 0, 0)) || scheduled.Snapshot.Created.After(hour(11, 0, 2)) {
 		t.Fatalf("the scheduled full: %q, created %s; want schedule, at 11:00", scheduled.Reason, scheduled.Snapshot.Created)
 	}
@@ -49,11 +50,11 @@ func TestFullSchedule(t *testing.T) {
 	put(10)
 	clock.Set(hour(11, 40, 0))
 	r = start(t, cli, st, opts)
-	if d := r.await(t, snapshot.OpDelta); d.Reason != "startup" {
+	if d := r.await(t, capture.OpDelta); d.Reason != "startup" {
 		t.Fatalf("the first delta at 11:40: %q", d.Reason)
 	}
 	r.stop(t)
-	if fulls := r.written(snapshot.OpFull); len(fulls) != 0 {
+	if fulls := r.written(capture.OpFull); len(fulls) != 0 {
 		t.Fatalf("a full at 11:40 (%s), within the schedule", fulls[0].Reason)
 	}
 
@@ -61,7 +62,7 @@ func TestFullSchedule(t *testing.T) {
 	put(10)
 	clock.Set(hour(13, 5, 0))
 	r = start(t, cli, st, opts)
-	if missed := r.await(t, snapshot.OpFull); missed.Reason != "schedule missed" || missed.Snapshot.Created.Before(hour(13, 5, 0)) {
+	if missed := r.await(t, capture.OpFull); missed.Reason != "schedule missed" || missed.Snapshot.Created.Before(hour(13, 5, 0)) {
 		t.Fatalf("the full at 13:05: %q, created %s; want schedule missed", missed.Reason, missed.Snapshot.Created)
 	}
 	r.stop(t)

@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"context"
@@ -16,23 +16,24 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
 // running is a Snapshotter in its own goroutine with its results recorded.
 type running struct {
-	*snapshot.Snapshotter
+	*capture.Snapshotter
 	cancel  context.CancelFunc
 	done    chan error
-	results chan snapshot.Result
+	results chan capture.Result
 
 	mu  sync.Mutex
-	all []snapshot.Result
+	all []capture.Result
 }
 
-func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.SnapshotterOptions) *running {
+func start(t *testing.T, cli *clientv3.Client, st store.Store, opts capture.Options) *running {
 	t.Helper()
-	r := &running{done: make(chan error, 1), results: make(chan snapshot.Result, 1000)}
+	r := &running{done: make(chan error, 1), results: make(chan capture.Result, 1000)}
 	if opts.FullSchedule == "" {
 		opts.FullSchedule = "@every 1h"
 	}
@@ -43,7 +44,7 @@ func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.Sna
 		opts.MinBackoff, opts.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
 	}
 	opts.SpoolDir = t.TempDir()
-	opts.OnResult = func(res snapshot.Result) {
+	opts.OnResult = func(res capture.Result) {
 		if res.Err != nil {
 			t.Logf("%s (%s) failed: %v", res.Op, res.Reason, res.Err)
 		}
@@ -52,7 +53,7 @@ func start(t *testing.T, cli *clientv3.Client, st store.Store, opts snapshot.Sna
 		r.mu.Unlock()
 		r.results <- res
 	}
-	s, err := snapshot.New(cli, st, opts)
+	s, err := capture.New(cli, st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func (r *running) stop(t *testing.T) {
 }
 
 // await returns the next successful result of op, failing after a minute.
-func (r *running) await(t *testing.T, op snapshot.Operation) snapshot.Result {
+func (r *running) await(t *testing.T, op capture.Operation) capture.Result {
 	t.Helper()
 	deadline := time.After(time.Minute)
 	for {
@@ -98,10 +99,10 @@ func (r *running) await(t *testing.T, op snapshot.Operation) snapshot.Result {
 	}
 }
 
-func (r *running) written(op snapshot.Operation) []snapshot.Result {
+func (r *running) written(op capture.Operation) []capture.Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []snapshot.Result
+	var out []capture.Result
 	for _, res := range r.all {
 		if res.Op == op && res.Err == nil {
 			out = append(out, res)
@@ -110,7 +111,7 @@ func (r *running) written(op snapshot.Operation) []snapshot.Result {
 	return out
 }
 
-func (r *running) failed(op snapshot.Operation) int {
+func (r *running) failed(op capture.Operation) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
@@ -165,8 +166,8 @@ func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
 			t.Fatal(err)
 		}
 		codec := snapshot.Codec{Compression: snapshot.Zstd}
-		r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
-		if res := r.await(t, snapshot.OpFull); res.Reason != "no full snapshot" {
+		r := start(t, cli, st, capture.Options{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
+		if res := r.await(t, capture.OpFull); res.Reason != "no full snapshot" {
 			t.Fatalf("first full: reason %q", res.Reason)
 		}
 		var res etcdtest.Result
@@ -177,7 +178,7 @@ func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
 				t.Fatal(err)
 			}
 			for r.Status().LastRevision < res.LastRevision {
-				if d := r.await(t, snapshot.OpDelta); d.Reason != "period" {
+				if d := r.await(t, capture.OpDelta); d.Reason != "period" {
 					t.Fatalf("delta written for %q", d.Reason)
 				}
 			}
@@ -196,8 +197,8 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 	const limit = 64 << 10
-	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
-	r.await(t, snapshot.OpFull)
+	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
+	r.await(t, capture.OpFull)
 
 	value := string(make([]byte, 2048))
 	var bigTxn, lastPut int64
@@ -222,7 +223,7 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	// The limit may have taken the last put already: then there is
 	// nothing left for the on-demand delta, and that is right, once that
 	// delta lands.
-	if _, err := r.TakeDelta(ctx); errors.Is(err, snapshot.ErrNoEvents) {
+	if _, err := r.TakeDelta(ctx); errors.Is(err, capture.ErrNoEvents) {
 		for deadline := time.Now().Add(10 * time.Second); r.Status().LastRevision < lastPut; time.Sleep(10 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("on-demand delta: %v, and the deltas reach %d, not the last put's %d", err, r.Status().LastRevision, lastPut)
@@ -231,12 +232,12 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.TakeDelta(ctx); !errors.Is(err, snapshot.ErrNoEvents) {
+	if _, err := r.TakeDelta(ctx); !errors.Is(err, capture.ErrNoEvents) {
 		t.Fatalf("second on-demand delta: %v, want ErrNoEvents", err)
 	}
 	r.stop(t)
 
-	deltas := r.written(snapshot.OpDelta)
+	deltas := r.written(capture.OpDelta)
 	if len(deltas) < 5 {
 		t.Fatalf("%d deltas for about 1 MiB of events at a 64 KiB limit", len(deltas))
 	}
@@ -283,20 +284,20 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 
-	a := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
-	a.await(t, snapshot.OpFull)
+	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	a.await(t, capture.OpFull)
 	before, err := (etcdtest.Workload{Ops: 100, Seed: 6}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.stop(t)
-	last := a.written(snapshot.OpDelta)
+	last := a.written(capture.OpDelta)
 	if len(last) != 1 || last[0].Reason != "stop" || last[0].Snapshot.LastRevision != before.LastRevision {
 		t.Fatalf("stopping wrote %+v, want one delta up to %d", last, before.LastRevision)
 	}
 	// Started again with nothing new, it says which snapshots end the
 	// chain, read from the store.
-	again := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
+	again := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
 	etcdtest.Eventually(t, "the restarted snapshotter reads the chain", 10*time.Second, func() bool {
 		return again.Status().LastFull.Key != ""
 	})
@@ -309,12 +310,12 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
-	first := b.await(t, snapshot.OpDelta)
+	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	first := b.await(t, capture.OpDelta)
 	if first.Reason != "startup" || first.Snapshot.StartRevision != before.LastRevision+1 || first.Snapshot.LastRevision != while.LastRevision {
 		t.Fatalf("first delta after restart: %s (%s), want %d-%d", first.Snapshot.Key, first.Reason, before.LastRevision+1, while.LastRevision)
 	}
-	if fulls := b.written(snapshot.OpFull); len(fulls) != 0 {
+	if fulls := b.written(capture.OpFull); len(fulls) != 0 {
 		t.Fatalf("restart took a full snapshot: %+v", fulls)
 	}
 	full, err := b.TakeFull(ctx)
@@ -337,8 +338,8 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 
-	a := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
-	a.await(t, snapshot.OpFull)
+	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	a.await(t, capture.OpFull)
 	a.stop(t)
 	res, err := (etcdtest.Workload{Ops: 50, Seed: 8}).Run(ctx, cli)
 	if err != nil {
@@ -347,8 +348,8 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	if _, err := cli.Compact(ctx, res.LastRevision); err != nil {
 		t.Fatal(err)
 	}
-	b := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
-	full := b.await(t, snapshot.OpFull)
+	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	full := b.await(t, capture.OpFull)
 	if full.Reason != "compacted" || full.Snapshot.LastRevision != res.LastRevision {
 		t.Fatalf("full after compaction: %s (%s)", full.Snapshot.Key, full.Reason)
 	}
@@ -386,8 +387,8 @@ func TestSnapshotterRefusesAnotherClustersChain(t *testing.T) {
 			}
 			fresh := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 			var refused atomic.Int32
-			s, err := snapshot.New(fresh.Client(t), st, snapshot.SnapshotterOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SpoolDir: t.TempDir(),
-				OnResult: func(r snapshot.Result) {
+			s, err := capture.New(fresh.Client(t), st, capture.Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond, SpoolDir: t.TempDir(),
+				OnResult: func(r capture.Result) {
 					if errors.Is(r.Err, snapshot.ErrOtherCluster) {
 						refused.Add(1)
 					}
@@ -411,8 +412,8 @@ func TestSnapshotterRefusesAnotherClustersChain(t *testing.T) {
 				t.Fatalf("another cluster's chain was written to: %v", keys)
 			}
 
-			r := start(t, fresh.Client(t), st, snapshot.SnapshotterOptions{AllowNewChain: true, DeltaPeriod: time.Hour})
-			if full := r.await(t, snapshot.OpFull); full.Reason != "new timeline" {
+			r := start(t, fresh.Client(t), st, capture.Options{AllowNewChain: true, DeltaPeriod: time.Hour})
+			if full := r.await(t, capture.OpFull); full.Reason != "new timeline" {
 				t.Fatalf("allowed a new chain: %s (%s)", full.Snapshot.Key, full.Reason)
 			}
 			r.stop(t)
@@ -455,7 +456,7 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 
 	var fenced atomic.Int32
 	fenced.Store(2)
-	r := start(t, cli, st, snapshot.SnapshotterOptions{
+	r := start(t, cli, st, capture.Options{
 		DeltaPeriod: 100 * time.Millisecond,
 		// Fencing: the first two uploads are refused, as for a sidecar
 		// that is not the uploader yet.
@@ -466,8 +467,8 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 			return nil
 		},
 	})
-	full := r.await(t, snapshot.OpFull)
-	if failed := r.failed(snapshot.OpFull); failed != 2 {
+	full := r.await(t, capture.OpFull)
+	if failed := r.failed(capture.OpFull); failed != 2 {
 		t.Fatalf("%d failed full snapshots before %s, want the 2 fenced ones", failed, full.Snapshot.Key)
 	}
 	if cat, _ := snapshot.List(ctx, st); len(cat.Snapshots) != 1 {
@@ -480,13 +481,13 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r.Status().LastRevision < res.LastRevision {
-		r.await(t, snapshot.OpDelta)
+		r.await(t, capture.OpDelta)
 	}
 	if f := r.Status().Failures; f != 0 {
 		t.Fatalf("%d failures still counted after success", f)
 	}
 	r.stop(t)
-	if failed := r.failed(snapshot.OpDelta); failed != 3 {
+	if failed := r.failed(capture.OpDelta); failed != 3 {
 		t.Fatalf("%d failed deltas, want the 3 injected", failed)
 	}
 	checkChain(t, cli, st, snapshot.Codec{})
@@ -494,14 +495,14 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 
 func TestOnDemandNeedsRun(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
-	s, err := snapshot.New(c.Client(t), newStore(t), snapshot.SnapshotterOptions{})
+	s, err := capture.New(c.Client(t), newStore(t), capture.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TakeFull(context.Background()); !errors.Is(err, snapshot.ErrNotRunning) {
+	if _, err := s.TakeFull(context.Background()); !errors.Is(err, capture.ErrNotRunning) {
 		t.Fatalf("TakeFull before Run: %v", err)
 	}
-	if _, err := snapshot.New(c.Client(t), newStore(t), snapshot.SnapshotterOptions{FullSchedule: "every hour"}); err == nil {
+	if _, err := capture.New(c.Client(t), newStore(t), capture.Options{FullSchedule: "every hour"}); err == nil {
 		t.Fatal("a bad schedule was accepted")
 	}
 }
@@ -513,8 +514,8 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
 	st := newStore(t)
-	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: time.Hour})
-	first := r.await(t, snapshot.OpFull)
+	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	first := r.await(t, capture.OpFull)
 	res, err := (etcdtest.Workload{Ops: 80, Seed: 12}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -538,7 +539,7 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 		}
 	}
 	var before int
-	for _, d := range r.written(snapshot.OpDelta) {
+	for _, d := range r.written(capture.OpDelta) {
 		if d.Reason == "before full" {
 			before++
 			if d.Snapshot.LastRevision > second.LastRevision {
@@ -560,8 +561,8 @@ func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
 	st := newStore(t)
-	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond})
-	r.await(t, snapshot.OpFull)
+	r := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
+	r.await(t, capture.OpFull)
 	cat, err := snapshot.List(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -573,7 +574,7 @@ func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
 	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
 		t.Fatal(err)
 	}
-	etcdtest.Eventually(t, "the snapshotter refuses", 30*time.Second, func() bool { return r.Status().Refused == snapshot.RefusedSuperseded })
+	etcdtest.Eventually(t, "the snapshotter refuses", 30*time.Second, func() bool { return r.Status().Refused == capture.RefusedSuperseded })
 	if msg := r.Status().LastError; !strings.Contains(msg, newer.ID) || !strings.Contains(msg, "another prefix") {
 		t.Fatalf("the refusal says: %s", msg)
 	}
@@ -620,9 +621,9 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 		defer mu.Unlock()
 		return logs.Write(b)
 	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	r := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond, Logger: log,
+	r := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, Logger: log,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, ProbeInterval: 20 * time.Millisecond})
-	r.await(t, snapshot.OpFull)
+	r.await(t, capture.OpFull)
 	st.out.Store(true)
 	if _, err := cli.Put(ctx, "/during", "x"); err != nil {
 		t.Fatal(err)
@@ -632,7 +633,7 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	etcdtest.Eventually(t, "the backoff grows", 30*time.Second, func() bool { return r.Status().Failures >= 6 })
 	st.out.Store(false)
 	for {
-		res := r.await(t, snapshot.OpDelta)
+		res := r.await(t, capture.OpDelta)
 		if res.Snapshot.LastRevision >= 2 {
 			if res.Reason != "answers again" {
 				t.Fatalf("the delta after the outage came from %q, not from the probe", res.Reason)

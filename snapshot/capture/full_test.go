@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
@@ -54,7 +55,7 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	written, err := snapshot.Delta(ctx, cli, st, full.LastRevision, snapshot.DeltaOptions{})
+	written, err := capture.Delta(ctx, cli, st, full.LastRevision, capture.DeltaOptions{})
 	if err != nil || len(written) != 1 {
 		t.Fatalf("delta: %v, %v", written, err)
 	}
@@ -62,13 +63,13 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 	if d1.StartRevision != full.LastRevision+1 || d1.LastRevision != res.LastRevision {
 		t.Fatalf("delta %s: want revisions %d-%d", d1.Key, full.LastRevision+1, res.LastRevision)
 	}
-	if _, err := snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{}); !errors.Is(err, snapshot.ErrNoEvents) {
+	if _, err := capture.Delta(ctx, cli, st, d1.LastRevision, capture.DeltaOptions{}); !errors.Is(err, capture.ErrNoEvents) {
 		t.Fatalf("delta with nothing new: got %v, want ErrNoEvents", err)
 	}
 	if _, err := cli.Delete(ctx, "/known/b"); err != nil {
 		t.Fatal(err)
 	}
-	written, err = snapshot.Delta(ctx, cli, st, d1.LastRevision, snapshot.DeltaOptions{})
+	written, err = capture.Delta(ctx, cli, st, d1.LastRevision, capture.DeltaOptions{})
 	if err != nil || len(written) != 1 {
 		t.Fatalf("delta: %v, %v", written, err)
 	}

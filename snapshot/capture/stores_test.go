@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"context"

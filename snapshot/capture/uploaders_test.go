@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -22,16 +23,16 @@ func TestTwoUploadersOnOnePrefix(t *testing.T) {
 		if _, err := (etcdtest.Workload{Ops: 100, Seed: 50}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
-		first := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond})
-		first.await(t, snapshot.OpFull)
-		second := start(t, cli, st, snapshot.SnapshotterOptions{DeltaPeriod: 50 * time.Millisecond})
+		first := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
+		first.await(t, capture.OpFull)
+		second := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
 		etcdtest.Eventually(t, "the second uploader starts", 30*time.Second, func() bool { return second.Status().LastRevision > 0 })
 		res, err := (etcdtest.Workload{Ops: 150, Seed: 51, DeletePercent: 10}).Run(ctx, cli)
 		if err != nil {
 			t.Fatal(err)
 		}
 		etcdtest.Eventually(t, "the first refuses and the second reaches the end", 60*time.Second, func() bool {
-			return first.Status().Refused == snapshot.RefusedConflict && second.Status().LastRevision >= res.LastRevision
+			return first.Status().Refused == capture.RefusedConflict && second.Status().LastRevision >= res.LastRevision
 		})
 		if msg := first.Status().LastError; !strings.Contains(msg, "etcdkit/uploaders/0000000002.json") || !strings.Contains(msg, "began after this one") {
 			t.Fatalf("the first uploader's refusal says: %s", msg)

@@ -1,4 +1,4 @@
-package snapshot
+package capture
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // leaseLog is what the capture knows of etcd's leases, for a restore to
@@ -28,7 +30,7 @@ type leaseLog struct {
 // recorded yet. A lease etcd does not know any more (expired since) gets
 // no TTL: its keys' deletions follow in the stream. A failed question is
 // asked again with the lease's next event.
-func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *Event) error {
+func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.Event) error {
 	id := ev.EtcdEvent.GetKv().GetLease()
 	if id == 0 || ev.EtcdEvent.Type != 0 {
 		return nil

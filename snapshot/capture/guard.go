@@ -1,8 +1,7 @@
-package snapshot
+package capture
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -10,20 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
-)
-
-var (
-	// ErrReplaced: a member of the cluster an uploader placed its backups
-	// for restarted on another raft log (its raft index went back: a
-	// restored data dir starts it again). Its events are another past's;
-	// the uploader drops what it holds and places its backups again.
-	ErrReplaced = errors.New("a member restarted on another raft log: the cluster was restored or replaced")
-	// ErrRestoredElsewhere: a restore of this cluster was recorded after
-	// the uploader placed its backups, and none of its members restarted:
-	// another incarnation of the cluster may run from that restore (a
-	// split brain). The restored one's backups are the ones that go on.
-	ErrRestoredElsewhere = errors.New("this cluster was restored elsewhere")
 )
 
 // guard checks, before each object an uploader writes, that the cluster is
@@ -31,34 +18,34 @@ var (
 type guard struct {
 	cli *clientv3.Client
 	st  store.Store
-	lin Lineage
+	lin snapshot.Lineage
 
 	mu sync.Mutex
 	// index is the highest raft index each endpoint's member answered.
 	index map[string]uint64
 }
 
-func newGuard(ctx context.Context, cli *clientv3.Client, st store.Store, lin Lineage) *guard {
+func newGuard(ctx context.Context, cli *clientv3.Client, st store.Store, lin snapshot.Lineage) *guard {
 	g := &guard{cli: cli, st: st, lin: lin, index: map[string]uint64{}}
 	_ = g.raftLog(ctx)
 	return g
 }
 
-// check fails with ErrReplaced when a member's raft index went back, and
-// with ErrRestoredElsewhere when a restore of the cluster was recorded
+// check fails with snapshot.ErrReplaced when a member's raft index went back, and
+// with snapshot.ErrRestoredElsewhere when a restore of the cluster was recorded
 // since the backups were placed.
 func (g *guard) check(ctx context.Context) error {
 	if err := g.raftLog(ctx); err != nil {
 		return err
 	}
-	keys, err := restoreKeys(ctx, g.st, g.lin.ClusterID)
+	keys, err := snapshot.RestoreRecords(ctx, g.st, g.lin.ClusterID)
 	if err != nil {
 		return err
 	}
 	for _, k := range keys {
 		if !slices.Contains(g.lin.Restores, k) {
 			return fmt.Errorf("%w: %s records a restore of cluster %s after this uploader placed its backups, and its members did not restart: the restored cluster's backups go on, this one's stop (restart this sidecar if this member is the restored one)",
-				ErrRestoredElsewhere, k, g.lin.ClusterID)
+				snapshot.ErrRestoredElsewhere, k, g.lin.ClusterID)
 		}
 	}
 	return nil
@@ -78,7 +65,7 @@ func (g *guard) raftLog(ctx context.Context) error {
 			continue
 		}
 		if seen := g.index[ep]; st.RaftIndex < seen {
-			return fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", ErrReplaced, ep, st.RaftIndex, seen)
+			return fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", snapshot.ErrReplaced, ep, st.RaftIndex, seen)
 		}
 		g.index[ep] = st.RaftIndex
 	}

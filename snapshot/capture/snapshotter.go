@@ -1,4 +1,4 @@
-package snapshot
+package capture
 
 import (
 	"cmp"
@@ -6,22 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
 
 // ErrNotRunning is returned by on-demand snapshots while Run is not running.
 var ErrNotRunning = errors.New("the snapshotter is not running")
 
-// SnapshotterOptions configures a Snapshotter. The zero value takes a
+// Options configures a Snapshotter. The zero value takes a
 // full snapshot every hour, a delta 20 s after its first event or at
 // 50 MiB of events, and applies the Exponential retention every minute.
-type SnapshotterOptions struct {
+type Options struct {
 	// FullSchedule is a cron expression (5 fields, or descriptors such as
 	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
 	FullSchedule string
@@ -38,17 +40,17 @@ type SnapshotterOptions struct {
 	// RetentionPeriod is how often GC runs. Default 1 min; negative
 	// disables GC.
 	RetentionPeriod time.Duration
-	Retention       Retention
-	Codec           Codec
+	Retention       snapshot.Retention
+	Codec           snapshot.Codec
 	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
 	SpoolDir string
 	// AllowNewChain: when the store's newest chain is another cluster's
-	// (ErrOtherCluster), begin a timeline of this cluster's own with a full
+	// (snapshot.ErrOtherCluster), begin a timeline of this cluster's own with a full
 	// snapshot instead of failing.
 	AllowNewChain bool
 	// BeforeUpload, when set, is called right before each object is written;
 	// an error skips the write and counts as a failure (fencing).
-	BeforeUpload func(context.Context, Snapshot) error
+	BeforeUpload func(context.Context, snapshot.Snapshot) error
 	// OnResult, when set, is called after every snapshot and GC attempt,
 	// from the loop's goroutine. Metrics hang here.
 	OnResult func(Result)
@@ -70,7 +72,7 @@ type SnapshotterOptions struct {
 	Now func() time.Time
 }
 
-func (o SnapshotterOptions) withDefaults() SnapshotterOptions {
+func (o Options) withDefaults() Options {
 	if o.FullSchedule == "" {
 		o.FullSchedule = "0 * * * *"
 	}
@@ -95,6 +97,9 @@ func (o SnapshotterOptions) withDefaults() SnapshotterOptions {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	return o
 }
 
@@ -113,10 +118,10 @@ type Result struct {
 	// Reason says why it ran: schedule, startup, period, memory-limit,
 	// on-demand, compacted, gap, retry, stop.
 	Reason   string
-	Snapshot Snapshot   // the snapshot written, for a successful full or delta
-	Events   int        // events in a delta
-	Deleted  int        // snapshots deleted by GC
-	Expired  []Snapshot // and which
+	Snapshot snapshot.Snapshot   // the snapshot written, for a successful full or delta
+	Events   int                 // events in a delta
+	Deleted  int                 // snapshots deleted by GC
+	Expired  []snapshot.Snapshot // and which
 	Duration time.Duration
 	Err      error
 }
@@ -128,8 +133,8 @@ type Status struct {
 	LastRevision int64
 	// LastFull and LastDelta are the newest full snapshot and delta of
 	// the chain: read from the store at start, then the ones written.
-	LastFull  Snapshot
-	LastDelta Snapshot
+	LastFull  snapshot.Snapshot
+	LastDelta snapshot.Snapshot
 	// PendingEvents and PendingBytes are captured but not yet uploaded.
 	PendingEvents int
 	PendingBytes  int64
@@ -149,17 +154,17 @@ type Refusal string
 
 const (
 	// RefusedOtherCluster: the newest chain is another cluster's
-	// (ErrOtherCluster).
+	// (snapshot.ErrOtherCluster).
 	RefusedOtherCluster Refusal = "other-cluster"
 	// RefusedSuperseded: a newer timeline began on the prefix
-	// (ErrSuperseded).
+	// (snapshot.ErrSuperseded).
 	RefusedSuperseded Refusal = "superseded"
 	// RefusedConflict: another writer on the prefix: it wrote an object
-	// of this name first (ErrConflict), or recorded itself as the prefix's
-	// uploader after this one (ErrNewerUploader).
+	// of this name first (snapshot.ErrConflict), or recorded itself as the prefix's
+	// uploader after this one (snapshot.ErrNewerUploader).
 	RefusedConflict Refusal = "conflict"
 	// RefusedRestoredElsewhere: a restore of this cluster was recorded
-	// since, and its members did not restart (ErrRestoredElsewhere).
+	// since, and its members did not restart (snapshot.ErrRestoredElsewhere).
 	RefusedRestoredElsewhere Refusal = "restored-elsewhere"
 )
 
@@ -169,13 +174,13 @@ var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict
 // RefusalOf says which refusal err is, "" for a failure.
 func RefusalOf(err error) Refusal {
 	switch {
-	case errors.Is(err, ErrOtherCluster):
+	case errors.Is(err, snapshot.ErrOtherCluster):
 		return RefusedOtherCluster
-	case errors.Is(err, ErrSuperseded):
+	case errors.Is(err, snapshot.ErrSuperseded):
 		return RefusedSuperseded
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrNewerUploader):
+	case errors.Is(err, snapshot.ErrConflict), errors.Is(err, snapshot.ErrNewerUploader):
 		return RefusedConflict
-	case errors.Is(err, ErrRestoredElsewhere):
+	case errors.Is(err, snapshot.ErrRestoredElsewhere):
 		return RefusedRestoredElsewhere
 	}
 	return ""
@@ -186,7 +191,7 @@ func RefusalOf(err error) Refusal {
 type Snapshotter struct {
 	cli      *clientv3.Client
 	st       store.Store
-	opts     SnapshotterOptions
+	opts     Options
 	schedule cron.Schedule
 	log      *slog.Logger
 	reqs     chan request
@@ -204,7 +209,7 @@ type request struct {
 }
 
 // New checks opts and returns a Snapshotter for the member cli talks to.
-func New(cli *clientv3.Client, st store.Store, opts SnapshotterOptions) (*Snapshotter, error) {
+func New(cli *clientv3.Client, st store.Store, opts Options) (*Snapshotter, error) {
 	opts = opts.withDefaults()
 	schedule, err := cron.ParseStandard(opts.FullSchedule)
 	if err != nil {
@@ -218,7 +223,7 @@ func New(cli *clientv3.Client, st store.Store, opts SnapshotterOptions) (*Snapsh
 	}
 	return &Snapshotter{
 		cli: cli, st: st, opts: opts, schedule: schedule,
-		log: logger(opts.Logger), reqs: make(chan request),
+		log: opts.Logger, reqs: make(chan request),
 	}, nil
 }
 
@@ -230,14 +235,14 @@ func (s *Snapshotter) Status() Status {
 }
 
 // TakeFull takes a full snapshot now, through the running loop.
-func (s *Snapshotter) TakeFull(ctx context.Context) (Snapshot, error) {
+func (s *Snapshotter) TakeFull(ctx context.Context) (snapshot.Snapshot, error) {
 	return s.demand(ctx, request{op: OpFull})
 }
 
 // TakeFinal takes a full snapshot marked final, as an operator does
 // before the cluster stops for good (etcd-druid's copy of backups waits
 // for it).
-func (s *Snapshotter) TakeFinal(ctx context.Context) (Snapshot, error) {
+func (s *Snapshotter) TakeFinal(ctx context.Context) (snapshot.Snapshot, error) {
 	return s.demand(ctx, request{op: OpFull, final: true})
 }
 
@@ -245,25 +250,25 @@ func (s *Snapshotter) TakeFinal(ctx context.Context) (Snapshot, error) {
 // through the running loop, and returns the last delta written (there are
 // several when the events exceed the memory limit). ErrNoEvents: nothing
 // changed.
-func (s *Snapshotter) TakeDelta(ctx context.Context) (Snapshot, error) {
+func (s *Snapshotter) TakeDelta(ctx context.Context) (snapshot.Snapshot, error) {
 	return s.demand(ctx, request{op: OpDelta})
 }
 
-func (s *Snapshotter) demand(ctx context.Context, req request) (Snapshot, error) {
+func (s *Snapshotter) demand(ctx context.Context, req request) (snapshot.Snapshot, error) {
 	if !s.Status().Running {
-		return Snapshot{}, ErrNotRunning
+		return snapshot.Snapshot{}, ErrNotRunning
 	}
 	req.reply = make(chan Result, 1)
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
-		return Snapshot{}, ctx.Err()
+		return snapshot.Snapshot{}, ctx.Err()
 	}
 	select {
 	case r := <-req.reply:
 		return r.Snapshot, r.Err
 	case <-ctx.Done():
-		return Snapshot{}, ctx.Err()
+		return snapshot.Snapshot{}, ctx.Err()
 	}
 }
 
@@ -275,14 +280,14 @@ type loop struct {
 	// a delta continues the chain.
 	needFull string
 	started  bool
-	// timeline is the one Place gave: the loop writes only while it is
+	// timeline is the one snapshot.Place gave: the loop writes only while it is
 	// the store's newest, and while guard finds the cluster the one it
 	// placed.
-	timeline Timeline
+	timeline snapshot.Timeline
 	guard    *guard
 	// uploader is this run's record: the loop writes only while no newer
 	// run recorded itself (newerUploader).
-	uploader Uploader
+	uploader snapshot.Uploader
 	// chained: the store's latest chain runs up to capture.last, so a new
 	// full snapshot first closes it with the revisions before it.
 	chained  bool
@@ -306,8 +311,8 @@ type loop struct {
 }
 
 type upload struct {
-	snap   Snapshot
-	ann    annotations
+	snap   snapshot.Snapshot
+	ann    snapshot.Annotations
 	events int
 	reason string
 	start  time.Time
@@ -476,7 +481,7 @@ func (l *loop) demanded(ctx context.Context, req request) Result {
 // healthy: deltas continue the chain and nothing waits for a retry.
 func (l *loop) healthy() bool { return l.started && l.needFull == "" && l.failures == 0 }
 
-// startup places the cluster's backups on the store (Place) and decides
+// startup places the cluster's backups on the store (snapshot.Place) and decides
 // the first snapshot: a full one unless the cluster continues the newest
 // chain.
 func (l *loop) startup(ctx context.Context) error {
@@ -484,7 +489,7 @@ func (l *loop) startup(ctx context.Context) error {
 		// A snapshot killed mid-write left its temporary file there.
 		sw.Sweep()
 	}
-	lin, cat, err := Place(ctx, l.cli, l.st, PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec,
+	lin, cat, err := snapshot.Place(ctx, l.cli, l.st, snapshot.PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec,
 		SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		return err
@@ -493,15 +498,15 @@ func (l *loop) startup(ctx context.Context) error {
 	// Recorded once the backups are placed: a run that is refused (another
 	// cluster's, say) must not stop the one that writes.
 	if l.uploader.Seq == 0 {
-		if l.uploader, err = registerUploader(ctx, l.st, Uploader{Endpoints: l.cli.Endpoints(), ClusterID: lin.ClusterID, Began: l.opts.Now()}); err != nil {
+		if l.uploader, err = snapshot.RegisterUploader(ctx, l.st, snapshot.Uploader{Endpoints: l.cli.Endpoints(), ClusterID: lin.ClusterID, Began: l.opts.Now()}); err != nil {
 			return err
 		}
-		l.log.Info("recorded as the prefix's uploader", "record", uploaderKey(l.uploader.Seq))
+		l.log.Info("recorded as the prefix's uploader", "record", l.uploader.Key())
 	}
 	l.started = true
 	if !lin.Continues {
 		l.needFull = "no chain to continue"
-		if _, err := cat.Latest(); errors.Is(err, ErrNoFull) {
+		if _, err := cat.Latest(); errors.Is(err, snapshot.ErrNoFull) {
 			l.needFull = "no full snapshot"
 		}
 		if lin.Began {
@@ -537,17 +542,17 @@ func (l *loop) startup(ctx context.Context) error {
 }
 
 // beforeUpload runs before each object: the cluster must still be the one
-// placed (guard), the loop's timeline the newest (ErrSuperseded), the
+// placed (guard), the loop's timeline the newest (snapshot.ErrSuperseded), the
 // caller's fencing must pass, and no newer run may have recorded itself as
-// the prefix's uploader (ErrNewerUploader). The fencing comes before the last:
+// the prefix's uploader (snapshot.ErrNewerUploader). The fencing comes before the last:
 // a sidecar that no longer leads stops as such, not as a second uploader.
-func (l *loop) beforeUpload(ctx context.Context, s Snapshot) error {
+func (l *loop) beforeUpload(ctx context.Context, s snapshot.Snapshot) error {
 	if l.guard != nil {
 		if err := l.guard.check(ctx); err != nil {
 			return err
 		}
 	}
-	if err := Newest(ctx, l.st, l.timeline); err != nil {
+	if err := snapshot.Newest(ctx, l.st, l.timeline); err != nil {
 		return err
 	}
 	if l.opts.BeforeUpload != nil {
@@ -556,7 +561,7 @@ func (l *loop) beforeUpload(ctx context.Context, s Snapshot) error {
 		}
 	}
 	if l.uploader.Seq > 0 {
-		return newerUploader(ctx, l.st, l.uploader)
+		return snapshot.NewerUploader(ctx, l.st, l.uploader)
 	}
 	return nil
 }
@@ -577,7 +582,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.capture.stop()
 	l.trackLeases(ctx)
 	start := time.Now()
-	snap, err := Full(ctx, l.cli, l.st, FullOptions{
+	snap, err := snapshot.Full(ctx, l.cli, l.st, snapshot.FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
@@ -595,7 +600,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		// The revisions between the last delta and the full belong to the
 		// old chain too: without them a point-in-time restore into that
 		// stretch has nothing to replay.
-		err := l.capture.drainTo(ctx, snap.LastRevision, func(s Snapshot, events int) {
+		err := l.capture.drainTo(ctx, snap.LastRevision, func(s snapshot.Snapshot, events int) {
 			l.wrote(Result{Op: OpDelta, Reason: "before full", Snapshot: s, Events: events})
 		})
 		if err != nil && !errors.Is(err, ErrNoEvents) {
@@ -667,7 +672,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 	l.waitUpload()
 	r := Result{Op: OpDelta, Reason: reason}
 	start := time.Now()
-	r.Err = l.capture.drain(ctx, func(s Snapshot, events int) {
+	r.Err = l.capture.drain(ctx, func(s snapshot.Snapshot, events int) {
 		r.Snapshot, r.Events, r.Duration = s, events, time.Since(start)
 		l.succeed()
 		l.wrote(r)
@@ -687,7 +692,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 
 func (l *loop) gc(ctx context.Context) {
 	start := time.Now()
-	deleted, err := GC(ctx, l.st, l.opts.Retention, GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
+	deleted, err := snapshot.GC(ctx, l.st, l.opts.Retention, snapshot.GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		l.log.Warn("retention failed", "err", err)
 	}
@@ -722,7 +727,7 @@ func (l *loop) stop() error {
 		// etcd may be stopping too: write at least what was received.
 		l.log.Warn("catching up before stop failed; writing what was received", "err", r.Err)
 		l.capture.stop()
-		var s Snapshot
+		var s snapshot.Snapshot
 		if s, r.Err = l.capture.flush(ctx); r.Err == nil {
 			l.wrote(Result{Op: OpDelta, Reason: "stop", Snapshot: s})
 		}
@@ -762,7 +767,7 @@ func (l *loop) fail(op Operation, reason string, err error) {
 		}
 	})
 	l.report(Result{Op: op, Reason: reason, Err: err})
-	if errors.Is(err, ErrReplaced) {
+	if errors.Is(err, snapshot.ErrReplaced) {
 		// What the capture holds may be the other past's: dropped, and
 		// the backups placed again (the watch resumes from the chain).
 		l.log.Warn("the cluster was replaced under the backups: placing them again", "err", err)
@@ -783,7 +788,7 @@ func (l *loop) fail(op Operation, reason string, err error) {
 func (l *loop) probed(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, l.opts.ProbeInterval)
 	defer cancel()
-	_, storeErr := l.st.List(pctx, timelineDir+"/")
+	_, storeErr := l.st.List(pctx, path.Dir(l.uploader.Key())+"/")
 	_, etcdErr := l.cli.Get(pctx, "\x00", clientv3.WithCountOnly())
 	if storeErr != nil || etcdErr != nil {
 		l.probe.Reset(l.opts.ProbeInterval)
