@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -22,6 +20,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/internal/freeport"
 )
 
 // Options configure a cluster started by Start. The zero value starts one
@@ -565,75 +564,11 @@ func FreeURLs() (peer, client url.URL, err error) {
 	return peer, client, nil
 }
 
-// handedOut are the ports FreePort returned in this process: the kernel
-// may give a port just released to the next listener, and one cluster
-// was once handed the same port for two members.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// FreePort returns a loopback TCP port that was free a moment ago and
-// that it has not returned before in this process. It picks below the
-// kernel's ephemeral range where it can: a port there is never given to
-// another process's outgoing connection or port-0 listener in the
-// seconds between the pick and the member's bind, which under a loaded
-// test run happened (the member then fails with "address already in
-// use").
-func FreePort() (int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if low := ephemeralLow(); low > minPort+1000 {
-		for range 100 {
-			port := minPort + rand.IntN(low-minPort)
-			if handedOut.ports[port] {
-				continue
-			}
-			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-			if err != nil {
-				continue
-			}
-			if err := l.Close(); err != nil {
-				return 0, err
-			}
-			handedOut.ports[port] = true
-			return port, nil
-		}
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("pick a free port: %w", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if err := l.Close(); err != nil {
-			return 0, err
-		}
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("pick a free port: the kernel keeps giving ports already handed out")
-}
-
-// minPort is the lowest port FreePort picks: below it lie well-known
-// services' ports.
-const minPort = 10000
-
-// ephemeralLow is the first port of the kernel's ephemeral range, 0 when
-// it cannot be read (not Linux).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	var low, high int
-	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
-		return 0
-	}
-	return low
-}
+// FreePort returns a loopback TCP port that was free a moment ago, that
+// it has not returned before in this process, and that no other process
+// picking through it at the same time returns: a test binary's members
+// and emulators never share a port with another test binary's.
+func FreePort() (int, error) { return freeport.Pick() }
 
 func isAddrInUse(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "address already in use")

@@ -178,8 +178,9 @@ func New(o Options) (*Sidecar, error) {
 		return nil, fmt.Errorf("sidecar: work dir: %w", err)
 	}
 	// What a killed sidecar left there (spooled snapshots, compactions,
-	// drills) goes; a live process's is locked and stays.
-	scratch.Sweep(o.WorkDir, "etcdkit-")
+	// drills) goes; a live process's is locked and stays, and so does a
+	// directory of another program that shares the prefix.
+	scratch.SweepMade(o.WorkDir, "etcdkit-")
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

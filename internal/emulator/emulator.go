@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdkit/etcdkit/internal/freeport"
 )
 
 // Kind names an emulator.
@@ -339,12 +340,11 @@ func needed(t testing.TB, err error) {
 }
 
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
-		return 0, fmt.Errorf("emulator: pick a free port: %w", err)
+		return 0, fmt.Errorf("emulator: %w", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	return port, l.Close()
+	return port, nil
 }
 
 // tail keeps the last bytes written to it, for error messages.

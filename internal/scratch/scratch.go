@@ -62,7 +62,15 @@ func Dir(parent, prefix string) (string, func(), error) {
 
 // Sweep removes the entries of parent whose names start with prefix and
 // that no living process holds.
-func Sweep(parent, prefix string) {
+func Sweep(parent, prefix string) { sweep(parent, prefix, false) }
+
+// SweepMade is Sweep for a prefix that other programs' entries may share
+// (a work dir such as /tmp): of the directories it removes only those
+// that carry scratch's lock file, so a directory scratch did not make
+// stays, whatever its name.
+func SweepMade(parent, prefix string) { sweep(parent, prefix, true) }
+
+func sweep(parent, prefix string, made bool) {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return
@@ -80,18 +88,19 @@ func Sweep(parent, prefix string) {
 		if e.IsDir() {
 			lockPath = filepath.Join(path, lockName)
 		}
-		if orphan(lockPath, e.IsDir()) {
+		if orphan(lockPath, e.IsDir() && !made) {
 			_ = os.RemoveAll(path)
 		}
 	}
 }
 
-// orphan says whether nobody holds the lock at path. A directory that
-// lost its owner before the lock file was made is an orphan too.
-func orphan(path string, dir bool) bool {
+// orphan says whether nobody holds the lock at path; a missing lock file
+// counts as an orphan's when lockless says so (a directory that lost its
+// owner before the lock file was made).
+func orphan(path string, lockless bool) bool {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return dir
+		return lockless
 	}
 	if err != nil {
 		return false

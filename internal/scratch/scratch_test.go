@@ -69,3 +69,29 @@ func TestSweepRemovesOrphansOnly(t *testing.T) {
 		t.Fatalf("the live file was swept: %v", err)
 	}
 }
+
+// A work dir such as /tmp holds other programs' directories under the same
+// prefix (an emulator's, a user's copy): SweepMade removes only the
+// orphans scratch made.
+func TestSweepMadeLeavesOthersDirectories(t *testing.T) {
+	parent := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SCRATCH_ORPHAN_IN="+parent)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("orphan maker: %v %s", err, out)
+	}
+	foreign := filepath.Join(parent, "work-of-someone-else")
+	if err := os.MkdirAll(foreign, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Minute)
+	entries, _ := filepath.Glob(filepath.Join(parent, "*"))
+	for _, e := range entries {
+		_ = os.Chtimes(e, old, old)
+	}
+	SweepMade(parent, "work-")
+	left, _ := filepath.Glob(filepath.Join(parent, "work-*"))
+	if len(left) != 1 || left[0] != foreign {
+		t.Fatalf("after the sweep: %v; want only %s", left, foreign)
+	}
+}
