@@ -19,9 +19,11 @@ type config struct {
 	load    time.Duration
 	// revisions of deltas in the restore benchmark's chain.
 	revisions int
-	runs      int
-	dir       string
-	only      []string
+	// fullKeys are the 1 KiB keys of the restore benchmark's full.
+	fullKeys int
+	runs     int
+	dir      string
+	only     []string
 	// etcdbrctl is etcd-backup-restore's binary, for the ebr benchmark.
 	etcdbrctl string
 	// checkBounds fails the run when a ratio falls below its bound.
@@ -84,6 +86,7 @@ func main() {
 	flag.IntVar(&cfg.dbMiB, "db", 512, "database size in MiB (full)")
 	flag.DurationVar(&cfg.load, "load", 30*time.Second, "how long writers write (delta)")
 	flag.IntVar(&cfg.revisions, "revisions", 500000, "revisions of deltas in the chain (restore)")
+	flag.IntVar(&cfg.fullKeys, "full-keys", ebrFullKeys, "keys of 1 KiB in the chain's full (restore)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
@@ -94,7 +97,7 @@ func main() {
 		// Small sizes unless given; the bounds below hold at these sizes.
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]string{"size": "64", "db": "64", "load": "8s", "revisions": "20000", "runs": "3"} {
+		for name, v := range map[string]string{"size": "64", "db": "64", "load": "8s", "revisions": "20000", "full-keys": "50000", "runs": "3"} {
 			if !set[name] {
 				_ = flag.Set(name, v)
 			}

@@ -32,8 +32,8 @@ import (
 const ebrCalibration = 1.02
 
 // restoreBench measures the restore engine on a chain captured from a
-// member: a full of about 250 MiB over 20k keys, then cfg.revisions
-// revisions of 256 B puts over the same keys. It reports the replay speed
+// member: a full of cfg.fullKeys keys of 1 KiB, then cfg.revisions
+// revisions of 256 B puts over ebrDeltaKeys other keys. It reports the replay speed
 // against replaying a sample through an embedded etcd one Txn per revision
 // (etcd-backup-restore's way), a full-only restore of a cfg.dbMiB database
 // against etcdutl snapshot restore, and the chain's compaction.
@@ -125,8 +125,8 @@ func captureChain(ctx context.Context, cfg config, standby *standby) (store.Stor
 		return nil, snapshot.Snapshot{}, 0, err
 	}
 	defer m.close()
-	fmt.Fprintf(os.Stderr, "bench: writing %d keys of %d B ...\n", ebrFullKeys, ebrFullValue)
-	if err := fillValues(ctx, m.cli, ebrFullKeys*ebrFullValue, ebrFullValue); err != nil {
+	fmt.Fprintf(os.Stderr, "bench: writing %d keys of %d B ...\n", cfg.fullKeys, ebrFullValue)
+	if err := fillValues(ctx, m.cli, int64(cfg.fullKeys)*ebrFullValue, ebrFullValue); err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
 	st, err := store.NewFile(filepath.Join(cfg.dir, "chain-store"))
