@@ -54,21 +54,36 @@ func (o RetryOptions) withDefaults() RetryOptions {
 // accept, or the deadline passes.
 func retry(ctx context.Context, o RetryOptions, what string, retryable func(error) bool, f func(context.Context) error) error {
 	o = o.withDefaults()
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
 	wait := o.Backoff
+	// refused is the last refusal: what an attempt the deadline cuts
+	// short reports, rather than the deadline itself.
+	var refused error
+	gaveUp := func() error {
+		took := time.Since(start).Round(time.Millisecond)
+		if refused == nil {
+			return fmt.Errorf("%s: no answer in %s: %w", what, took, ctx.Err())
+		}
+		return fmt.Errorf("%s: gave up after %s: %w", what, took, refused)
+	}
 	for attempt := 1; ; attempt++ {
 		actx, acancel := context.WithTimeout(ctx, o.AttemptTimeout)
 		err := f(actx)
 		expired := errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 		acancel()
+		if err != nil && ctx.Err() != nil {
+			return gaveUp()
+		}
 		if err == nil || (!expired && !retryable(err)) {
 			return err
 		}
+		refused = err
 		o.Logger.Info("member: retrying", "call", what, "attempt", attempt, "wait", wait, "error", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: still refused after %s: %w", what, o.Deadline, err)
+			return gaveUp()
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, o.MaxBackoff)
