@@ -237,7 +237,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 			if err != nil {
 				t.Fatal(err)
 			}
-			kept, err := cli.Grant(ctx, 5)
+			kept, err := cli.Grant(ctx, keptTTL)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,6 +289,12 @@ func record(t *testing.T, seed uint64, ops int) history {
 	return h
 }
 
+// keptTTL is the TTL in seconds of the lease a keep-alive holds until
+// the restore: short enough that the test sees it expire on the restored
+// member, long enough that the test reads it there first, even on a
+// loaded machine.
+const keptTTL = 10
+
 // TestFidelity restores randomized histories at their head and at random
 // revisions and compares every key with the live member at that revision.
 func TestFidelity(t *testing.T) {
@@ -331,6 +337,17 @@ func TestFidelity(t *testing.T) {
 			}
 			m := etcdtest.StartDataDir(t, etcdtest.Options{Security: h.sec}, "restored", dir, peer)
 			rcli := m.Client(t)
+			// The same leases, with the same TTLs: the short ones that
+			// expired are not granted again. Read first: the kept lease
+			// expires on the restored member keptTTL after it starts, and
+			// the comparisons below took longer than that on a loaded
+			// machine.
+			if got := leasesOf(t, rcli); !maps.Equal(got, h.leases) {
+				t.Fatalf("restored leases (ID: granted TTL) %v, live %v", got, h.leases)
+			}
+			if n := keysWithLease(t, rcli, h.kept); n == 0 {
+				t.Fatal("no key has the kept lease on the restored member")
+			}
 			if secure(seed) {
 				checkAuth(t, h, m, res)
 			} else if res.AuthRestored {
@@ -342,14 +359,6 @@ func TestFidelity(t *testing.T) {
 				readAt = 0
 			}
 			compareAt(t, h.cli, rcli, h.head, readAt)
-			// The same leases, with the same TTLs: the short ones that
-			// expired are not granted again.
-			if got := leasesOf(t, rcli); !maps.Equal(got, h.leases) {
-				t.Fatalf("restored leases (ID: granted TTL) %v, live %v", got, h.leases)
-			}
-			if n := keysWithLease(t, rcli, h.kept); n == 0 {
-				t.Fatal("no key has the kept lease on the restored member")
-			}
 			put, err := rcli.Put(ctx, "/after/restore", "1")
 			if err != nil {
 				t.Fatal(err)
@@ -380,7 +389,7 @@ func TestFidelity(t *testing.T) {
 				}
 			}
 			// Nothing keeps the kept lease alive on the restored member:
-			// its keys go once its TTL (5 s) passes there. A TTL of -1
+			// its keys go once its TTL (keptTTL) passes there. A TTL of -1
 			// is not the event: an expired lease reads -1 until the
 			// leader's revoke is applied, and the revoke drops the lease
 			// from the member's list before its delete of the keys
