@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -44,6 +45,8 @@ type setup struct {
 	tokenFile string
 	root      string
 	peers     map[string]string
+	// deltaPeriod of the sidecars started; 0: 200 ms.
+	deltaPeriod time.Duration
 }
 
 func newSetup(t *testing.T) *setup {
@@ -59,14 +62,14 @@ func newSetup(t *testing.T) *setup {
 	return &setup{st: st, tokenFile: tf, root: t.TempDir(), peers: map[string]string{}}
 }
 
-// start runs a sidecar beside member m, deltas every 200 ms.
+// start runs a sidecar beside member m, deltas every s.deltaPeriod.
 func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *running {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: cmp.Or(s.deltaPeriod, 200*time.Millisecond), RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
 		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers,
 		Follow: memberFollow,
 	})
