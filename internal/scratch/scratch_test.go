@@ -23,13 +23,21 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestSweepRemovesOrphansOnly(t *testing.T) {
+// orphans is a new directory holding a dead child process's scratch
+// directory and file.
+func orphans(t *testing.T) string {
+	t.Helper()
 	parent := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SCRATCH_ORPHAN_IN="+parent)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("orphan maker: %v %s", err, out)
 	}
+	return parent
+}
+
+func TestSweepRemovesOrphansOnly(t *testing.T) {
+	parent := orphans(t)
 	live, release, err := Dir(parent, "work-")
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +82,7 @@ func TestSweepRemovesOrphansOnly(t *testing.T) {
 // prefix (an emulator's, a user's copy): SweepMade removes only the
 // orphans scratch made.
 func TestSweepMadeLeavesOthersDirectories(t *testing.T) {
-	parent := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SCRATCH_ORPHAN_IN="+parent)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("orphan maker: %v %s", err, out)
-	}
+	parent := orphans(t)
 	foreign := filepath.Join(parent, "work-of-someone-else")
 	if err := os.MkdirAll(foreign, 0o700); err != nil {
 		t.Fatal(err)
