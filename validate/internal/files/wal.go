@@ -201,7 +201,7 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 				d.foreign++
 			}
 			// A new leader may rewrite the log's tail, so an index can go
-			// back; it never skips ahead.
+			// back; it skips ahead only past a snapshot (below).
 			if d.last != 0 && index > d.last+1 {
 				return fmt.Errorf("entry at offset %d: index %d follows %d", off, index, d.last)
 			}
@@ -231,6 +231,10 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 			if s.Index > 0 {
 				d.snapshot = &s
 			}
+			// The leader's snapshot, applied by a follower that fell
+			// behind: its log goes on after the snapshot's index. (A
+			// member's own snapshot is behind its log, which goes on.)
+			d.last = max(d.last, s.Index)
 		}
 		off += 8 + n + pad
 	}

@@ -256,3 +256,48 @@ func TestReadWALSegments(t *testing.T) {
 		}
 	})
 }
+
+// A follower that fell behind gets the leader's snapshot: its WAL records
+// the snapshot, and its entries go on after the snapshot's index, past
+// the last one it had. etcd reads that WAL; so does ReadWAL. (The fault
+// soak found every follower stopped long enough for a snapshot judged
+// Corrupt at its next start, and rejoined from scratch.)
+func TestReadWALEntriesSkipAheadAfterALeaderSnapshot(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wal")
+	w, err := wal.Create(zap.NewNop(), dir, walMetadata(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, typ := uint64(1), raftpb.EntryNormal
+	save := func(from, to uint64) {
+		for i := from; i <= to; i++ {
+			idx := i
+			if err := w.Save(&raftpb.HardState{}, []*raftpb.Entry{{Index: &idx, Term: &term, Type: &typ}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	save(1, 50)
+	snap := uint64(120)
+	if err := w.SaveSnapshot(&walpb.Snapshot{Index: &snap, Term: &term, ConfState: &raftpb.ConfState{}}); err != nil {
+		t.Fatal(err)
+	}
+	save(121, 130)
+	_ = w.Close()
+
+	r, err := wal.OpenForRead(zap.NewNop(), dir, &walpb.Snapshot{Index: &snap, Term: &term})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ents, err := r.ReadAll(); err != nil || len(ents) != 10 {
+		t.Fatalf("etcd reads %d entries after the snapshot, %v; want 10", len(ents), err)
+	}
+	_ = r.Close()
+	got, err := ReadWAL(dir, 0, true)
+	if err != nil {
+		t.Fatalf("ReadWAL: %v", err)
+	}
+	if got.Snapshot == nil || got.Snapshot.Index != 120 || got.Unapplied != 130 {
+		t.Fatalf("ReadWAL: snapshot %+v, last entry %d; want 120, 130", got.Snapshot, got.Unapplied)
+	}
+}
