@@ -178,7 +178,15 @@ func Carry(ctx context.Context, cfg Config, src Source, p Plan, o Options) (Plan
 	case Rejoin, JoinAsLearner:
 		return Apply(ctx, cfg, p, o)
 	case Restart:
-		if cfg.multiMember() && len(cfg.Endpoints) > 0 {
+		switch {
+		case !cfg.multiMember() || len(cfg.Endpoints) == 0:
+		case p.ID == 0:
+			// No member listed the cluster just now: it restarts as a
+			// whole or has no quorum, and would answer nobody until this
+			// member is up too. Asking would hold etcd's start for the
+			// whole timeout.
+			o.Logger.Info("startup: whether this member's etcd user may change membership is not checked: the cluster did not list its members; it is checked at a start beside a running cluster")
+		default:
 			checkMembershipRights(ctx, cfg, o)
 		}
 	}
