@@ -194,8 +194,13 @@ func (r *replayer) feed(name string, ev snapshot.Event) error {
 		r.done = true
 		return nil
 	}
-	if ev.LeaseTTL > 0 {
+	switch {
+	case ev.LeaseTTL > 0:
 		r.leaseTTL[ev.EtcdEvent.Kv.Lease] = ev.LeaseTTL
+	case ev.LeaseTTL == snapshot.LeaseGone:
+		// Gone soon after: the shortest lease keeps its keys no longer
+		// than they lived.
+		r.leaseTTL[ev.EtcdEvent.Kv.Lease] = 1
 	}
 	r.curName, r.curRev = name, rev
 	r.cur = append(r.cur, ev.EtcdEvent)

@@ -21,13 +21,21 @@ import (
 // received it. The fields after those two are etcdkit's: what a restore
 // needs beyond the watch stream. etcd-backup-restore's decoder ignores
 // fields it does not declare, so its restores read these deltas as before.
+// LeaseGone is Event.LeaseTTL for a lease etcd no longer held when the
+// capture asked for its TTL.
+const LeaseGone = -1
+
 type Event struct {
 	EtcdEvent *mvccpb.Event `json:"etcdEvent"`
 	Time      time.Time     `json:"time"`
 	// LeaseTTL is the granted TTL, in seconds, of the lease of
 	// EtcdEvent.Kv, on the first event of a lease the capture had not
 	// recorded: the watch says which lease a key has, never how long it
-	// lives, and a restore grants the lease again with it.
+	// lives, and a restore grants the lease again with it. LeaseGone
+	// (-1) says the lease had expired or been revoked when the capture
+	// asked (its keys' deletions follow in the stream): a restore to a
+	// revision between them grants it the shortest TTL, so the keys go
+	// soon after the member starts, as they went then.
 	LeaseTTL int64 `json:"leaseTTL,omitempty"`
 	// RevokedLeases are leases recorded before that the cluster no longer
 	// held when this event's delta was written.

@@ -27,9 +27,10 @@ type leaseLog struct {
 }
 
 // note sets ev.LeaseTTL when ev puts a key with a lease whose TTL is not
-// recorded yet. A lease etcd does not know any more (expired since) gets
-// no TTL: its keys' deletions follow in the stream. A failed question is
-// asked again with the lease's next event.
+// recorded yet. A lease etcd does not know any more (expired or revoked
+// since: a short lease seen by an uploader that catches up after a leader
+// change) is marked snapshot.LeaseGone; its keys' deletions follow in the
+// stream. A failed question is asked again with the lease's next event.
 func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.Event) error {
 	id := ev.EtcdEvent.GetKv().GetLease()
 	if id == 0 || ev.EtcdEvent.Type != 0 {
@@ -47,6 +48,7 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.
 	if err != nil {
 		return err
 	}
+	ev.LeaseTTL = snapshot.LeaseGone
 	if resp.TTL >= 0 {
 		ev.LeaseTTL = max(resp.GrantedTTL, 0)
 	}
