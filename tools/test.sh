@@ -24,12 +24,17 @@ mapfile -t plain < <(go list ./... | grep -v -E "^$module/($raced)(/|$)")
 # processes, on timers), and one tier alone keeps the two cores about two
 # thirds busy. Their test processes pick ports from slots of their own
 # (internal/freeport). The plain tier's output follows the race tier's.
+# go test's default timeout (10 minutes a test binary) is shorter than the
+# binaries' end-to-end packages take on a busy machine with a cold build
+# cache (their TestMain builds both binaries); every command the tests run
+# has a deadline of its own, so a hang still fails well before this one.
+timeout=(-timeout 30m)
 plainout=$(mktemp)
 trap 'rm -f "$plainout"' EXIT
-go test "${plain[@]}" "$@" >"$plainout" 2>&1 &
+go test "${timeout[@]}" "${plain[@]}" "$@" >"$plainout" 2>&1 &
 plainrun=$!
 status=0
-go test -race "${race[@]}" "$@" || status=1
+go test -race "${timeout[@]}" "${race[@]}" "$@" || status=1
 wait $plainrun || status=1
 cat "$plainout"
 [[ $status == 0 ]]
