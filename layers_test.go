@@ -24,7 +24,7 @@ var layers = map[string]int{
 	"startup":   4,
 	"sidecar":   5, "wrapper": 5,
 	"sidecar/etcdbr": 6,
-	"etcdtest":       top, "examples": top, "internal/chaintest": top, "store/storetest": top, "bench": top, "": top,
+	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/soak": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,
 }
 
 const top = 7

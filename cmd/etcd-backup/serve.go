@@ -74,6 +74,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			o.Client, o.Endpoint, o.Store, o.Conn, o.Logger = etcd, memberEndpoint, st, conn, g.log
 			// On the command line 0 is off; in the options, negative.
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
+			o.Snapshots.Now = clock
 			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS

@@ -13,11 +13,12 @@ import (
 )
 
 // Build builds the package pkg (a path as go build takes it, from the
-// working directory) into the file out.
-func Build(ctx context.Context, out, pkg string) error {
+// working directory) into the file out, with go build's flags (-tags …).
+func Build(ctx context.Context, out, pkg string, flags ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	args := append(append([]string{"build", "-trimpath"}, flags...), "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
