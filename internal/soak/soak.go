@@ -175,7 +175,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	deadline := time.Now().Add(h.o.Duration)
 	more := func() bool {
 		if h.o.Faults > 0 {
-			return h.report.FaultCount() < h.o.Faults
+			return h.faults() < h.o.Faults
 		}
 		return time.Now().Before(deadline)
 	}
@@ -484,10 +484,22 @@ func (h *harness) oneFault(ctx context.Context) error {
 	}
 	h.checkInvariants(ctx, f.kind)
 	// Now and then a restore while the soak runs, of the newest chain.
-	if h.report.FaultCount()%4 == 0 {
+	if h.faults()%4 == 0 {
 		h.checkRestores(ctx, 1, 1, false)
 	}
 	return nil
+}
+
+// faults is how many faults were injected so far; the report is shared
+// with the goroutines that check while the soak runs.
+func (h *harness) faults() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.report.Faults {
+		n += c
+	}
+	return n
 }
 
 // markDown tells the supervisor to leave the processes alone while a
