@@ -17,10 +17,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/freeport"
 	"github.com/etcdkit/etcdkit/internal/pki"
+	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
 // node is one member: an etcd-wrapper process (etcd runs inside it) and an
@@ -289,14 +290,12 @@ func (c *cluster) client(endpoints ...string) (*clientv3.Client, error) {
 			endpoints = append(endpoints, nd.client)
 		}
 	}
-	pw, err := os.ReadFile(c.pw("root"))
-	if err != nil {
-		return nil, err
-	}
-	return clientv3.New(clientv3.Config{
-		Endpoints: endpoints, TLS: c.clientTLS.Clone(), Username: "root", Password: strings.TrimSpace(string(pw)),
-		DialTimeout: 5 * time.Second, DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
-		AutoSyncInterval: 0, Logger: zap.NewNop(), MaxCallSendMsgSize: 4 << 20, MaxCallRecvMsgSize: 64 << 20,
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	op := c.certs["operator"]
+	return etcdclient.New(ctx, etcdclient.Config{
+		Endpoints: endpoints, TLS: tlsfiles.Files{CA: c.ca.File, Cert: op.CertFile, Key: op.KeyFile},
+		User: "root", PasswordFile: c.pw("root"), DialTimeout: 5 * time.Second,
 	})
 }
 
