@@ -3,6 +3,7 @@ package restore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -391,5 +392,52 @@ func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
 	t.Log(s.Status().LastError)
 	if cat, err = snapshot.List(ctx, st); err != nil || cat.Snapshots[len(cat.Snapshots)-1].LastRevision != ch.LastRevision() {
 		t.Fatalf("the uploader wrote on after the restore elsewhere: %v %v", cat.Snapshots, err)
+	}
+}
+
+// A chain whose newest delta holds only deletes (a Kubernetes cluster's
+// events, expired with their lease, while nothing else was written) ends
+// in keys that exist nowhere: the sidecar that starts next must still see
+// its cluster's past there, by the deletes themselves, and go on in the
+// same timeline rather than fork it.
+func TestADeltaOfDeletesAloneContinues(t *testing.T) {
+	ctx := context.Background()
+	_, cli, st, s := snapshotterBeside(t)
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/events/%02d", i), "an event", clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Put(ctx, "/pods/a", "a pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the puts are backed up", 30*time.Second, func() bool { return s.Status().LastRevision >= resp.Header.Revision })
+	rv, err := cli.Revoke(ctx, lease.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the deletes are backed up", 30*time.Second, func() bool { return s.Status().LastRevision >= rv.Header.Revision })
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := chain.Deltas[len(chain.Deltas)-1]; last.StartRevision != rv.Header.Revision {
+		t.Fatalf("the newest delta %s holds more than the revoke's deletes (revision %d)", last.Key, rv.Header.Revision)
+	}
+	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Continues || !strings.Contains(l.Reason, fmt.Sprint(rv.Header.Revision)) {
+		t.Fatalf("after a delta of deletes alone: %+v, want the timeline continued at revision %d", l, rv.Header.Revision)
 	}
 }

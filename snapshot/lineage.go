@@ -210,9 +210,13 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 	case shared > 0 && p.current < end:
 		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 			Reason: fmt.Sprintf("the cluster is at revision %d, below the end of %s (%d), and its keys at revision %d are the chain's: it was restored to an earlier revision without a record of it", p.current, t, end, shared)})
-	case shared > 0:
+	case shared > 0 && differs:
 		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 			Reason: fmt.Sprintf("the cluster's keys at revision %d differ from those %s left (%s), and at revision %d they are the chain's: it was restored to an earlier revision without a record of it", end, t, why, shared)})
+	case shared > 0:
+		// Unknown is no answer: the chain's past is certain only to shared.
+		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+			Reason: fmt.Sprintf("the cluster's keys at revision %d are the chain's, and whether its revisions since, to the end of %s (%d), are cannot be told (%s)", shared, t, end, cmpOr(why, "no key compared tells"))})
 	case differs:
 		// The same cluster ID and no revision where the keys agree: another
 		// deployment of the same configuration (etcd derives the IDs from
@@ -241,6 +245,7 @@ const sharedProbes = 6
 // when one was seen to differ, and why.
 func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
 	probes := 0
+	var unknown string
 	for i := len(chain.Deltas) - 1; i >= 0 && probes < sharedProbes; i-- {
 		d := chain.Deltas[i]
 		if d.StartRevision > below {
@@ -259,9 +264,11 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		case err != nil:
 			return 0, false, "", err
 		case e == evidenceSame:
-			return at, differs, why, nil
+			return at, differs, cmpOr(why, unknown), nil
 		case e == evidenceDiffers:
 			differs, why = true, cmpOr(why, w)
+		default:
+			unknown = cmpOr(unknown, fmt.Sprintf("at revision %d: %s", at, w))
 		}
 	}
 	if chain.Full.LastRevision > below {
@@ -488,7 +495,13 @@ func compareLive(ctx context.Context, cli *clientv3.Client, tail []KeyVersion, r
 		if len(resp.Kvs) > 0 {
 			got = resp.Kvs[0]
 		}
-		switch e, why := judge(want, got, rev, atRev); e {
+		e, why := judge(want, got, rev, atRev)
+		if e == evidenceNone && atRev && want.Deleted && got == nil {
+			if e, why, err = deletedAt(ctx, cli, want); err != nil {
+				return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+			}
+		}
+		switch e {
 		case evidenceDiffers:
 			return evidenceDiffers, why, nil
 		case evidenceSame:
@@ -501,7 +514,45 @@ func compareLive(ctx context.Context, cli *clientv3.Client, tail []KeyVersion, r
 	case len(tail) == 0:
 		return evidenceNone, "the chain's end holds no key to compare", nil
 	}
+	if atRev {
+		return evidenceNone, fmt.Sprintf("the keys at revision %d were all deleted, at revisions compacted on the cluster", rev), nil
+	}
 	return evidenceNone, fmt.Sprintf("revision %d is compacted on the cluster and every key compared was written since", rev), nil
+}
+
+// deletedAt tells whether the cluster's revision want.Mod deleted the key,
+// as the chain's did: a chain whose newest delta holds only deletes (a
+// Kubernetes cluster's expired events) would otherwise show nothing of
+// its end. The key exists just before that revision and not at it, or the
+// pasts differ (etcd reports a delete only of a key that exists);
+// compacted, there is no word.
+func deletedAt(ctx context.Context, cli *clientv3.Client, want KeyVersion) (evidence, string, error) {
+	if want.Mod <= 1 {
+		return evidenceNone, "", nil
+	}
+	exists := func(rev int64) (bool, error) {
+		resp, err := cli.Get(ctx, string(want.Key), clientv3.WithRev(rev), clientv3.WithCountOnly())
+		if err != nil {
+			return false, err
+		}
+		return resp.Count > 0, nil
+	}
+	before, err := exists(want.Mod - 1)
+	if err == nil && before {
+		var at bool
+		if at, err = exists(want.Mod); err == nil && !at {
+			return evidenceSame, "", nil
+		}
+	}
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return evidenceNone, "", nil
+	case err != nil:
+		return evidenceNone, "", err
+	case !before:
+		return evidenceDiffers, fmt.Sprintf("key %q was deleted at revision %d, the cluster had none at %d", want.Key, want.Mod, want.Mod-1), nil
+	}
+	return evidenceDiffers, fmt.Sprintf("key %q was deleted at revision %d, the cluster's was deleted later", want.Key, want.Mod), nil
 }
 
 // judge compares one key: got is the cluster's, at rev when atRev, else

@@ -372,7 +372,11 @@ func (h *harness) checkTimelines(ctx context.Context) {
 		return
 	}
 	if len(cat.Timelines) != 1 {
-		h.violation("the store holds %d timelines, the soak made one cluster: %+v", len(cat.Timelines), cat.Timelines)
+		var why []string
+		for _, t := range cat.Timelines[1:] {
+			why = append(why, fmt.Sprintf("%s: %s", t, t.Reason))
+		}
+		h.violation("the store holds %d timelines, the soak made one cluster: %s", len(cat.Timelines), strings.Join(why, "; "))
 	}
 }
 
