@@ -231,7 +231,8 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 	case validate.Empty:
 		switch {
 		case running && c.members == nil:
-			return Plan{Action: Refuse, Reason: "the data dir is empty and " + noQuorum}
+			// Quorum may come back as its members restart: wait for it.
+			return Plan{Action: Refuse, Retry: true, Reason: "the data dir is empty and " + noQuorum}
 		case running && self != nil && self.Name == "":
 			return c.plan(cfg, JoinAsLearner, self, "the cluster lists this member as added but not started")
 		case running && self != nil && len(self.ClientURLs) == 0 && state != "existing":
@@ -264,7 +265,7 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 			return Plan{Action: Refuse, Remedies: []Remedy{GiveStore, AllowWipe}, Reason: fmt.Sprintf(
 				"%s; give the member a store to restore its backups from, or, when the other members hold the data, leave to move the data dir aside and rejoin (wipe on corrupt)", chk.Reason)}
 		case running && c.members == nil:
-			return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, noQuorum)}
+			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, noQuorum)}
 		case running:
 			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the data dir is %s and the cluster holds the data", verdict))
 		case alone && !chk.Store:
