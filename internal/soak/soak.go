@@ -445,8 +445,9 @@ func (h *harness) oneFault(ctx context.Context) error {
 	hold := time.Second + time.Duration(h.rnd.Int64N(int64(h.o.Hold)))
 	if watch != nil {
 		// What must report the fault has until the hold ends, and at least
-		// the time it is given to notice.
-		hold = max(hold, h.o.Sidecar.MaxBackupAge+3*time.Second)
+		// the time it is given to notice, plus the delta period and the
+		// seconds a store SDK retries before an attempt counts as failed.
+		hold = max(hold, h.o.Sidecar.MaxBackupAge+6*time.Second)
 	}
 	reported := watch == nil
 	end := time.Now().Add(hold)

@@ -139,7 +139,8 @@ type Status struct {
 	PendingEvents int
 	PendingBytes  int64
 	// Failures counts consecutive failed attempts; FailingSince is when
-	// the first of them failed and LastError what the last one said.
+	// the first of them began (by the local clock, never Options.Now) and
+	// LastError what the last one said.
 	// All three clear on a success.
 	Failures     int
 	FailingSince time.Time
@@ -422,8 +423,9 @@ func (l *loop) retried(ctx context.Context) {
 	reason := cmp.Or(l.retryReason, "retry")
 	l.retryReason = ""
 	if !l.started {
+		start := time.Now()
 		if err := l.startup(ctx); err != nil {
-			l.fail(OpFull, "startup", err)
+			l.fail(OpFull, "startup", err, start)
 			return
 		}
 		reason = "startup"
@@ -445,7 +447,7 @@ func (l *loop) watched(ctx context.Context, wr clientv3.WatchResponse, ok bool) 
 	if !ok {
 		l.capture.stop()
 		if ctx.Err() == nil {
-			l.fail(OpDelta, "watch", errors.New("watch closed"))
+			l.fail(OpDelta, "watch", errors.New("watch closed"), time.Now())
 		}
 		return
 	}
@@ -453,7 +455,7 @@ func (l *loop) watched(ctx context.Context, wr clientv3.WatchResponse, ok bool) 
 		if errors.Is(err, ErrCompacted) {
 			l.needFull, l.chained = "compacted", false
 		}
-		l.fail(OpDelta, "watch", err)
+		l.fail(OpDelta, "watch", err, time.Now())
 		return
 	}
 	l.publish()
@@ -593,7 +595,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		if l.needFull == "" {
 			l.needFull = reason
 		}
-		l.fail(OpFull, reason, err)
+		l.fail(OpFull, reason, err, start)
 		return r
 	}
 	if l.chained {
@@ -645,7 +647,7 @@ func (l *loop) landed(u upload) {
 	l.uploading = false
 	l.capture.landed(u.snap, u.ann, u.err)
 	if u.err != nil {
-		l.fail(OpDelta, u.reason, u.err)
+		l.fail(OpDelta, u.reason, u.err, u.start)
 		return
 	}
 	l.succeed()
@@ -685,7 +687,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 		if errors.Is(r.Err, ErrCompacted) {
 			l.needFull, l.chained = "compacted", false
 		}
-		l.fail(OpDelta, reason, r.Err)
+		l.fail(OpDelta, reason, r.Err, start)
 	}
 	return r
 }
@@ -750,8 +752,10 @@ func (l *loop) succeed() {
 // fail reports a failed attempt and schedules the retry with backoff. The
 // first failure of a run is a warning, the others debug lines: an outage
 // is one warning (and its end one line), not one per attempt; Status and
-// the metrics count every attempt.
-func (l *loop) fail(op Operation, reason string, err error) {
+// the metrics count every attempt. began is when the attempt began: the
+// backups have failed since then, not since a store's own retries gave up
+// (seconds later), and by the monotonic clock, not Options.Now.
+func (l *loop) fail(op Operation, reason string, err error, began time.Time) {
 	l.failures++
 	wait := l.opts.MinBackoff << min(l.failures-1, 20)
 	wait = min(wait, l.opts.MaxBackoff)
@@ -763,7 +767,7 @@ func (l *loop) fail(op Operation, reason string, err error) {
 	l.setStatus(func(st *Status) {
 		st.Failures, st.LastError, st.Refused = l.failures, err.Error(), RefusalOf(err)
 		if st.FailingSince.IsZero() {
-			st.FailingSince = l.opts.Now()
+			st.FailingSince = began
 		}
 	})
 	l.report(Result{Op: op, Reason: reason, Err: err})

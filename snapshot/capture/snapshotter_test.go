@@ -651,3 +651,58 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// slow holds each Put until released, then fails it: a store whose SDK
+// retries for seconds before it gives up.
+type slow struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slow) Put(ctx context.Context, key string, r io.Reader) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return errDown
+}
+
+// The backups fail from the moment the failing attempt began, not from
+// when the store's own retries gave up: /readyz, which compares that
+// moment with --max-backup-age, reports an outage that much sooner. The
+// moment is the local clock's, whatever Options.Now says (a clock that
+// jumped names objects, it does not time an outage).
+func TestFailingSinceIsTheFailedAttemptsStart(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := &slow{Store: newStore(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: time.Hour, SpoolDir: t.TempDir(), MinBackoff: time.Hour,
+		Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-ran; err != nil {
+			t.Errorf("Run after cancel: %v", err)
+		}
+	}()
+	<-st.entered
+	released := time.Now()
+	close(st.release)
+	etcdtest.Eventually(t, "the full snapshot fails", 30*time.Second, func() bool { return s.Status().Failures > 0 })
+	if since := s.Status().FailingSince; since.Before(before) || !since.Before(released) {
+		t.Fatalf("failing since %s: want the attempt's start, between %s and %s (the store was entered)", since, before, released)
+	}
+}
