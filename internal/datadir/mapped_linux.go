@@ -11,11 +11,16 @@ import (
 )
 
 // ReleaseMapped drops this process's resident pages of the files in dir
-// from its read-only mappings (madvise MADV_DONTNEED): bbolt maps a
+// from its read-only mappings (madvise MADV_PAGEOUT): bbolt maps a
 // database read-only and whole, so after a pass over it every page it
-// touched counts in the process's resident set. The pages stay in the page
-// cache; the next access maps them again without reading the disk.
-// Nothing is lost: a read-only shared mapping holds no changes of its own.
+// touched counts in the process's resident set. Nothing is lost: a
+// read-only shared mapping holds no changes of its own.
+//
+// Never MADV_DONTNEED: between reading /proc/self/maps and the madvise,
+// bbolt may remap the file (it grows) and the address range may already
+// be Go heap, which DONTNEED would zero (the CPU-loaded suite saw
+// "found pointer to free object" in a chain compaction). PAGEOUT only
+// reclaims, so on a range that is no longer the file it costs a page-in.
 func ReleaseMapped(dir string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -42,7 +47,7 @@ func ReleaseMapped(dir string) error {
 		if err1 != nil || err2 != nil || hi <= lo {
 			continue
 		}
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), unix.MADV_DONTNEED); errno != 0 {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), unix.MADV_PAGEOUT); errno != 0 {
 			return errno
 		}
 	}
