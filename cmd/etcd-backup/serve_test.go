@@ -15,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -193,7 +196,27 @@ func TestServeFollowsLeaderAndSurvivesKill(t *testing.T) {
 	time.Sleep(time.Second)
 	up.start(t)
 	uploaderIs(up.name)
-	time.Sleep(time.Second)
+	// The uploader's flag rises before it has placed its backups; a
+	// SIGTERM before then has nothing of its own to write. Wait until its
+	// chain passes the revision of now.
+	now, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed, err := store.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the restarted uploader's chain passes revision "+fmt.Sprint(now.Header.Revision), time.Minute, func() bool {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		cat, err := snapshot.List(lctx, placed)
+		if err != nil {
+			return false
+		}
+		chain, err := cat.Latest()
+		return err == nil && chain.LastRevision() >= now.Header.Revision
+	})
 	load.Ran(t)
 
 	// SIGTERM: each sidecar uploads what it holds and exits 0.
