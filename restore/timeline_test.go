@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
@@ -401,7 +402,8 @@ func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
 // its cluster's past there, by the deletes themselves, and go on in the
 // same timeline rather than fork it.
 func TestADeltaOfDeletesAloneContinues(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	_, cli, st, s := snapshotterBeside(t)
 	lease, err := cli.Grant(ctx, 60)
 	if err != nil {
@@ -422,14 +424,7 @@ func TestADeltaOfDeletesAloneContinues(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcdtest.Eventually(t, "the deletes are backed up", 30*time.Second, func() bool { return s.Status().LastRevision >= rv.Header.Revision })
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := chaintest.Latest(t, st)
 	if last := chain.Deltas[len(chain.Deltas)-1]; last.StartRevision != rv.Header.Revision {
 		t.Fatalf("the newest delta %s holds more than the revoke's deletes (revision %d)", last.Key, rv.Header.Revision)
 	}

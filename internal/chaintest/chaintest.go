@@ -3,6 +3,7 @@ package chaintest
 import (
 	"context"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -25,14 +26,7 @@ type Options struct {
 func Check(t testing.TB, st store.Store, cli *clientv3.Client, o Options) (snapshot.Chain, restore.Report) {
 	t.Helper()
 	ctx := context.Background()
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := Latest(t, st)
 	if _, err := chain.Check(); err != nil {
 		t.Fatalf("the latest chain: %v", err)
 	}
@@ -57,4 +51,20 @@ func Check(t testing.TB, st store.Store, cli *clientv3.Client, o Options) (snaps
 		}
 	}
 	return chain, rep
+}
+
+// Latest is the store's latest chain, or fails the test.
+func Latest(t testing.TB, st store.Store) snapshot.Chain {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chain
 }
