@@ -407,11 +407,11 @@ func (m *Member) Kill() {
 func (m *Member) Restart(t testing.TB) {
 	t.Helper()
 	m.ClusterState = embed.ClusterStateFlagExisting
-	if err := m.start(); err != nil {
-		t.Fatalf("etcdtest: restart %s: %v", m.Name, err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.StartTimeout)
 	defer cancel()
+	if err := m.restart(ctx); err != nil {
+		t.Fatalf("etcdtest: restart %s: %v", m.Name, err)
+	}
 	if err := m.waitStarted(ctx); err != nil {
 		t.Fatalf("etcdtest: %v", err)
 	}
@@ -450,6 +450,24 @@ func (m *Member) Config() *embed.Config {
 	cfg.BcryptCost = uint(bcrypt.MinCost)
 	m.security.configure(cfg)
 	return cfg
+}
+
+// restart starts the member again on the ports it had. Another process
+// may hold one of them a moment after the last run let go (a port probe,
+// a test binary picking from the whole range): a restart waits for the
+// port rather than failing, and names the holder if it never lets go.
+func (m *Member) restart(ctx context.Context) error {
+	for {
+		err := m.start()
+		if !isAddrInUse(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (held by: %s)", err, portHolders(m.PeerURL.Port(), m.ClientURL.Port()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (m *Member) start() error {

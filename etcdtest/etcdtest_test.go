@@ -2,7 +2,12 @@ package etcdtest
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +187,47 @@ func TestConfigFile(t *testing.T) {
 		got.AdvertiseClientUrls[0] != want.AdvertiseClientUrls[0] || got.ListenPeerUrls[0] != want.ListenPeerUrls[0] ||
 		got.ClientTLSInfo.CertFile != want.ClientTLSInfo.CertFile || !got.PeerTLSInfo.ClientCertAuth || got.TickMs != want.TickMs {
 		t.Fatalf("read back %+v\nwant %+v", got, want)
+	}
+}
+
+// A port lost to another listener is reported with the process holding
+// it, so a failed restart says who took the port.
+func TestPortHoldersNamesTheListener(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("no /proc/net/tcp (not Linux): holders are unknown here")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	got := portHolders(port)
+	want := fmt.Sprintf("port %s: pid %d (", port, os.Getpid())
+	if !strings.Contains(got, want) {
+		t.Fatalf("holders of %s: %q, want it to contain %q", port, got, want)
+	}
+}
+
+// A restart whose port another process holds waits for it, and names the
+// holder when it never lets go; once the port is free it starts.
+func TestRestartNamesWhoHoldsItsPort(t *testing.T) {
+	c := Start(t, Options{UnsafeNoFsync: true})
+	m := c.Members[0]
+	m.Stop()
+	l, err := net.Listen("tcp", m.PeerURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = m.restart(ctx)
+	if want := fmt.Sprintf("pid %d (", os.Getpid()); err == nil || !strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("restart on a held port: %v, want \"address already in use\" naming %q", err, want)
+	}
+	_ = l.Close()
+	m.Restart(t)
+	if _, err := c.Client(t).Put(context.Background(), "/after-restart", "x"); err != nil {
+		t.Fatal(err)
 	}
 }
