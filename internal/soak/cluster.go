@@ -170,7 +170,7 @@ initial-cluster-state: new
 heartbeat-interval: 100
 election-timeout: 1000
 snapshot-count: 10000
-log-level: error
+log-level: warn
 client-transport-security:
   cert-file: %[7]s
   key-file: %[8]s
@@ -327,12 +327,20 @@ func (c *cluster) enableAuth(ctx context.Context, cli *clientv3.Client) error {
 // healthy asks the wrapper's /healthz: the cluster answers a
 // linearizable read through the member (a learner: a read of its own).
 func (c *cluster) healthy(nd *node) bool {
+	ok, _ := c.health(nd)
+	return ok
+}
+
+// health asks the wrapper's /healthz and says why it fails: its answer,
+// or the error of the request.
+func (c *cluster) health(nd *node) (bool, string) {
 	resp, err := c.http.Get("http://" + nd.health + "/healthz")
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return resp.StatusCode == http.StatusOK, fmt.Sprintf("%s %s", resp.Status, strings.TrimSpace(string(body)))
 }
 
 // sidecarReady asks the sidecar's /readyz: 503 while its backups fail.

@@ -291,6 +291,29 @@ func (h *harness) allReady() bool {
 	return true
 }
 
+// unhealthy names the members whose /healthz fails, with its answer, and
+// what each member says of its raft state: what a violation of recovery
+// needs to be explained afterwards.
+func (h *harness) unhealthy() string {
+	var says []string
+	for _, nd := range h.c.nodes {
+		health := "healthy"
+		if ok, why := h.c.health(nd); !ok {
+			health = "unhealthy: " + why
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := h.cli.Status(sctx, nd.client)
+		cancel()
+		state := fmt.Sprintf("status: %v", err)
+		if err == nil {
+			state = fmt.Sprintf("member %x leader %x term %d raft index %d applied %d learner %v errors %v",
+				st.Header.MemberId, st.Leader, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex, st.IsLearner, st.Errors)
+		}
+		says = append(says, fmt.Sprintf("%s %s, %s", nd.name, health, state))
+	}
+	return strings.Join(says, "; ")
+}
+
 // head is the last revision of the store's newest chain; 0 when there is
 // none or the store does not answer.
 func (h *harness) head(ctx context.Context) int64 {
@@ -525,7 +548,7 @@ func (h *harness) recover(ctx context.Context) (time.Duration, error) {
 	rctx, cancel := context.WithTimeout(ctx, h.o.Recover)
 	defer cancel()
 	if err := h.until(rctx, h.o.Recover, "every member healthy", h.allReady); err != nil {
-		return time.Since(start), err
+		return time.Since(start), fmt.Errorf("%w (%s)", err, h.unhealthy())
 	}
 	var rev int64
 	if err := h.until(rctx, h.o.Recover, "a write", func() bool {
