@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
@@ -75,12 +74,12 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	defer release()
-	// Every pass over the database (the replay, the index the compaction
-	// builds, the compaction, the defragmentation) leaves the pages it read
-	// mapped: page cache, not memory the compaction needs, released as it
-	// goes.
-	defer releaseMapped(work)()
-	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, opts.Source, true)
+	// Every pass over the database (the replay, the compaction, the
+	// defragmentation) leaves the pages it read mapped: page cache, not
+	// memory the compaction needs, released as it goes (unmap).
+	src := opts.Source
+	src.unmap = true
+	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, src, true)
 	if err != nil {
 		return Consolidation{}, err
 	}
@@ -130,28 +129,19 @@ func (r *replayer) compact(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	r.releaseMapped()
 	if err := r.b.Defrag(); err != nil {
 		return fmt.Errorf("defragment: %w", err)
 	}
+	r.releaseMapped()
 	return nil
 }
 
-// releaseMapped releases the mapped pages of the files in dir ten times
-// a second until stopped.
-func releaseMapped(dir string) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			_ = datadir.ReleaseMapped(dir)
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
+// releaseMapped releases the database's mapped pages between passes,
+// under the backend's lock, so bbolt cannot remap meanwhile.
+func (r *replayer) releaseMapped() {
+	tx := r.b.BatchTx()
+	tx.LockOutsideApply()
+	defer tx.Unlock()
+	_ = datadir.ReleaseMapped(filepath.Dir(r.path))
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -77,7 +78,14 @@ type replayer struct {
 	// torn: a revision failed part-written; the database may hold some
 	// of its events.
 	torn bool
+	// unmap: the replay releases the database's mapped pages every
+	// unmapEvery (a compaction, whose passes would otherwise leave the
+	// whole file resident); unmapped is when it last did.
+	unmap    bool
+	unmapped time.Time
 }
+
+const unmapEvery = 100 * time.Millisecond
 
 // openBackend opens a database for the replay and the data dir's making.
 // Nothing is synced until it is closed (syncFile): a restore that fails
@@ -142,6 +150,11 @@ func (r *replayer) store() mvcc.KV {
 func (r *replayer) release() {
 	if r.tx == nil {
 		return
+	}
+	if r.unmap && time.Since(r.unmapped) >= unmapEvery {
+		// Under the lock, so bbolt cannot remap meanwhile.
+		_ = datadir.ReleaseMapped(filepath.Dir(r.path))
+		r.unmapped = time.Now()
 	}
 	r.tx.Unlock()
 	r.tx = nil

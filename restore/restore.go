@@ -79,6 +79,8 @@ type Source struct {
 	Progress func(Progress)
 	// Logger: nil discards.
 	Logger *slog.Logger
+	// unmap: see replayer.unmap (a compaction sets it).
+	unmap bool
 }
 
 func (s Source) withDefaults() Source {
@@ -540,6 +542,7 @@ func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work
 		stop = chain.Ceiling
 	}
 	r := openReplayer(full.path, rev, stop, chain.UntilTime, src.UnknownLeaseTTL)
+	r.unmap = src.unmap
 	r.progress = func(n int64) {
 		res.Revisions += n
 		if res.Revisions%10000 == 0 {

@@ -11,16 +11,21 @@ import (
 )
 
 // ReleaseMapped drops this process's resident pages of the files in dir
-// from its read-only mappings (madvise MADV_PAGEOUT): bbolt maps a
+// from its read-only mappings (madvise MADV_DONTNEED): bbolt maps a
 // database read-only and whole, so after a pass over it every page it
 // touched counts in the process's resident set. Nothing is lost: a
-// read-only shared mapping holds no changes of its own.
+// read-only shared mapping holds no changes of its own, and the pages stay
+// in the page cache.
 //
-// Never MADV_DONTNEED: between reading /proc/self/maps and the madvise,
-// bbolt may remap the file (it grows) and the address range may already
-// be Go heap, which DONTNEED would zero (the CPU-loaded suite saw
-// "found pointer to free object" in a chain compaction). PAGEOUT only
-// reclaims, so on a range that is no longer the file it costs a page-in.
+// The caller must hold off every remap of those files for the call (for
+// an etcd backend: hold its batch transaction's lock, under which alone
+// bbolt grows and remaps). Between reading /proc/self/maps and the madvise
+// a remapped range may be anything else, Go's heap among it, which
+// DONTNEED would zero: a CPU-loaded suite saw "found pointer to free
+// object" when a ticker released beside a compaction. (MADV_PAGEOUT, which
+// only reclaims, was tried in its place: it evicts the page cache too, and
+// a compaction on a loaded machine then crawled from disk past its
+// two-minute deadline.)
 func ReleaseMapped(dir string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -47,7 +52,7 @@ func ReleaseMapped(dir string) error {
 		if err1 != nil || err2 != nil || hi <= lo {
 			continue
 		}
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), unix.MADV_PAGEOUT); errno != 0 {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(lo), uintptr(hi-lo), unix.MADV_DONTNEED); errno != 0 {
 			return errno
 		}
 	}
