@@ -67,7 +67,9 @@ func stableSizes(t *testing.T, cli *clientv3.Client, c *etcdtest.Cluster) map[st
 
 // watchShrink polls every member's size and records when each first
 // drops below half of what it was: the order defragmentation really
-// happened in, seen from outside.
+// happened in, seen from outside. stop waits (up to a minute) until every
+// member was seen to shrink: the last one may be seen only after the run
+// that defragmented it returned.
 func watchShrink(t *testing.T, cli *clientv3.Client, before map[string]int64) (stop func() map[string]time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
@@ -90,8 +92,12 @@ func watchShrink(t *testing.T, cli *clientv3.Client, before map[string]int64) (s
 		})
 	}
 	return func() map[string]time.Time {
-		cancel()
+		timer := time.AfterFunc(time.Minute, cancel)
+		defer timer.Stop()
 		wg.Wait()
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
 		return shrunk
 	}
 }
