@@ -3,31 +3,22 @@ package restore
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/storage/schema"
+
+	"github.com/etcdkit/etcdkit/internal/datadir"
 )
 
-// residentFile is this process's file-backed resident set.
 func residentFile(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := datadir.ResidentFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			var kib int64
-			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib)
-			return kib << 10
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
+	return n
 }
 
 // A compaction's passes leave the database's pages mapped; the replayer

@@ -147,14 +147,7 @@ func TestKilledMidOperation(t *testing.T) {
 			}
 			for j := range 20 {
 				putMany(t, cli, 10, fmt.Sprintf("gc%d-%d", i, j))
-				cat, err := snapshot.List(ctx, st)
-				if err != nil {
-					t.Fatal(err)
-				}
-				chain, err := cat.Latest()
-				if err != nil {
-					t.Fatal(err)
-				}
+				chain := chaintest.Latest(t, st)
 				if _, err := capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{}); err != nil {
 					t.Fatal(err)
 				}

@@ -2,6 +2,8 @@ package datadir
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -57,4 +59,23 @@ func ReleaseMapped(dir string) error {
 		}
 	}
 	return sc.Err()
+}
+
+// ResidentFile is this process's file-backed resident set in bytes
+// (RssFile): what ReleaseMapped lowers.
+func ResidentFile() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
+				return 0, fmt.Errorf("/proc/self/status: RssFile: %w", err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, errors.New("/proc/self/status: no RssFile")
 }

@@ -1,10 +1,8 @@
 package datadir
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -12,19 +10,11 @@ import (
 
 func rssFile(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	n, err := ResidentFile()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			var kib int64
-			_, _ = fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib)
-			return kib << 10
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
+	return n
 }
 
 // A file mapped read-only, as bbolt maps a database, and read whole counts

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
@@ -110,14 +111,7 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 		t.Fatalf("full + deltas replayed: %v", err)
 	}
 
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	chain := chaintest.Latest(t, st)
 	if chain, err = chain.Check(); err != nil || chain.LastRevision() != d2.LastRevision || len(chain.Deltas) != 2 {
 		t.Fatalf("latest chain %+v, %v", chain, err)
 	}

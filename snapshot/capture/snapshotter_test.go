@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
@@ -126,16 +127,8 @@ func (r *running) failed(op capture.Operation) int {
 // checkChain proves the store's latest chain replays to the live keyspace.
 func checkChain(t *testing.T, cli *clientv3.Client, st store.Store, c snapshot.Codec) snapshot.Chain {
 	t.Helper()
-	ctx := context.Background()
-	cat, err := snapshot.List(ctx, st)
+	chain, err := chaintest.Latest(t, st).Check()
 	if err != nil {
-		t.Fatal(err)
-	}
-	chain, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if chain, err = chain.Check(); err != nil {
 		t.Fatal(err)
 	}
 	ks := readKeyspace(t, cli, chain.Full.LastRevision)
