@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,7 +26,16 @@ func OfFile(path string) (int64, error) {
 	}
 	defer func() { _ = db.Close() }()
 	var rev int64
-	err = db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx *bolt.Tx) (err error) {
+		// bbolt trusts the pages it reads: a damaged one sends it out of
+		// the file (an index out of range, a fault past its end). That is
+		// a damaged database to report, not a crash of the restore.
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("damaged: reading it failed: %v", p)
+			}
+		}()
 		rev, err = OfTx(tx)
 		return err
 	})
