@@ -318,13 +318,17 @@ func (c *capture) take(upTo int64) (snapshot.Snapshot, []snapshot.Event, error) 
 
 // upload writes a taken batch and returns it with its size and what it
 // added to its last event. It touches nothing of c but what does not
-// change and the lease and auth logs (which lock), and only reads the
-// batch, so it may run on another goroutine.
+// change and the lease and auth logs (which lock), and of the batch, which
+// is its own until it landed, only the TTLs still missing, so it may run
+// on another goroutine.
 func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []snapshot.Event) (snapshot.Snapshot, snapshot.Annotations, error) {
 	if c.opts.BeforeUpload != nil {
 		if err := c.opts.BeforeUpload(ctx, snap); err != nil {
 			return snap, snapshot.Annotations{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
+	}
+	if err := c.leases.fill(ctx, c.cli, events); err != nil {
+		c.log.Warn("delta: the TTL of a lease is not known; a restore grants it the unknown-lease TTL", "error", err)
 	}
 	a := c.annotate(ctx, events[len(events)-1].Revision())
 	var err error
