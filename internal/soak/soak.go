@@ -294,14 +294,15 @@ func (h *harness) allReady() bool {
 // unhealthy names the members whose /healthz fails, with its answer, and
 // what each member says of its raft state: what a violation of recovery
 // needs to be explained afterwards.
-func (h *harness) unhealthy() string {
+func (h *harness) unhealthy(ctx context.Context) string {
 	var says []string
 	for _, nd := range h.c.nodes {
 		health := "healthy"
 		if ok, why := h.c.health(nd); !ok {
 			health = "unhealthy: " + why
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		// The recovery's own deadline has passed: a short one of its own.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		st, err := h.cli.Status(sctx, nd.client)
 		cancel()
 		state := fmt.Sprintf("status: %v", err)
@@ -548,7 +549,7 @@ func (h *harness) recover(ctx context.Context) (time.Duration, error) {
 	rctx, cancel := context.WithTimeout(ctx, h.o.Recover)
 	defer cancel()
 	if err := h.until(rctx, h.o.Recover, "every member healthy", h.allReady); err != nil {
-		return time.Since(start), fmt.Errorf("%w (%s)", err, h.unhealthy())
+		return time.Since(start), fmt.Errorf("%w (%s)", err, h.unhealthy(ctx))
 	}
 	var rev int64
 	if err := h.until(rctx, h.o.Recover, "a write", func() bool {
