@@ -2,7 +2,6 @@ package capture
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -62,19 +61,20 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.
 
 // fill asks again, before a delta is written, for the TTLs its events
 // still lack: a lease's first question may have failed under a fault, and
-// a lease with one key (an Event's) has no next event to ask with. What
-// fails again is left to the restore's guess.
+// a lease with one key (an Event's) has no next event to ask with. It
+// stops at the first failure (etcd that does not answer one question
+// answers no other, and each waits its own 5 s, which the delta would
+// wait too); what is left is left to the restore's guess.
 func (l *leaseLog) fill(ctx context.Context, cli *clientv3.Client, events []snapshot.Event) error {
-	var errs []error
 	for i := range events {
 		if events[i].LeaseTTL != 0 {
 			continue
 		}
 		if err := l.note(ctx, cli, &events[i]); err != nil {
-			errs = append(errs, err)
+			return err
 		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // track watches the leases etcd holds now for revocation: called before a
