@@ -598,6 +598,8 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		l.fail(OpFull, reason, err, start)
 		return r
 	}
+	var closeErr error
+	closeBegan := time.Now()
 	if l.chained {
 		// The revisions between the last delta and the full belong to the
 		// old chain too: without them a point-in-time restore into that
@@ -607,6 +609,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		})
 		if err != nil && !errors.Is(err, ErrNoEvents) {
 			l.log.Warn("the previous chain ends before the new full snapshot", "full", snap.Key, "err", err)
+			closeErr = err
 		}
 	}
 	l.needFull, l.chained = "", true
@@ -615,6 +618,13 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.setStatus(func(st *Status) { st.LastFull, st.LastRevision = snap, snap.LastRevision })
 	l.publish()
 	l.report(r)
+	if closeErr != nil {
+		// The full holds those revisions, but the delta closing the chain
+		// failed on the same store the next delta goes to: the backups
+		// fail from here on (metrics, Status, /readyz), not from the next
+		// delta's own failure, seconds of a store's retries later.
+		l.fail(OpDelta, "before full", closeErr, closeBegan)
+	}
 	return r
 }
 

@@ -545,6 +545,50 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	}
 }
 
+// The delta that closes a chain before a full goes to the store the full
+// just reached; when it fails (the store went down right after the full),
+// the backups fail from that attempt on, in Status and the results, so
+// /readyz reports the outage from its start, not from the next delta's
+// failure a store's retries later.
+func TestAFailedDeltaBeforeAFullCountsAsAFailure(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{})
+	cli := c.Client(t)
+	st := newStore(t)
+	var armed, refused atomic.Bool
+	r := start(t, cli, st, capture.Options{
+		DeltaPeriod: time.Hour,
+		MinBackoff:  time.Hour, MaxBackoff: time.Hour, // the failure stays on record
+		BeforeUpload: func(_ context.Context, s snapshot.Snapshot) error {
+			if s.Kind == snapshot.KindDelta && armed.Load() && !refused.Swap(true) {
+				return errors.New("store unavailable (injected)")
+			}
+			return nil
+		},
+	})
+	r.await(t, capture.OpFull)
+	if _, err := (etcdtest.Workload{Ops: 40, Seed: 13}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	before := time.Now()
+	full, err := r.TakeFull(ctx)
+	if err != nil {
+		t.Fatalf("the full itself failed: %v", err)
+	}
+	if !refused.Load() {
+		t.Fatal("no delta closed the chain before the full: nothing was injected")
+	}
+	st2 := r.Status()
+	if st2.Failures != 1 || st2.FailingSince.Before(before) || st2.LastFull.Key != full.Key {
+		t.Fatalf("after the full %s and the failed delta before it: failures %d, failing since %v (full asked at %v), last full %s",
+			full.Key, st2.Failures, st2.FailingSince, before, st2.LastFull.Key)
+	}
+	if f := r.failed(capture.OpDelta); f != 1 {
+		t.Fatalf("%d failed deltas reported, want the one before the full", f)
+	}
+}
+
 // Once a newer timeline began on the prefix (another cluster, restored
 // from these backups, writes there now), every object this cluster writes
 // would belong to it: the snapshotter stops writing, says why, and the
