@@ -1,7 +1,10 @@
 package soak
 
 import (
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdkit/etcdkit/store"
@@ -122,4 +125,15 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
+}
+
+// replay is the bench/soak command line that injects the same faults in
+// the same order: the seed alone chooses them only among the same kinds,
+// writers and bounds.
+func (o Options) replay() string {
+	cmd := fmt.Sprintf("go run ./bench/soak -seed %d -writers %d -hold %s -gap %s -duration %s", o.Seed, o.Writers, o.Hold, o.Gap, o.Duration)
+	if !slices.Equal(o.Kinds, Kinds()) {
+		cmd += " -kinds " + strings.Join(o.Kinds, ",")
+	}
+	return cmd
 }

@@ -41,6 +41,9 @@ type Report struct {
 	Restarts []string
 	// Violations are the invariants broken: lost = 0 when it is empty.
 	Violations []string
+	// Replay is the command that runs the same faults in the same order
+	// (their moments and the traffic's interleaving still vary).
+	Replay string
 }
 
 // FaultCount is the number of faults injected.
@@ -79,7 +82,7 @@ func (r Report) Write(w io.Writer) {
 		fmt.Fprintf(w, "lost: 0, violations: 0\n")
 		return
 	}
-	fmt.Fprintf(w, "VIOLATIONS: %d (replay: go run ./bench/soak -seed %d)\n", len(r.Violations), r.Seed)
+	fmt.Fprintf(w, "VIOLATIONS: %d (replay: %s)\n", len(r.Violations), r.Replay)
 	for _, v := range r.Violations {
 		fmt.Fprintf(w, "  %s\n", v)
 	}

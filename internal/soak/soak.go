@@ -84,7 +84,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	h := &harness{o: o, dir: dir, rec: newRecord(), rnd: rand.New(rand.NewPCG(o.Seed, 1)), start: time.Now(),
 		dataDirs: map[string]bool{}, checked: map[string]bool{}, supervised: map[*proc]bool{}}
-	h.report.Seed, h.report.Dir = o.Seed, dir
+	h.report.Seed, h.report.Dir, h.report.Replay = o.Seed, dir, o.replay()
 	h.report.Faults = map[string]int{}
 	err := h.run(ctx)
 	h.report.Took = time.Since(h.start).Round(time.Second)

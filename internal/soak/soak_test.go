@@ -66,3 +66,16 @@ func tailLogs(t *testing.T, dir string) {
 		t.Logf("--- %s ---\n%s", filepath.Base(l), out)
 	}
 }
+
+// A violation's replay command carries every flag that chooses the faults
+// and their order, not the seed alone.
+func TestReplayCarriesWhatChoosesTheFaults(t *testing.T) {
+	o := Options{Seed: 5, Writers: 16, Hold: 3 * time.Second, Gap: 500 * time.Millisecond, Duration: 72 * time.Minute}.withDefaults()
+	if got, want := o.replay(), "go run ./bench/soak -seed 5 -writers 16 -hold 3s -gap 500ms -duration 1h12m0s"; got != want {
+		t.Fatalf("replay %q, want %q", got, want)
+	}
+	o.Kinds = []string{"spool-full", "kill-leader"}
+	if got := o.replay(); !strings.HasSuffix(got, " -kinds spool-full,kill-leader") {
+		t.Fatalf("replay %q names no kinds", got)
+	}
+}
