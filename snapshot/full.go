@@ -161,6 +161,13 @@ func newSpool(st store.Store, opts FullOptions) (_ *spool, err error) {
 // fill streams the member's database into the spool, verifying etcd's
 // trailer.
 func (sp *spool) fill(ctx context.Context, cli *clientv3.Client) error {
+	// Closing the client's reader does not end etcd's stream: only its
+	// context does. A stream left open holds a read transaction on the
+	// member, and the member's next defragmentation waits for it with its
+	// writes stopped — a full spool would stop the member for as long as
+	// this process lives.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	rc, err := cli.Snapshot(ctx)
 	if err != nil {
 		return fmt.Errorf("etcd snapshot: %w", err)

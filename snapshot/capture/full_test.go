@@ -1,13 +1,17 @@
 package capture_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -16,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
@@ -167,5 +172,56 @@ func TestFullUnderWritesIsNamedByItsContent(t *testing.T) {
 		if inside != full.LastRevision {
 			t.Fatalf("%s holds revision %d", full.Key, inside)
 		}
+	}
+}
+
+// failingSpool stages the snapshot in a file that refuses every write, as
+// a spool on a full disk does.
+type failingSpool struct {
+	store.Store
+	dir string
+}
+
+func (f failingSpool) Stage() (*os.File, error) {
+	path := filepath.Join(f.dir, "staged")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return nil, err
+	}
+	return os.Open(path) // read-only: a write fails
+}
+
+func (failingSpool) PutStaged(context.Context, string, *os.File) error {
+	return errors.New("a failing spool staged nothing")
+}
+
+// A full snapshot that fails on the sidecar's side (a full spool) ends
+// etcd's stream too: a stream left open holds a read transaction on the
+// member, and the member's next defragmentation then stops its writes for
+// as long as the sidecar lives (the soak found a member stuck so).
+func TestAFailedFullEndsEtcdsStream(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	// Larger than what gRPC buffers for a reader that stopped reading, so
+	// a stream left open keeps the member's transaction open.
+	value := strings.Repeat("x", 1<<20)
+	for i := range 64 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/big/%02d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := snapshot.Full(ctx, cli, failingSpool{newStore(t), t.TempDir()}, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "etcd snapshot into") {
+		t.Fatalf("full snapshot into a spool that refuses writes: %v, want the spool's write error", err)
+	}
+	// With the stream still open the defragmentation waits for it: the
+	// deadline is the failure, the answer the event.
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cli.Defragment(dctx, c.Endpoints()[0]); err != nil {
+		t.Fatalf("defragmentation after the failed full: %v (etcd still streams the snapshot to nobody)", err)
+	}
+	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
+		t.Fatal(err)
 	}
 }
