@@ -173,7 +173,11 @@ func TestCallsAreBounded(t *testing.T) {
 	// first ("request timed out") or the client notice it first; either is
 	// the request timeout. What tells it from the member's own proposal
 	// timeout (5 s and two election timeouts) is that it came before that.
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, rpctypes.ErrTimeout) {
+	timedOut := errors.Is(err, context.DeadlineExceeded)
+	for _, byMember := range []error{rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutDueToLeaderFail} {
+		timedOut = timedOut || errors.Is(err, byMember)
+	}
+	if !timedOut {
 		t.Fatalf("a put without quorum: %v, want the request timeout", err)
 	}
 	if own := 5*time.Second + 2*time.Duration(c.Members[0].Config().ElectionMs)*time.Millisecond; took >= own {
