@@ -69,7 +69,7 @@ func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int6
 	c := newCapture(cli, st, since, opts)
 	defer c.stop()
 	var written []snapshot.Snapshot
-	err := c.drain(ctx, func(s snapshot.Snapshot, _ int) { written = append(written, s) })
+	err := c.drain(ctx, 0, func(s snapshot.Snapshot, _ int) { written = append(written, s) })
 	return written, err
 }
 
@@ -175,6 +175,7 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 	}
 	received := c.opts.Now().UTC()
 	from := c.next()
+	held := len(c.pending)
 	for _, ev := range wr.Events {
 		rev := ev.Kv.GetModRevision()
 		if rev < from {
@@ -189,9 +190,9 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		}
 		c.pending = append(c.pending, snapshot.Event{EtcdEvent: ev, Time: received})
 		c.size += eventSize(ev)
-		if err := c.leases.note(ctx, c.cli, &c.pending[len(c.pending)-1]); err != nil {
-			c.log.Debug("delta: the TTL of a lease is not known yet", "lease", fmt.Sprintf("%x", ev.Kv.Lease), "error", err)
-		}
+	}
+	if err := c.leases.noteAll(ctx, c.cli, c.pending[held:]); err != nil {
+		c.log.Debug("delta: the TTL of a lease is not known yet", "error", err)
 	}
 	if c.full() {
 		c.stop()
@@ -216,9 +217,13 @@ func (c *capture) currentRevision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
-// catchUp buffers events until target or the memory limit.
-func (c *capture) catchUp(ctx context.Context, target int64) error {
+// catchUp buffers events until target, the memory limit, or the time
+// until once it holds events (zero: no time).
+func (c *capture) catchUp(ctx context.Context, target int64, until time.Time) error {
 	for c.next() <= target && !c.full() {
+		if !until.IsZero() && len(c.pending) > 0 && !time.Now().Before(until) {
+			return nil
+		}
 		c.start(ctx)
 		select {
 		case <-ctx.Done():
@@ -236,23 +241,33 @@ func (c *capture) catchUp(ctx context.Context, target int64) error {
 	return nil
 }
 
-// drain writes every event up to the cluster's current revision, in as
-// many deltas as the memory limit needs, calling written after each.
-func (c *capture) drain(ctx context.Context, written func(s snapshot.Snapshot, events int)) error {
+// drain writes every event up to the cluster's current revision, as
+// drainTo does.
+func (c *capture) drain(ctx context.Context, every time.Duration, written func(s snapshot.Snapshot, events int)) error {
 	target, err := c.currentRevision(ctx)
 	if err != nil {
 		return err
 	}
-	return c.drainTo(ctx, target, written)
+	return c.drainTo(ctx, target, every, written)
 }
 
-// drainTo writes every event up to target and none after it.
-func (c *capture) drainTo(ctx context.Context, target int64, written func(s snapshot.Snapshot, events int)) error {
+// drainTo writes every event up to target and none after it, in as many
+// deltas as the memory limit needs, calling written after each, and a
+// delta at least every period while it catches up (0: no period). An
+// uploader far behind the cluster (a new leader's after a quorum loss, its
+// first delta before a full snapshot) caught up for seconds without
+// trying the store: a store down meanwhile went unreported, and nothing
+// of those seconds was stored until the end.
+func (c *capture) drainTo(ctx context.Context, target int64, every time.Duration, written func(s snapshot.Snapshot, events int)) error {
 	if c.last >= target {
 		return ErrNoEvents
 	}
 	for {
-		if err := c.catchUp(ctx, target); err != nil {
+		var until time.Time
+		if every > 0 {
+			until = time.Now().Add(every)
+		}
+		if err := c.catchUp(ctx, target, until); err != nil {
 			return err
 		}
 		// The watch stops while uploading: etcd, not the client, holds
@@ -327,7 +342,10 @@ func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []s
 			return snap, snapshot.Annotations{}, fmt.Errorf("snapshot %s: not uploaded: %w", snap.Key, err)
 		}
 	}
-	if err := c.leases.fill(ctx, c.cli, events); err != nil {
+	// Asked again: a lease's first question may have failed under a
+	// fault, and a lease with one key (an Event's) has no next event to
+	// ask with.
+	if err := c.leases.noteAll(ctx, c.cli, events); err != nil {
 		c.log.Warn("delta: the TTL of a lease is not known; a restore grants it the unknown-lease TTL", "error", err)
 	}
 	a := c.annotate(ctx, events[len(events)-1].Revision())

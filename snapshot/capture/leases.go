@@ -59,22 +59,65 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.
 	return nil
 }
 
-// fill asks again, before a delta is written, for the TTLs its events
-// still lack: a lease's first question may have failed under a fault, and
-// a lease with one key (an Event's) has no next event to ask with. It
-// stops at the first failure (etcd that does not answer one question
-// answers no other, and each waits its own 5 s, which the delta would
-// wait too); what is left is left to the restore's guess.
-func (l *leaseLog) fill(ctx context.Context, cli *clientv3.Client, events []snapshot.Event) error {
+// askers bounds the TTL questions in flight. An uploader catching up after
+// a leader change or a quorum loss meets a new lease in about one event of
+// five (Kubernetes events, locks); asked one after another, a round trip
+// to the leader each, they held its deltas seconds behind the cluster.
+const askers = 8
+
+// noteAll is note for the puts of events whose TTL is not recorded: one
+// question per lease (its first event carries the TTL), up to askers at a
+// time. After a failure no question starts (etcd that does not answer one
+// answers no other, and each waits its own 5 s, which the caller would
+// wait too); it returns that failure, and what is left is asked again
+// with a later event or left to the restore's guess.
+func (l *leaseLog) noteAll(ctx context.Context, cli *clientv3.Client, events []snapshot.Event) error {
+	return l.noteUpTo(ctx, cli, events, askers)
+}
+
+// noteUpTo is noteAll with at most limit questions in flight.
+func (l *leaseLog) noteUpTo(ctx context.Context, cli *clientv3.Client, events []snapshot.Event, limit int) error {
+	var ask []*snapshot.Event
+	l.mu.Lock()
+	asked := map[int64]bool{}
 	for i := range events {
-		if events[i].LeaseTTL != 0 {
+		ev := &events[i]
+		id := ev.EtcdEvent.GetKv().GetLease()
+		if id == 0 || ev.EtcdEvent.Type != 0 || ev.LeaseTTL != 0 || l.recorded[id] || asked[id] {
 			continue
 		}
-		if err := l.note(ctx, cli, &events[i]); err != nil {
-			return err
-		}
+		asked[id] = true
+		ask = append(ask, ev)
 	}
-	return nil
+	l.mu.Unlock()
+	actx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	slots := make(chan struct{}, limit)
+	for _, ev := range ask {
+		select {
+		case slots <- struct{}{}:
+		case <-actx.Done():
+		}
+		if actx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := l.note(actx, cli, ev); err != nil {
+				once.Do(func() { first = err; stop() })
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
 }
 
 // track watches the leases etcd holds now for revocation: called before a

@@ -2,10 +2,13 @@ package capture
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -38,10 +41,130 @@ func TestALeaseTTLUnknownAtItsKeyIsAskedBeforeTheDelta(t *testing.T) {
 	if err := l.note(failed, cli, &events[0]); err == nil || events[0].LeaseTTL != 0 {
 		t.Fatalf("a question that cannot be asked: %v, TTL %d", err, events[0].LeaseTTL)
 	}
-	if err := l.fill(ctx, cli, events); err != nil {
+	if err := l.noteAll(ctx, cli, events); err != nil {
 		t.Fatal(err)
 	}
 	if events[0].LeaseTTL != 7 {
 		t.Fatalf("the TTL recorded before the delta: %d, want 7", events[0].LeaseTTL)
+	}
+}
+
+// An uploader catching up meets thousands of new leases; their questions
+// go together, or its deltas fall seconds behind the cluster. Each
+// question here waits until a second one is in flight, so asking one
+// after another fails it.
+func TestLeaseQuestionsGoTogether(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 16
+	for i := range n {
+		lease, err := cli.Grant(ctx, int64(10+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/events/ev-%02d", i), "x", clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, "/registry/events/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != n {
+		t.Fatalf("the events' keys: %d, %v", len(resp.Kvs), err)
+	}
+	var events []snapshot.Event
+	for _, kv := range resp.Kvs {
+		events = append(events, snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}})
+	}
+
+	var (
+		mu       sync.Mutex
+		inFlight int
+		together = make(chan struct{})
+		closed   bool
+	)
+	meet := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if method == "/etcdserverpb.Lease/LeaseTimeToLive" {
+			mu.Lock()
+			if inFlight++; inFlight >= 2 && !closed {
+				closed = true
+				close(together)
+			}
+			mu.Unlock()
+			select {
+			case <-together:
+			case <-ctx.Done():
+				return fmt.Errorf("no second question came while this one was asked: %w", ctx.Err())
+			}
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	asker, err := clientv3.New(clientv3.Config{
+		Endpoints: c.Endpoints(), DialTimeout: 10 * time.Second, Context: ctx,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(meet)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = asker.Close() }()
+
+	var l leaseLog
+	if err := l.noteAll(ctx, asker, events); err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range events {
+		if want := int64(10 + i); ev.LeaseTTL != want {
+			t.Errorf("%s: TTL %d, want %d", ev.EtcdEvent.Kv.Key, ev.LeaseTTL, want)
+		}
+	}
+}
+
+// BenchmarkLeaseQuestions asks the TTLs of 1,000 leases (each with one
+// key, as Kubernetes events) one after another and as noteAll does, on a
+// 3-member TLS cluster through a follower, as an uploader beside a
+// follower asks: go test -run - -bench LeaseQuestions ./snapshot/capture
+func BenchmarkLeaseQuestions(b *testing.B) {
+	c := etcdtest.Start(b, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := c.WaitLeader(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cli := c.Client(b)
+	const n = 1000
+	for i := range n {
+		lease, err := cli.Grant(ctx, 600)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/events/ev-%04d", i), "x", clientv3.WithLease(lease.ID)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, "/registry/events/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != n {
+		b.Fatalf("the events' keys: %d, %v", len(resp.Kvs), err)
+	}
+	var follower *etcdtest.Member
+	for _, m := range c.Members {
+		if m != c.Leader() {
+			follower = m
+		}
+	}
+	fcli := follower.Client(b)
+	for _, limit := range []int{1, askers} {
+		b.Run(fmt.Sprintf("in-flight=%d", limit), func(b *testing.B) {
+			for b.Loop() {
+				events := make([]snapshot.Event, n)
+				for i, kv := range resp.Kvs {
+					events[i] = snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}}
+				}
+				var l leaseLog
+				if err := l.noteUpTo(ctx, fcli, events, limit); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/lease")
+		})
 	}
 }

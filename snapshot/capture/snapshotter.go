@@ -604,7 +604,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		// The revisions between the last delta and the full belong to the
 		// old chain too: without them a point-in-time restore into that
 		// stretch has nothing to replay.
-		err := l.capture.drainTo(ctx, snap.LastRevision, func(s snapshot.Snapshot, events int) {
+		err := l.capture.drainTo(ctx, snap.LastRevision, l.opts.DeltaPeriod, func(s snapshot.Snapshot, events int) {
 			l.wrote(Result{Op: OpDelta, Reason: "before full", Snapshot: s, Events: events})
 		})
 		if err != nil && !errors.Is(err, ErrNoEvents) {
@@ -684,7 +684,7 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 	l.waitUpload()
 	r := Result{Op: OpDelta, Reason: reason}
 	start := time.Now()
-	r.Err = l.capture.drain(ctx, func(s snapshot.Snapshot, events int) {
+	r.Err = l.capture.drain(ctx, l.opts.DeltaPeriod, func(s snapshot.Snapshot, events int) {
 		r.Snapshot, r.Events, r.Duration = s, events, time.Since(start)
 		l.succeed()
 		l.wrote(r)
