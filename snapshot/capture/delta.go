@@ -254,10 +254,10 @@ func (c *capture) drain(ctx context.Context, every time.Duration, written func(s
 // drainTo writes every event up to target and none after it, in as many
 // deltas as the memory limit needs, calling written after each, and a
 // delta at least every period while it catches up (0: no period). An
-// uploader far behind the cluster (a new leader's after a quorum loss, its
-// first delta before a full snapshot) caught up for seconds without
-// trying the store: a store down meanwhile went unreported, and nothing
-// of those seconds was stored until the end.
+// uploader far behind the cluster (a new leader's, after a quorum loss)
+// once caught up the delta closing its chain for 11 s without trying the
+// store: a store down meanwhile went unreported, and nothing of those
+// seconds was stored until the end.
 func (c *capture) drainTo(ctx context.Context, target int64, every time.Duration, written func(s snapshot.Snapshot, events int)) error {
 	if c.last >= target {
 		return ErrNoEvents

@@ -61,8 +61,9 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.
 
 // askers bounds the TTL questions in flight. An uploader catching up after
 // a leader change or a quorum loss meets a new lease in about one event of
-// five (Kubernetes events, locks); asked one after another, a round trip
-// to the leader each, they held its deltas seconds behind the cluster.
+// five (Kubernetes events, locks), each question a round trip to the
+// leader: eight at a time halve their cost on a machine with CPU to spare
+// (BenchmarkLeaseQuestions); on a saturated one they cost the same.
 const askers = 8
 
 // noteAll is note for the puts of events whose TTL is not recorded: one
