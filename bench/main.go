@@ -171,7 +171,10 @@ var bounds = []struct {
 	// catches a capture that falls behind.
 	{"delta capture against a bare watch", "", 0.7},
 	{"delta capture", "", 0.8},
-	{"restore, full + chain", "", 2.5},
+	// 3.23× in a quiet -short run here, 2.46× beside one busy core (the
+	// download decompresses on both cores, the reference replays on one):
+	// 2.0 holds on a busy machine and still catches a replay that slows.
+	{"restore, full + chain", "", 2.0},
 	{"standby: follow lag", "", 1},
 	{"standby: primary lost", "", 0.9},
 	{"restore, full only", "", 0.5},

@@ -3,6 +3,7 @@ package capture
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -58,24 +59,7 @@ func TestLeaseQuestionsGoTogether(t *testing.T) {
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	const n = 16
-	for i := range n {
-		lease, err := cli.Grant(ctx, int64(10+i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/events/ev-%02d", i), "x", clientv3.WithLease(lease.ID)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	resp, err := cli.Get(ctx, "/registry/events/", clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != n {
-		t.Fatalf("the events' keys: %d, %v", len(resp.Kvs), err)
-	}
-	var events []snapshot.Event
-	for _, kv := range resp.Kvs {
-		events = append(events, snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}})
-	}
+	events := leasedEvents(ctx, t, cli, 16, func(i int) int64 { return int64(10 + i) })
 
 	var (
 		mu       sync.Mutex
@@ -132,19 +116,7 @@ func BenchmarkLeaseQuestions(b *testing.B) {
 	}
 	cli := c.Client(b)
 	const n = 1000
-	for i := range n {
-		lease, err := cli.Grant(ctx, 600)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/events/ev-%04d", i), "x", clientv3.WithLease(lease.ID)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	resp, err := cli.Get(ctx, "/registry/events/", clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != n {
-		b.Fatalf("the events' keys: %d, %v", len(resp.Kvs), err)
-	}
+	events := leasedEvents(ctx, b, cli, n, func(int) int64 { return 600 })
 	var follower *etcdtest.Member
 	for _, m := range c.Members {
 		if m != c.Leader() {
@@ -155,16 +127,37 @@ func BenchmarkLeaseQuestions(b *testing.B) {
 	for _, limit := range []int{1, askers} {
 		b.Run(fmt.Sprintf("in-flight=%d", limit), func(b *testing.B) {
 			for b.Loop() {
-				events := make([]snapshot.Event, n)
-				for i, kv := range resp.Kvs {
-					events[i] = snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}}
-				}
+				asked := slices.Clone(events)
 				var l leaseLog
-				if err := l.noteUpTo(ctx, fcli, events, limit); err != nil {
+				if err := l.noteUpTo(ctx, fcli, asked, limit); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/lease")
 		})
 	}
+}
+
+// leasedEvents puts n keys, each on a lease of its own with the TTL ttl(i),
+// as Kubernetes events, and returns their put events in key order.
+func leasedEvents(ctx context.Context, t testing.TB, cli *clientv3.Client, n int, ttl func(i int) int64) []snapshot.Event {
+	t.Helper()
+	for i := range n {
+		lease, err := cli.Grant(ctx, ttl(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/events/ev-%04d", i), "x", clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := cli.Get(ctx, "/registry/events/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != n {
+		t.Fatalf("the events' keys: %d, %v", len(resp.Kvs), err)
+	}
+	events := make([]snapshot.Event, n)
+	for i, kv := range resp.Kvs {
+		events[i] = snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}}
+	}
+	return events
 }
