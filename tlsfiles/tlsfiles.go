@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/reload"
@@ -165,9 +166,46 @@ func (c *Client) Transport(timeout time.Duration) *http.Transport {
 			_ = raw.Close()
 			return nil, err
 		}
-		return conn, nil
+		return &alertConn{Conn: conn}, nil
 	}
 	return t
+}
+
+// alertConn keeps the alert a server sent after the handshake. In TLS 1.3
+// a server judges the client's certificate only after the client's
+// handshake ended, so its refusal reaches the transport's reader, which
+// closes the connection; a request written after that fails with "use of
+// closed network connection", and the transport reports that. Writes that
+// fail return the alert instead, so Explain can say what to fix whichever
+// side noticed first.
+type alertConn struct {
+	*tls.Conn
+	mu    sync.Mutex
+	alert error
+}
+
+func (c *alertConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "remote error" {
+		c.mu.Lock()
+		if c.alert == nil {
+			c.alert = err
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *alertConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.mu.Lock()
+		if c.alert != nil {
+			err = c.alert
+		}
+		c.mu.Unlock()
+	}
+	return n, err
 }
 
 // NewServer checks the files and returns a server configuration that

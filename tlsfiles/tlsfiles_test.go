@@ -302,3 +302,29 @@ func TestExplain(t *testing.T) {
 		t.Fatalf("an error that is not TLS's was explained: %v", e)
 	}
 }
+
+// A request written after the transport's reader saw the server refuse
+// the client (TLS 1.3 refuses after the client's handshake ended) fails
+// with that refusal, not with the closed connection it left.
+func TestRefusalSeenBeforeTheRequestIsExplained(t *testing.T) {
+	dir := t.TempDir()
+	ca := pki.NewCA(t, dir, "ca")
+	srv := newServer(t, ca.Issue(t, "server", pki.LeafOptions{ServerOnly: true}), ca)
+	c, err := tlsfiles.Files{CA: ca.File, Names: flags}.NewClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := c.Transport(5*time.Second).DialTLSContext(t.Context(), "tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the server did not refuse a client without a certificate")
+	}
+	_ = conn.Close()
+	_, err = conn.Write([]byte("GET / HTTP/1.1\r\n\r\n"))
+	var tlsErr *tlsfiles.Error
+	if explained := c.Explain(err); !errors.As(explained, &tlsErr) || !strings.Contains(tlsErr.Hint, "requires a client certificate") {
+		t.Fatalf("write after the refusal: %v, explained as %v", err, explained)
+	}
+}
