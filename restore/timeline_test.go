@@ -244,6 +244,25 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 			t.Fatalf("an unrecorded restore to the middle, written past the end: %+v", l)
 		}
 	})
+	// The cluster above, and then a restore of the end with the same
+	// configuration into a directory nothing runs from: the record names
+	// the cluster's ID and the chain's end, and the cluster's keys
+	// contradict it.
+	t.Run("the middle, past the end, beside a record of the end", func(t *testing.T) {
+		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		forget(t)
+		cli := c.Client(t)
+		if _, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 5, Prefix: "/new/", Seed: 34}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		o := same(restore.Options{DataDir: filepath.Join(t.TempDir(), "drill")})
+		if _, err := restore.Restore(ctx, h.st, o); err != nil {
+			t.Fatal(err)
+		}
+		if l := place(t, cli); l.Continues || !strings.Contains(l.Reason, "differ") {
+			t.Fatalf("a cluster whose keys differ from the chain's end, beside a record of a restore of the end: %+v", l)
+		}
+	})
 }
 
 // Two deployments of one configuration (the same names, peer URLs and
@@ -358,41 +377,48 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	}
 }
 
-// A restore of the cluster recorded while its uploader runs, its members
-// never restarting: another incarnation of the cluster may run from it (a
-// split brain). This one's uploader stops, says why, and writes nothing
-// more; the restored one's backups are the ones that go on.
-func TestRestoredElsewhereStopsTheUploader(t *testing.T) {
-	ctx := context.Background()
-	_, cli, st, s := snapshotterBeside(t)
-	resp, err := cli.Put(ctx, "/before", "x")
+// A restore of the running cluster into a directory nothing runs from (a
+// drill, a look at yesterday) records a restore of the cluster's ID, to
+// the chain's end and to its middle. The record neither stops the
+// cluster's uploader nor makes its next start fork a timeline: the
+// cluster's own keys show it lived the chain to its end.
+func TestARestoreNothingRunsFromChangesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c, cli, st, s := snapshotterBeside(t)
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+	res, err := (etcdtest.Workload{Ops: 60, Prefix: "/a/", Seed: 37}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcdtest.Eventually(t, "the chain reaches the put", 30*time.Second, func() bool { return s.Status().LastRevision >= resp.Header.Revision })
-	id, err := snapshot.IdentityOf(ctx, cli)
-	if err != nil {
+	mid := res.LastRevision
+	if res, err = (etcdtest.Workload{Ops: 60, Prefix: "/a/", Seed: 38}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := snapshot.List(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := cat.Latest()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snapshot.RecordRestore(ctx, st, snapshot.Restored{ClusterID: id.ClusterID, Timeline: ch.Timeline, Snapshot: ch.Full.Key,
-		Revision: ch.LastRevision(), TimelineEnd: ch.LastRevision(), Created: time.Now().UTC()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, "/after", "x"); err != nil {
-		t.Fatal(err)
-	}
-	etcdtest.Eventually(t, "the uploader refuses", 30*time.Second, func() bool { return s.Status().Refused == capture.RefusedRestoredElsewhere })
-	t.Log(s.Status().LastError)
-	if cat, err = snapshot.List(ctx, st); err != nil || cat.Snapshots[len(cat.Snapshots)-1].LastRevision != ch.LastRevision() {
-		t.Fatalf("the uploader wrote on after the restore elsewhere: %v %v", cat.Snapshots, err)
+	etcdtest.Eventually(t, "the chain reaches the writes", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
+	m := c.Members[0]
+	for _, target := range []restore.Target{{}, {Revision: mid}} {
+		// The member's own name, peer URL and token: the cluster ID of
+		// the restore is the running cluster's.
+		if _, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "drill"), Name: m.Name,
+			PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", Source: restore.Source{Target: target}}); err != nil {
+			t.Fatal(err)
+		}
+		after, err := cli.Put(ctx, "/after-a-drill", fmt.Sprint(target.Revision))
+		if err != nil {
+			t.Fatal(err)
+		}
+		etcdtest.Eventually(t, "the uploader writes on", 30*time.Second, func() bool {
+			return s.Status().LastRevision >= after.Header.Revision || s.Status().Refused != ""
+		})
+		if r := s.Status().Refused; r != "" {
+			t.Fatalf("a restore nothing runs from stopped the uploader: %s (%s)", r, s.Status().LastError)
+		}
+		l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+		if err != nil || !l.Continues || l.Timeline.ID != snapshot.FirstTimeline {
+			t.Fatalf("the cluster's next start, after a restore to revision %d nothing runs from: %+v %v", target.Revision, l, err)
+		}
+		t.Log(l.Reason)
 	}
 }
 

@@ -161,13 +161,27 @@ func RestoreRecords(ctx context.Context, st store.Store, clusterID string) ([]st
 	return keys, nil
 }
 
-// LastRestore is the newest restore recorded of cluster id (hex).
+// LastRestore is the newest restore recorded of cluster id (hex). The
+// names order records by the second only; of restores in the same second,
+// the newest by its record's time is the last.
 func LastRestore(ctx context.Context, st store.Store, clusterID string) (Restored, bool, error) {
 	keys, err := RestoreRecords(ctx, st, clusterID)
 	if err != nil || len(keys) == 0 {
 		return Restored{}, false, err
 	}
-	return getJSON[Restored](ctx, st, keys[len(keys)-1])
+	second := func(k string) string { unix, _, _ := strings.Cut(path.Base(k), "-"); return unix }
+	var last Restored
+	found := false
+	for i := len(keys) - 1; i >= 0 && second(keys[i]) == second(keys[len(keys)-1]); i-- {
+		r, ok, err := getJSON[Restored](ctx, st, keys[i])
+		if err != nil {
+			return Restored{}, false, err
+		}
+		if ok && (!found || r.Created.After(last.Created)) {
+			last, found = r, true
+		}
+	}
+	return last, found, nil
 }
 
 // legacyContinues says whether an older version's record of a restore

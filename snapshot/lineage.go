@@ -42,11 +42,8 @@ type Lineage struct {
 	Began bool
 	// Reason says how it was decided.
 	Reason string
-	// ClusterID (hex) is the cluster's, and Restores the keys of the
-	// restore records of it there were: one that appears later says the
-	// cluster was restored elsewhere (Guard).
+	// ClusterID (hex) is the cluster's.
 	ClusterID string
-	Restores  []string
 }
 
 // PlaceOptions configures Place. The zero value refuses another
@@ -95,15 +92,11 @@ func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOpt
 		return Lineage{}, cat, fmt.Errorf("current revision: %w", err)
 	}
 	p := placer{cli: cli, st: st, o: o, cat: cat, current: resp.Header.Revision, cluster: hexID(resp.Header.ClusterId)}
-	restores, err := RestoreRecords(ctx, st, p.cluster)
-	if err != nil {
-		return Lineage{}, cat, err
-	}
 	l, err := p.place(ctx)
 	if err != nil {
 		return l, cat, err
 	}
-	l.ClusterID, l.Restores = p.cluster, restores
+	l.ClusterID = p.cluster
 	if l.Began {
 		if cat, err = List(ctx, st); err != nil {
 			return l, cat, err
@@ -120,9 +113,10 @@ type placer struct {
 	cat     Catalog
 	current int64
 	cluster string
+	past    *pastResult
 }
 
-func (p placer) place(ctx context.Context) (Lineage, error) {
+func (p *placer) place(ctx context.Context) (Lineage, error) {
 	t := p.cat.Timeline
 	here := Lineage{Timeline: t}
 	ownFulls := slices.ContainsFunc(p.cat.Own(), func(s Snapshot) bool { return s.Kind == KindFull })
@@ -143,20 +137,14 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 		return Lineage{}, err
 	}
 	if restored && !rr.Created.Before(chain.Full.Created) {
-		switch {
-		case rr.Timeline == t.ID && rr.Snapshot == chain.Full.Key && rr.Revision == end:
-			here.Continues, here.Reason = true, fmt.Sprintf("the cluster was restored from %s at revision %d, the end of %s", rr.Snapshot, rr.Revision, t)
-			return here, nil
-		case t.Key != "" && t.ClusterID == p.cluster && !t.Began.Before(rr.Created):
+		if t.Key != "" && t.ClusterID == p.cluster && !t.Began.Before(rr.Created) {
 			here.Reason = fmt.Sprintf("the cluster began %s after its restore; its first full snapshot is due", t)
 			return here, nil
 		}
-		fork := rr.Revision
-		if _, ok := p.cat.find(rr.Timeline); !ok {
-			fork = 0
+		l, ok, err := p.byRecord(ctx, chain, rr)
+		if err != nil || ok {
+			return l, err
 		}
-		return p.begin(ctx, Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
-			Reason: fmt.Sprintf("restored from %s at revision %d, while %s went on to revision %d", rr.Snapshot, rr.Revision, t, end)})
 	}
 	if t.Key != "" && t.ClusterID == p.cluster && !ownFulls {
 		here.Reason = fmt.Sprintf("the cluster began %s; its first full snapshot is due", t)
@@ -196,7 +184,7 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 		here.Continues, here.Reason = true, fmt.Sprintf("%s ends at revision %d, before any key was written", t, end)
 		return here, nil
 	}
-	shared, differs, why, err := p.sharedPast(ctx, chain, id.Tail, min(end, p.current))
+	shared, differs, why, err := p.pastOf(ctx, chain, id.Tail)
 	if err != nil {
 		return Lineage{}, err
 	}
@@ -233,6 +221,73 @@ func (p placer) place(ctx context.Context) (Lineage, error) {
 	// no past, so that no chain mixes two.
 	return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
 		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
+}
+
+// byRecord decides by the newest record of a restore of this cluster
+// (ok), or sets it aside. A record names a cluster by its ID alone, which
+// every deployment of the same configuration shares, and a restore writes
+// one whether or not a cluster ever runs from what it built (a restore into
+// a scratch directory): it is believed only where the cluster's own keys do
+// not contradict it. A record of a restore to the end of this chain
+// continues it unless the cluster's keys at the end differ from the
+// chain's; a record of an earlier revision, or of another chain, forks a
+// timeline there unless the cluster's keys show it lived this chain to its
+// end (it is not what that restore built, or it went on from it).
+func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineage, bool, error) {
+	t, end := p.cat.Timeline, chain.LastRevision()
+	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
+	if err != nil {
+		return Lineage{}, false, err
+	}
+	shared, differs, why, err := p.pastOf(ctx, chain, id.Tail)
+	if err != nil {
+		return Lineage{}, false, err
+	}
+	here := Lineage{Timeline: t}
+	sameChain := rr.Timeline == t.ID && rr.Snapshot == chain.Full.Key
+	switch {
+	case sameChain && shared == end:
+		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s at revision %d is recorded, and the cluster's keys at revision %d are those %s left", rr.Snapshot, rr.Revision, end, t)
+		return here, true, nil
+	case sameChain && rr.Revision == end && !differs:
+		here.Continues, here.Reason = true, fmt.Sprintf("the cluster was restored from %s at revision %d, the end of %s, and none of its keys says otherwise (%s)", rr.Snapshot, rr.Revision, t, cmpOr(why, "no key compared tells"))
+		return here, true, nil
+	case shared == end, rr.Revision == end && sameChain:
+		logger(p.o.Logger).Warn("a restore record of this cluster's ID is set aside: the cluster's own keys contradict it (a restore nothing runs from, or another deployment of the same configuration)",
+			"record_snapshot", rr.Snapshot, "record_revision", rr.Revision, "chain_end", end, "shared_revision", shared, "differs", why)
+		return Lineage{}, false, nil
+	}
+	fork := rr.Revision
+	if _, ok := p.cat.find(rr.Timeline); !ok {
+		fork = 0
+	}
+	l, err := p.begin(ctx, Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
+		Reason: fmt.Sprintf("restored from %s at revision %d, while %s went on to revision %d", rr.Snapshot, rr.Revision, t, end)})
+	return l, true, err
+}
+
+// pastOf is sharedPast to the cluster's revision or the chain's end,
+// asked once per placing: the record and the keys may both ask it.
+func (p *placer) pastOf(ctx context.Context, chain Chain, fullTail []KeyVersion) (shared int64, differs bool, why string, err error) {
+	if p.past == nil {
+		end := chain.LastRevision()
+		r := pastResult{}
+		if end <= 1 {
+			// Every cluster's past at revision 1 is the same empty keyspace.
+			r.shared = end
+		} else {
+			r.shared, r.differs, r.why, r.err = p.sharedPast(ctx, chain, fullTail, min(end, p.current))
+		}
+		p.past = &r
+	}
+	return p.past.shared, p.past.differs, p.past.why, p.past.err
+}
+
+type pastResult struct {
+	shared  int64
+	differs bool
+	why     string
+	err     error
 }
 
 // sharedProbes bounds how many of a chain's deltas sharedPast compares.
@@ -633,9 +688,4 @@ var (
 	// restored data dir starts it again). Its events are another past's;
 	// the uploader drops what it holds and places its backups again.
 	ErrReplaced = errors.New("a member restarted on another raft log: the cluster was restored or replaced")
-	// ErrRestoredElsewhere: a restore of this cluster was recorded after
-	// the uploader placed its backups, and none of its members restarted:
-	// another incarnation of the cluster may run from that restore (a
-	// split brain). The restored one's backups are the ones that go on.
-	ErrRestoredElsewhere = errors.New("this cluster was restored elsewhere")
 )

@@ -7,7 +7,7 @@
 // at the limit the watch pauses and etcd keeps the backlog), the TTLs of
 // the leases the events name and the leases revoked, the users and roles
 // when they change, and the guard that stops an uploader whose cluster was
-// replaced (its raft index went back) or restored elsewhere. Before each
+// replaced (its raft index went back). Before each
 // object it checks that its timeline is still the newest and that no newer
 // run recorded itself as the prefix's uploader.
 //

@@ -164,13 +164,10 @@ const (
 	// of this name first (snapshot.ErrConflict), or recorded itself as the prefix's
 	// uploader after this one (snapshot.ErrNewerUploader).
 	RefusedConflict Refusal = "conflict"
-	// RefusedRestoredElsewhere: a restore of this cluster was recorded
-	// since, and its members did not restart (snapshot.ErrRestoredElsewhere).
-	RefusedRestoredElsewhere Refusal = "restored-elsewhere"
 )
 
 // Refusals are every Refusal, for metrics that show each from the start.
-var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict, RefusedRestoredElsewhere}
+var Refusals = []Refusal{RefusedOtherCluster, RefusedSuperseded, RefusedConflict}
 
 // RefusalOf says which refusal err is, "" for a failure.
 func RefusalOf(err error) Refusal {
@@ -181,8 +178,6 @@ func RefusalOf(err error) Refusal {
 		return RefusedSuperseded
 	case errors.Is(err, snapshot.ErrConflict), errors.Is(err, snapshot.ErrNewerUploader):
 		return RefusedConflict
-	case errors.Is(err, snapshot.ErrRestoredElsewhere):
-		return RefusedRestoredElsewhere
 	}
 	return ""
 }
@@ -496,7 +491,7 @@ func (l *loop) startup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.timeline, l.guard = lin.Timeline, newGuard(ctx, l.cli, l.st, lin)
+	l.timeline, l.guard = lin.Timeline, newGuard(ctx, l.cli)
 	// Recorded once the backups are placed: a run that is refused (another
 	// cluster's, say) must not stop the one that writes.
 	if l.uploader.Seq == 0 {
