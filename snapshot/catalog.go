@@ -183,7 +183,10 @@ func (c Catalog) Fulls() []Snapshot {
 // Latest is the chain of the newest full snapshot and every delta after it.
 func (c Catalog) Latest() (Chain, error) {
 	fulls := c.Fulls()
-	if len(fulls) == 0 {
+	switch {
+	case len(c.Snapshots) == 0:
+		return Chain{}, fmt.Errorf("latest chain of %s: %w: the store holds no backups at all (is its URL the one the backups went to?)", c.Timeline, ErrNoFull)
+	case len(fulls) == 0:
 		return Chain{}, fmt.Errorf("latest chain of %s: %w (%d deltas without one)", c.Timeline, ErrNoFull, len(c.Snapshots))
 	}
 	return c.chainFrom(fulls[len(fulls)-1]), nil

@@ -388,3 +388,12 @@ func TestRetentionPerTimeline(t *testing.T) {
 		t.Fatalf("LimitBased 1 expired %s: each timeline keeps its newest", got)
 	}
 }
+
+// An empty store says so, not only that it holds no full snapshot: the
+// URL is the likelier mistake.
+func TestLatestOfAnEmptyStore(t *testing.T) {
+	_, err := snapshot.Catalog{}.Latest()
+	if !errors.Is(err, snapshot.ErrNoFull) || !strings.Contains(err.Error(), "holds no backups at all") {
+		t.Fatalf("latest of an empty catalog: %v", err)
+	}
+}

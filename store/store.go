@@ -211,6 +211,11 @@ func parseURL(rawURL string) (*url.URL, error) {
 		return nil, errors.New("store: empty URL (give file:///path, s3://bucket/prefix, gs://…, azblob://… or mem://)")
 	}
 	if !strings.Contains(rawURL, "://") {
+		// "s3:/bucket" and "s3:bucket" are mistyped URLs, not paths: a
+		// backup written to ./s3:/bucket would be lost to its reader.
+		if scheme, _, ok := strings.Cut(rawURL, ":"); ok && len(scheme) > 1 && !strings.Contains(scheme, "/") && isScheme(scheme) {
+			return nil, fmt.Errorf("store %s: not a URL: write %s://… (a path with a colon: ./%s)", rawURL, scheme, rawURL)
+		}
 		abs, err := filepath.Abs(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", rawURL, err)
@@ -225,6 +230,20 @@ func parseURL(rawURL string) (*url.URL, error) {
 		return nil, fmt.Errorf("store %s: no scheme (give file:///path, s3://bucket/prefix, gs://…, azblob://… or mem://)", rawURL)
 	}
 	return u, nil
+}
+
+// isScheme says whether s could be a URL's scheme (RFC 3986: a letter,
+// then letters, digits, "+", "-" or ".").
+func isScheme(s string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case i > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // Options of a store URL's query are read through a Query so that an option

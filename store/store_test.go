@@ -104,6 +104,8 @@ func TestOpenRejectsBadURLs(t *testing.T) {
 		"mem://x/../y":                "..",
 		"s3-without-import://b/p":     "unknown scheme",
 		"file:///tmp/x?part-size=abc": "unknown option(s) part-size",
+		"s3:/bucket/p":                "not a URL: write s3://",
+		"gs:bucket":                   "not a URL: write gs://",
 	} {
 		_, err := store.Open(ctx, url)
 		if err == nil || !strings.Contains(err.Error(), want) {

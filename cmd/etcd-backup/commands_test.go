@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -171,6 +172,16 @@ func operatorCommands(t *testing.T, s storeUnderTest) {
 	}
 	if r := etcdBackup(t, s.env, "restore", "--store", s.url, "--data-dir", "/x", "--time", "yesterday"); r.code != exitUsage {
 		t.Fatalf("restore with a bad time: exit %d %s", r.code, r.stderr)
+	}
+	// --time past the backups' end restores the newest state they hold,
+	// and says where they end; etcd's default member is named.
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if r := etcdBackup(t, s.env, "restore", "--store", s.url, "--data-dir", filepath.Join(t.TempDir(), "y"), "--time", future); r.code != 0 ||
+		!strings.Contains(r.stdout, "backups end") || !strings.Contains(r.stderr, "etcd's default member") {
+		t.Fatalf("restore as of an hour ahead: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := etcdBackup(t, s.env, "restore", "--store", s.url, "--data-dir", "/x", "--revision", "0"); r.code != exitUsage {
+		t.Fatalf("restore --revision 0: exit %d %s", r.code, r.stderr)
 	}
 
 	// compact: a second chain starting where the first ends; gc keeps it.

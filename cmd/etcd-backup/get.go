@@ -65,7 +65,7 @@ key, as they were then. The cluster is never contacted.`,
 			if opts.Keys, err = keysOf(args, prefix, cmd.Flags().Changed("prefix")); err != nil {
 				return err
 			}
-			if opts.Target, err = t.target(); err != nil {
+			if opts.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			st, p, err := g.source(ctx, &opts.Source)

@@ -27,12 +27,14 @@ func (t *target) flags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.at, "time", "", "restore the state as of this time (RFC 3339, e.g. 2026-11-29T10:00:00Z)")
 }
 
-func (t *target) target() (restore.Target, error) {
+func (t *target) target(cmd *cobra.Command) (restore.Target, error) {
 	out := restore.Target{Timeline: t.timeline}
+	// Given, 0 is a mistake, not "the latest".
+	given := cmd.Flags().Changed("revision")
 	if t.revision != 0 && t.at != "" {
 		return out, cli.Usage(errors.New("--revision and --time exclude each other"))
 	}
-	if t.revision < 0 {
+	if t.revision < 0 || given && t.revision == 0 {
 		return out, cli.Usage(fmt.Errorf("--revision %d: a revision is a positive number (leave it out for the latest)", t.revision))
 	}
 	out.Revision = t.revision
@@ -98,7 +100,7 @@ where it stood, without downloading the full snapshot again.`,
 				return cli.Usage(errors.New("--data-dir is required"))
 			}
 			var err error
-			if opts.Target, err = t.target(); err != nil {
+			if opts.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			switch {
@@ -132,12 +134,19 @@ where it stood, without downloading the full snapshot again.`,
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("name") && !cmd.Flags().Changed("initial-cluster") {
+				g.log.Warn("restore: the data dir is built for etcd's default member: start etcd with these, or restore again with --name, --peer-urls and --initial-cluster-token as the member starts",
+					"name", opts.Name, "peer-urls", strings.Join(opts.PeerURLs, ","), "initial-cluster-token", opts.InitialClusterToken)
+			}
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
 				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+				if end := lastCreated(res); !opts.Target.Time.IsZero() && end.Before(opts.Target.Time) {
+					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
+				}
 				if res.RevisionBump > 0 {
 					fmt.Fprintf(w, "revision bump\t%d (the member starts at revision %d, marked compacted)\n", res.RevisionBump, res.Revision+int64(res.RevisionBump))
 				}
@@ -182,4 +191,12 @@ where it stood, without downloading the full snapshot again.`,
 	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
 	return cmd
+}
+
+// lastCreated is when the newest object of the chain restored was written.
+func lastCreated(res restore.Result) time.Time {
+	if n := len(res.Chain.Deltas); n > 0 {
+		return res.Chain.Deltas[n-1].Created
+	}
+	return res.Chain.Full.Created
 }

@@ -35,7 +35,7 @@ Without --apply nothing is written: the report says what would be.`,
 			}
 			opts := restore.StateOptions{WorkDir: work, Keys: restore.Keys{Key: prefix, Prefix: true}}
 			var err error
-			if opts.Target, err = t.target(); err != nil {
+			if opts.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			if opts.Target.Revision == 0 && opts.Target.Time.IsZero() {

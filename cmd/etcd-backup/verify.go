@@ -33,7 +33,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 				opts restore.VerifyOptions
 				err  error
 			)
-			if opts.Target, err = t.target(); err != nil {
+			if opts.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			opts.WorkDir = workDir
