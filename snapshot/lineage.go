@@ -250,7 +250,7 @@ func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineag
 		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s at revision %d is recorded, and the cluster's keys at revision %d are those %s left", rr.Snapshot, rr.Revision, end, t)
 		return here, true, nil
 	case sameChain && rr.Revision == end && !differs:
-		here.Continues, here.Reason = true, fmt.Sprintf("the cluster was restored from %s at revision %d, the end of %s, and none of its keys says otherwise (%s)", rr.Snapshot, rr.Revision, t, cmpOr(why, "no key compared tells"))
+		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s to revision %d, the end of %s, is recorded, and none of the cluster's keys says otherwise (%s)", rr.Snapshot, rr.Revision, t, cmpOr(why, "no key compared tells"))
 		return here, true, nil
 	case shared == end, rr.Revision == end && sameChain:
 		logger(p.o.Logger).Warn("a restore record of this cluster's ID is set aside: the cluster's own keys contradict it (a restore nothing runs from, or another deployment of the same configuration)",
