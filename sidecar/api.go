@@ -57,6 +57,10 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.handler(au), nil
+}
+
+func (s *Sidecar) handler(au *authenticator) *http.ServeMux {
 	mux := http.NewServeMux()
 	route := func(path, method string, open bool, h func(http.ResponseWriter, *http.Request) (any, int, error)) {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +141,7 @@ func (s *Sidecar) Handler(auth Auth) (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s", r.URL.Path))
 	})
-	return mux, nil
+	return mux
 }
 
 var (

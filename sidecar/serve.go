@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
@@ -30,6 +31,11 @@ type ServeOptions struct {
 	// over this sidecar (package etcdbr's), with its own access rules.
 	// Auth is then unused.
 	Handler http.Handler
+	// Profiling serves Go's runtime profiles under /debug/pprof/: behind
+	// Auth's credential with the API; with Handler, as openly as
+	// etcd-backup-restore serves them, except the command line, which
+	// may hold a password. Default off.
+	Profiling bool
 }
 
 // Serve serves the API and runs the sidecar until ctx ends; then it stops
@@ -41,11 +47,17 @@ func (s *Sidecar) Serve(ctx context.Context, o ServeOptions) error {
 		o.ShutdownTimeout = 30 * time.Second
 	}
 	h := o.Handler
+	var au *authenticator
 	if h == nil {
 		var err error
-		if h, err = s.Handler(o.Auth); err != nil {
+		if au, err = o.Auth.authenticator(s.log); err != nil {
 			return err
 		}
+		h = s.handler(au)
+	}
+	if o.Profiling {
+		h = withProfiles(h, au)
+		s.log.Info("sidecar: profiling served at /debug/pprof/", "authenticated", au != nil)
 	}
 	// Refused handshakes go to the log, not to stderr in another format.
 	srv := &http.Server{Handler: h, TLSConfig: o.TLS, ReadHeaderTimeout: 10 * time.Second,
@@ -73,4 +85,37 @@ func (s *Sidecar) Serve(ctx context.Context, o ServeOptions) error {
 		return errors.Join(runErr, fmt.Errorf("sidecar: serve %s: %w", o.Listen, err))
 	}
 	return runErr
+}
+
+// withProfiles serves Go's profiles under /debug/pprof/ beside h: to
+// requests au accepts, or to any when au is nil, then without the command
+// line.
+func withProfiles(h http.Handler, au *authenticator) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	guard := func(f http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if au != nil {
+				if err := au.check(r); err != nil {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="etcdkit"`)
+					writeError(w, http.StatusUnauthorized, err)
+					return
+				}
+			}
+			f(w, r)
+		}
+	}
+	// Index serves every named profile (heap, goroutine, block, …).
+	mux.HandleFunc("/debug/pprof/", guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/profile", guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", guard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", guard(pprof.Trace))
+	if au != nil {
+		mux.HandleFunc("/debug/pprof/cmdline", guard(pprof.Cmdline))
+	} else {
+		mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the command line is not served without authentication: it may hold a password", http.StatusNotFound)
+		})
+	}
+	return mux
 }

@@ -942,7 +942,7 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 	p := &sidecarProc{name: "server", url: fmt.Sprintf("http://127.0.0.1:%d", port), args: []string{"server",
 		fmt.Sprintf("--server-port=%d", port), "--storage-provider=Local", "--store-prefix=p", "--delta-snapshot-period=1s",
 		"--endpoints=" + c.Endpoints()[0], "--insecure-transport=false", "--insecure-skip-tls-verify=false", "--cacert=" + sec.CA.File, "--cert=" + sec.Client.CertFile, "--key=" + sec.Client.KeyFile,
-		"--data-dir=" + c.Members[0].Dir}}
+		"--data-dir=" + c.Members[0].Dir, "--enable-profiling"}}
 	p.env = []string{"HOME=" + home, "ETCD_CONF=", "ETCDKIT_LISTEN=" + fmt.Sprintf("127.0.0.1:%d", port)}
 	p.start(t)
 	t.Cleanup(func() {
@@ -974,5 +974,18 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 	}
 	if strings.Contains(p.logs.String(), "peer URLs changed") {
 		t.Fatalf("the server set out to change the peer URLs:\n%s", p.logs.String())
+	}
+	// --enable-profiling: the profiles as openly as etcd-backup-restore
+	// serves them, but not the command line, which holds --etcd-password
+	// where one is given.
+	for path, want := range map[string]int{"/debug/pprof/": http.StatusOK, "/debug/pprof/heap": http.StatusOK, "/debug/pprof/cmdline": http.StatusNotFound} {
+		resp, err := cli2.Get(p.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %s, want %d", path, resp.Status, want)
+		}
 	}
 }

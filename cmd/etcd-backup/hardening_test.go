@@ -60,6 +60,44 @@ func startServeIn(t *testing.T, cwd string, conn []string, storeURL string, extr
 	return p
 }
 
+// --enable-profiling serves Go's profiles behind the API's token.
+func TestProfilingBehindTheToken(t *testing.T) {
+	_, conn := secureMember(t)
+	p := startServe(t, conn, "file://"+t.TempDir(), "--enable-profiling")
+	etcdtest.Eventually(t, "serve answers", 30*time.Second, func() bool {
+		ready, _ := p.ready()
+		return ready
+	})
+	get := func(path, token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, p.url+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/debug/pprof/", ""); code != http.StatusUnauthorized {
+		t.Fatalf("profiles without the token: %d", code)
+	}
+	if code, body := get("/debug/pprof/", "tok"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("profiles with the token: %d %.200s", code, body)
+	}
+	if code, body := get("/debug/pprof/cmdline", "tok"); code != http.StatusOK || !strings.Contains(body, "serve") {
+		t.Fatalf("the command line with the token: %d %.200s", code, body)
+	}
+	if code, _ := get("/v1/snapshots", "tok"); code != http.StatusOK {
+		t.Fatalf("the API beside the profiles: %d", code)
+	}
+}
+
 // Item: a spool directory that does not exist is an error naming it, not
 // a panic; serve creates its work dir on a fresh volume.
 func TestMissingSpoolDirectory(t *testing.T) {

@@ -28,6 +28,7 @@ func serveCmd(g *globals) *cobra.Command {
 		fullSchedule             string
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
+		profiling                bool
 		leases                   leaseFlags
 		standby                  restore.FollowOptions
 	)
@@ -79,7 +80,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS
 			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
-			so := sidecar.ServeOptions{Listen: listen, Auth: sidecar.Auth{TokenFile: tokenFile}, ShutdownTimeout: shutdown,
+			so := sidecar.ServeOptions{Listen: listen, Auth: sidecar.Auth{TokenFile: tokenFile}, ShutdownTimeout: shutdown, Profiling: profiling,
 				OnListening: func(addr string) {
 					g.log.Info("etcd-backup: serving", "listen", addr, "member", memberEndpoint, "store", g.storeURL)
 				}}
@@ -129,6 +130,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	ret.flags(cmd)
 	f.StringVar(&o.DefragSchedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
 	defragFlags(cmd, &o.Defrag)
+	f.BoolVar(&profiling, "enable-profiling", false, "serve Go's runtime profiles at /debug/pprof/, behind the API's token or client certificate")
 	f.BoolVar(&o.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")
 	f.Int64Var(&o.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
 	f.DurationVar(&o.MaxRestoreTime, "max-restore-time", 0,

@@ -109,6 +109,7 @@ type brServer struct {
 	port                  uint
 	serverCert, serverKey string
 	dataDir, configFile   string
+	profiling             bool
 	useEtcdWrapper        bool
 	logLevel              uint32
 
@@ -138,7 +139,6 @@ var ignoredFlags = map[string]string{
 	"reelection-period":                       "the sidecar follows etcd's leader itself, every 500ms",
 	"etcd-connection-timeout-leader-election": "the sidecar follows etcd's leader itself",
 	"etcd-snapshot-timeout":                   "a snapshot is bounded by the store's timeout",
-	"enable-profiling":                        "no profiling endpoints",
 	"secondary-backup-sync-period":            "secondary backup sync is not supported",
 	"secondary-storage-provider":              "secondary backup sync is not supported",
 	"secondary-store-container":               "secondary backup sync is not supported",
@@ -185,7 +185,7 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	fs.UintVarP(&b.port, "server-port", "p", 8080, "port on which server should listen")
 	fs.StringVar(&b.serverCert, "server-cert", "", "TLS certificate file for backup-restore server")
 	fs.StringVar(&b.serverKey, "server-key", "", "TLS key file for backup-restore server")
-	fs.Bool("enable-profiling", false, "enable profiling")
+	fs.BoolVar(&b.profiling, "enable-profiling", false, "enable profiling")
 	fs.StringVar(&b.configFile, "config-file", "", "path to the configuration file")
 	fs.Uint32Var(&b.logLevel, "log-level", 4, "verbosity level of logs")
 	fs.BoolVar(&b.useEtcdWrapper, "use-etcd-wrapper", false, "to enable backup-restore to use etcd-wrapper related functionality. Note: enable this flag only if etcd-wrapper is deployed.")
@@ -348,7 +348,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	// etcd-backup-restore listens on every interface; ETCDKIT_LISTEN
 	// (serve's --listen) narrows it, where sidecars share a host.
 	listen := cmp.Or(os.Getenv(cli.EnvName("listen")), fmt.Sprintf(":%d", b.port))
-	so := sidecar.ServeOptions{Listen: listen, OnListening: func(addr string) {
+	so := sidecar.ServeOptions{Listen: listen, Profiling: b.profiling, OnListening: func(addr string) {
 		log.Info("etcd-backup server: serving etcd-backup-restore's protocol", "listen", addr, "member", b.endpoints[0], "store", storeURL,
 			"tls", c.TLS)
 	}}
