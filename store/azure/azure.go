@@ -124,7 +124,7 @@ func (s *Store) newClient() (*container.Client, error) {
 	}
 	domain, emulator := "", false
 	if s.cfg.AccountKey == "" {
-		fields, from, err := credfile.Load(s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS")
+		fields, from, err := credfile.Load(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS")
 		if err != nil {
 			return nil, err
 		}

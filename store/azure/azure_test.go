@@ -116,6 +116,15 @@ func TestCredentialSources(t *testing.T) {
 		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
 		storetest.UseURL(t, "azblob://creds/env?account="+srv.Account+"&endpoint="+srv.Endpoint)
 	})
+	t.Run("absent-paths", func(t *testing.T) {
+		// etcd-druid sets the variables where no secret is mounted: the
+		// other sources answer (here the key in the environment).
+		unset(t)
+		t.Setenv("AZURE_APPLICATION_CREDENTIALS_JSON", filepath.Join(t.TempDir(), "absent.json"))
+		t.Setenv("AZURE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent"))
+		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
+		storetest.UseURL(t, "azblob://creds/absent?account="+srv.Account+"&endpoint="+srv.Endpoint)
+	})
 	t.Run("no-account", func(t *testing.T) {
 		unset(t)
 		_, err := store.Open(ctx, "azblob://creds/x")

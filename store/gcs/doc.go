@@ -9,8 +9,10 @@
 // complete; downloads read parallel byte ranges of one object generation.
 // Credentials are Google's application default credentials, including
 // GOOGLE_APPLICATION_CREDENTIALS as etcd-backup-restore deployments set it
-// (a service-account file, or a directory holding serviceaccount.json, with
-// an optional storageAPIEndpoint file beside it).
+// (a service-account or external_account file, or a directory holding
+// serviceaccount.json, with an optional storageAPIEndpoint file beside it).
+// A variable naming an absent path is kept from the SDK, and the other
+// default credentials answer.
 //
 // It owns nothing but moving bytes to and from GCS.
 package gcs

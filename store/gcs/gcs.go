@@ -3,9 +3,11 @@ package gcs
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
+	"golang.org/x/oauth2/google"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
@@ -107,8 +110,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // credentials file it uses, if any.
 func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, string, error) {
 	credFile := s.cfg.CredentialsFile
+	adc := false
 	if credFile == "" {
-		credFile = os.Getenv(s.cfg.Options.EnvPrefix + "GOOGLE_APPLICATION_CREDENTIALS")
+		env := s.cfg.Options.EnvPrefix + "GOOGLE_APPLICATION_CREDENTIALS"
+		credFile = os.Getenv(env)
+		if _, err := os.Stat(credFile); credFile != "" && errors.Is(err, fs.ErrNotExist) {
+			// etcd-druid sets the variable where no secret is mounted
+			// (workload identity): the default credentials answer, and the
+			// variable must not reach the SDK, which would fail on it.
+			s.cfg.Options.Logger.Info("the credential file a variable names is absent: the default credentials are used (workload identity, metadata server, gcloud's)",
+				"variable", env, "path", credFile)
+			credFile, adc = "", true
+		}
 	}
 	if credFile != "" {
 		// etcd-backup-restore mounts the secret as a directory.
@@ -130,12 +143,19 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 	var opts, auth []option.ClientOption
 	switch {
 	case credFile != "":
-		if _, err := os.Stat(credFile); err != nil {
+		kind, err := credentialsType(credFile)
+		if err != nil {
 			return nil, "", fmt.Errorf("%w: the credentials file: %w (check GOOGLE_APPLICATION_CREDENTIALS)", store.ErrAccessDenied, err)
 		}
-		auth = append(auth, option.WithAuthCredentialsFile(option.ServiceAccount, credFile))
+		auth = append(auth, option.WithAuthCredentialsFile(kind, credFile))
 	case strings.HasPrefix(endpoint, "http://"):
 		auth = append(auth, option.WithoutAuthentication())
+	case adc:
+		a, err := defaultsWithoutEnv()
+		if err != nil {
+			return nil, "", err
+		}
+		auth = append(auth, a)
 	}
 	if endpoint != "" {
 		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(endpoint, "/")+"/storage/v1/"), storage.WithJSONReads())
@@ -145,7 +165,7 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 	}
 	// A caller's transport still carries the credentials: wrap it.
 	base := s.cfg.Options.Transport
-	if len(auth) == 0 || credFile != "" {
+	if anonymous := len(auth) == 1 && credFile == "" && !adc; !anonymous {
 		rt, err := htransport.NewTransport(ctx, base, append(auth, option.WithScopes(storage.ScopeFullControl))...)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: the credentials in %s: %w", store.ErrAccessDenied, cmp.Or(credFile, "the application default credentials"), err)
@@ -153,6 +173,52 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 		base = rt
 	}
 	return append(opts, option.WithHTTPClient(&http.Client{Transport: base})), credFile, nil
+}
+
+// credentialsType is the kind of credentials file path is, by its "type":
+// a service account's key, workload identity federation's
+// external_account, and the others Google's tools write.
+func credentialsType(path string) (option.CredentialsType, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return "", fmt.Errorf("%s is not a JSON credentials file: %w", path, err)
+	}
+	for _, k := range []option.CredentialsType{option.ServiceAccount, option.ExternalAccount, option.AuthorizedUser, option.ImpersonatedServiceAccount} {
+		if f.Type == string(k) {
+			return k, nil
+		}
+	}
+	return "", fmt.Errorf("%s is of type %q: service_account, external_account, authorized_user or impersonated_service_account", path, f.Type)
+}
+
+// defaultsWithoutEnv are the application default credentials without
+// GOOGLE_APPLICATION_CREDENTIALS: gcloud's file when there is one, else
+// the metadata server's tokens (GKE's workload identity, GCE).
+func defaultsWithoutEnv() (option.ClientOption, error) {
+	metadata := option.WithTokenSource(google.ComputeTokenSource("", storage.ScopeFullControl))
+	dir := os.Getenv("CLOUDSDK_CONFIG")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return metadata, nil //nolint:nilerr // no home, no gcloud file: the metadata server
+		}
+		dir = filepath.Join(home, ".config", "gcloud")
+	}
+	file := filepath.Join(dir, "application_default_credentials.json")
+	if _, err := os.Stat(file); err != nil {
+		return metadata, nil //nolint:nilerr // no gcloud file: the metadata server
+	}
+	kind, err := credentialsType(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gcloud's credentials: %w", store.ErrAccessDenied, err)
+	}
+	return option.WithAuthCredentialsFile(kind, file), nil
 }
 
 func (s *Store) String() string { return s.loc.String() }

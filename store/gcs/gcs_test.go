@@ -3,7 +3,9 @@ package gcs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,11 +108,57 @@ func TestOpenFromURL(t *testing.T) {
 			t.Fatalf("open: %v, want access denied naming %s", err, p)
 		}
 	})
-	t.Run("missing-credentials-file", func(t *testing.T) {
+	t.Run("absent-credentials-file", func(t *testing.T) {
+		// etcd-druid sets the variable where no secret is mounted
+		// (workload identity): no error, the default credentials.
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent.json"))
-		_, err := store.Open(ctx, "gs://url/x?endpoint="+srv.Endpoint)
-		if err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS") {
-			t.Fatalf("open: %v", err)
+		storetest.UseURL(t, "gs://url/absent?endpoint="+srv.Endpoint)
+	})
+	t.Run("external-account", func(t *testing.T) {
+		// Workload identity federation: the subject token is exchanged at
+		// the token endpoint, and the store's calls carry what it gave.
+		exchanged := make(chan string, 100)
+		sts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := r.ParseForm(); err != nil || r.Form.Get("subject_token") == "" {
+				http.Error(w, "no subject token", http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"access_token":"exchanged-%s","issued_token_type":"urn:ietf:params:oauth:token-type:access_token","token_type":"Bearer","expires_in":3600}`,
+				r.Form.Get("subject_token"))
+		}))
+		defer sts.Close()
+		dir := t.TempDir()
+		subject := filepath.Join(dir, "token")
+		if err := os.WriteFile(subject, []byte("pod-identity"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "credentials.json")
+		if err := os.WriteFile(p, []byte(fmt.Sprintf(`{"type":"external_account","audience":"//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/k",
+"subject_token_type":"urn:ietf:params:oauth:token-type:jwt","token_url":%q,"credential_source":{"file":%q}}`, sts.URL, subject)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		seen := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			select {
+			case exchanged <- r.Header.Get("Authorization"):
+			default:
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})
+		st, err := gcs.New(ctx, gcs.Config{Bucket: "url", Prefix: "external", Endpoint: srv.Endpoint, CredentialsFile: p,
+			Options: store.Options{Transport: seen}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.List(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-exchanged; got != "Bearer exchanged-pod-identity" {
+			t.Fatalf("the store's call carried %q", got)
 		}
 	})
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -12,8 +12,10 @@
 // same machine. Memory stays bounded by the store options both ways. Checksums are sent only where the S3 API requires them, so
 // S3-compatible servers accept the uploads. Credentials come from the
 // etcd-backup-restore credential file or directory
-// (AWS_APPLICATION_CREDENTIALS_JSON, AWS_APPLICATION_CREDENTIALS) when set,
-// and from the SDK's default chain otherwise.
+// (AWS_APPLICATION_CREDENTIALS_JSON, AWS_APPLICATION_CREDENTIALS) when set:
+// keys, or a role and a web identity token file exchanged at STS; and from
+// the SDK's default chain otherwise, or when the variable names an absent
+// path (etcd-druid sets it where pod identity mounts nothing).
 //
 // It owns nothing but moving bytes to and from S3.
 package s3

@@ -18,8 +18,10 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
@@ -141,7 +143,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // etcd-backup-restore first, explicit fields over both.
 func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	var loadOpts []func(*config.LoadOptions) error
-	fields, from, err := credfile.Load(s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
+	fields, from, err := credfile.Load(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
 	if err != nil {
 		return aws.Config{}, err
 	}
@@ -201,6 +203,15 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 		// Set after loading: the loader would try to add AWS_CA_BUNDLE to
 		// a client it cannot configure.
 		awsCfg.HTTPClient = &http.Client{Transport: s.cfg.Options.Transport}
+	}
+	if role := fields["roleARN"]; role != "" && s.cfg.AccessKeyID == "" {
+		// etcd-backup-restore's web identity (IRSA): the token file is
+		// read again at each exchange, so a rotated token is the one used.
+		tokenPath := fields["tokenPath"]
+		if tokenPath == "" {
+			return aws.Config{}, fmt.Errorf("%w: %s gives roleARN without tokenPath (or, as a directory, without a file named token)", store.ErrAccessDenied, from)
+		}
+		awsCfg.Credentials = aws.NewCredentialsCache(stscreds.NewWebIdentityRoleProvider(sts.NewFromConfig(awsCfg), role, stscreds.IdentityTokenFile(tokenPath)))
 	}
 	if awsCfg.Region == "" {
 		if s.cfg.Endpoint == "" {

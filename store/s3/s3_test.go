@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -142,6 +146,69 @@ func TestCredentialFiles(t *testing.T) {
 		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 		storetest.UseURL(t, "s3://creds/from-env?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
 	})
+	t.Run("absent-paths", func(t *testing.T) {
+		// etcd-druid sets the variables where no secret is mounted: the
+		// SDK's chain answers (here its environment).
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", filepath.Join(t.TempDir(), "absent.json"))
+		t.Setenv("AWS_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "absent"))
+		t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+		t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+		t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+		storetest.UseURL(t, "s3://creds/absent-paths?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
+	})
+	t.Run("web-identity-file", func(t *testing.T) {
+		sts := newSTS(t, srv)
+		token := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(token, []byte("token-1"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "aws.json")
+		body := fmt.Sprintf(`{"roleARN":"arn:aws:iam::123456789012:role/etcd","tokenPath":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
+			token, srv.Endpoint)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
+		t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
+		storetest.UseURL(t, "s3://creds/web-identity")
+		if got := sts.tokens(); len(got) == 0 || got[len(got)-1] != "token-1" {
+			t.Fatalf("tokens exchanged: %q", got)
+		}
+		// The token rotates on disk: the same store's next exchange carries
+		// the new one (the keys the endpoint gives have expired already).
+		st, err := store.Open(ctx, "s3://creds/web-identity")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(token, []byte("token-2"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.List(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := sts.tokens(); got[len(got)-1] != "token-2" {
+			t.Fatalf("tokens exchanged after the rotation: %q", got)
+		}
+	})
+	t.Run("web-identity-sdk-environment", func(t *testing.T) {
+		sts := newSTS(t, srv)
+		token := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(token, []byte("token-env"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
+		t.Setenv("AWS_APPLICATION_CREDENTIALS", "")
+		t.Setenv("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/etcd")
+		t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", token)
+		t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
+		t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+		storetest.UseURL(t, "s3://creds/web-identity-env?endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
+		if got := sts.tokens(); len(got) == 0 || got[0] != "token-env" {
+			t.Fatalf("tokens exchanged: %q", got)
+		}
+	})
 	t.Run("sse-c-refused", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "aws.json")
 		_ = os.WriteFile(p, []byte(`{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`), 0o600)
@@ -169,4 +236,43 @@ func TestURLOptions(t *testing.T) {
 	if err == nil || errors.Is(err, store.ErrAccessDenied) || !strings.Contains(err.Error(), "s3://b/p") {
 		t.Fatalf("unreachable endpoint: %v", err)
 	}
+}
+
+// stsServer is a token endpoint on loopback that answers
+// AssumeRoleWithWebIdentity with the emulator's keys, already expired, so
+// each store call exchanges the token again, and records the tokens. It
+// gives no session token: the emulator refuses a request that carries one
+// (400), where AWS requires it with such keys.
+type stsServer struct {
+	*httptest.Server
+	mu   sync.Mutex
+	seen []string
+}
+
+func newSTS(t *testing.T, srv *emulator.Server) *stsServer {
+	t.Helper()
+	s := &stsServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.Form.Get("Action") != "AssumeRoleWithWebIdentity" || r.Form.Get("RoleArn") == "" {
+			http.Error(w, "not an AssumeRoleWithWebIdentity call", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, r.Form.Get("WebIdentityToken"))
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "text/xml")
+		fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>
+<Credentials><AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><Expiration>%s</Expiration></Credentials>
+<AssumedRoleUser><Arn>%s/session</Arn><AssumedRoleId>id:session</AssumedRoleId></AssumedRoleUser></AssumeRoleWithWebIdentityResult>
+<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></AssumeRoleWithWebIdentityResponse>`,
+			srv.AccessKey, srv.SecretKey, time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), r.Form.Get("RoleArn"))
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *stsServer) tokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,25 +32,35 @@ func (f Fields) Bool(name string) (bool, error) {
 
 // Load reads the fields named by the environment variables jsonEnv (a JSON
 // file) and dirEnv (a directory), in that order of preference. It returns
-// nil fields and no error when neither variable is set, and says where the
+// nil fields and no error when neither variable is set, or when the one set
+// names a path that does not exist: etcd-druid sets the variables whether
+// or not a secret is mounted (pod identity needs none), and the SDK's own
+// chain is then the credential; log hears that once. It says where the
 // fields came from for messages.
-func Load(jsonEnv, dirEnv string) (Fields, string, error) {
-	if path := os.Getenv(jsonEnv); path != "" {
-		f, err := readJSON(path)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s=%s: %w", jsonEnv, path, err)
+func Load(log *slog.Logger, jsonEnv, dirEnv string) (Fields, string, error) {
+	for _, env := range []string{jsonEnv, dirEnv} {
+		path := os.Getenv(env)
+		if path == "" {
+			continue
 		}
-		return f, jsonEnv + "=" + path, nil
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			if log != nil {
+				log.Info("the credential file a variable names is absent: the SDK's default credentials are used (pod identity, instance role, environment)",
+					"variable", env, "path", path)
+			}
+			continue
+		}
+		read := readDir
+		if env == jsonEnv {
+			read = readJSON
+		}
+		f, err := read(path)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s=%s: %w", env, path, err)
+		}
+		return f, env + "=" + path, nil
 	}
-	dir := os.Getenv(dirEnv)
-	if dir == "" {
-		return nil, "", nil
-	}
-	f, err := readDir(dir)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s=%s: %w", dirEnv, dir, err)
-	}
-	return f, dirEnv + "=" + dir, nil
+	return nil, "", nil
 }
 
 func readJSON(path string) (Fields, error) {
@@ -106,6 +118,15 @@ func readDir(dir string) (Fields, error) {
 	}
 	if len(f) == 0 {
 		return nil, errors.New("no credential files in the directory")
+	}
+	// etcd-backup-restore's web identity secret: the role in roleARN, the
+	// token in the file "token", read by path so that a rotated token is
+	// read again, never from these fields.
+	if f["roleARN"] != "" && f["tokenPath"] == "" {
+		if _, ok := f["token"]; ok {
+			f["tokenPath"] = filepath.Join(dir, "token")
+		}
+		delete(f, "token")
 	}
 	return f, nil
 }

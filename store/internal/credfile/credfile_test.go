@@ -15,7 +15,7 @@ func TestLoadJSONFile(t *testing.T) {
 	}
 	t.Setenv("X_JSON", p)
 	t.Setenv("X_DIR", "/does/not/matter")
-	f, from, err := Load("X_JSON", "X_DIR")
+	f, from, err := Load(nil, "X_JSON", "X_DIR")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestLoadDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("X_DIR", dir)
-	f, _, err := Load("X_JSON_UNSET", "X_DIR")
+	f, _, err := Load(nil, "X_JSON_UNSET", "X_DIR")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,26 +61,49 @@ func TestLoadDirectoryPrefersJSON(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(dir, "accessKeyID"), []byte("from-file"), 0o600)
 	_ = os.WriteFile(filepath.Join(dir, "creds.json"), []byte(`{"accessKeyID":"from-json"}`), 0o600)
 	t.Setenv("X_DIR", dir)
-	f, _, err := Load("X_JSON_UNSET", "X_DIR")
+	f, _, err := Load(nil, "X_JSON_UNSET", "X_DIR")
 	if err != nil || f["accessKeyID"] != "from-json" {
 		t.Fatalf("%v %v", f, err)
 	}
 }
 
 func TestLoadErrors(t *testing.T) {
-	f, _, err := Load("X_UNSET_1", "X_UNSET_2")
+	f, _, err := Load(nil, "X_UNSET_1", "X_UNSET_2")
 	if f != nil || err != nil {
 		t.Fatalf("nothing set: %v %v", f, err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	_ = os.WriteFile(bad, []byte("not json"), 0o600)
 	t.Setenv("X_JSON", bad)
-	if _, _, err := Load("X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "X_JSON="+bad) {
+	if _, _, err := Load(nil, "X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "X_JSON="+bad) {
 		t.Fatalf("bad JSON: %v", err)
 	}
 	t.Setenv("X_JSON", "")
 	t.Setenv("X_DIR", t.TempDir())
-	if _, _, err := Load("X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "no credential files") {
+	if _, _, err := Load(nil, "X_JSON", "X_DIR"); err == nil || !strings.Contains(err.Error(), "no credential files") {
 		t.Fatalf("empty dir: %v", err)
+	}
+}
+
+// etcd-druid sets the variables where no secret is mounted (pod identity):
+// an absent path is no credential file, not an error.
+func TestLoadAbsentPath(t *testing.T) {
+	t.Setenv("X_JSON", filepath.Join(t.TempDir(), "absent.json"))
+	t.Setenv("X_DIR", filepath.Join(t.TempDir(), "absent"))
+	if f, from, err := Load(nil, "X_JSON", "X_DIR"); f != nil || from != "" || err != nil {
+		t.Fatalf("absent paths: %v %q %v", f, from, err)
+	}
+}
+
+// A directory with roleARN and token is a web identity: the token is read
+// by its path, as it rotates.
+func TestLoadWebIdentityDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "roleARN"), []byte("arn:aws:iam::1:role/r\n"), 0o600)
+	_ = os.WriteFile(filepath.Join(dir, "token"), []byte("a-token"), 0o600)
+	t.Setenv("X_DIR", dir)
+	f, _, err := Load(nil, "X_UNSET", "X_DIR")
+	if err != nil || f["roleARN"] != "arn:aws:iam::1:role/r" || f["tokenPath"] != filepath.Join(dir, "token") || f["token"] != "" {
+		t.Fatalf("%v %v", f, err)
 	}
 }
