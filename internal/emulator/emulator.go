@@ -61,10 +61,12 @@ type Server struct {
 	prog   string
 	dir    string
 	ownDir bool
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when the process has exited
-	logs   *tail
+	// adminPort is the S3 emulator's admin API's, with Options.S3Users.
+	adminPort int
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed when the process has exited
+	logs      *tail
 }
 
 // Options for Start.
@@ -74,6 +76,9 @@ type Options struct {
 	Dir string
 	// Port to listen on; 0 means a free one.
 	Port int
+	// S3Users runs the S3 emulator with its IAM, for a test that creates
+	// and deletes users beside the root (CreateS3User, DeleteS3User).
+	S3Users bool
 }
 
 // ToolsDir returns where the emulators are installed: $ETCDKIT_TOOLS_DIR,
@@ -156,6 +161,14 @@ func prepare(kind Kind, opts Options) (*Server, error) {
 		}
 		s.ownDir = true
 	}
+	if opts.S3Users && kind == S3 {
+		if s.adminPort, err = freePort(); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(s.dir+"-iam", 0o700); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -187,7 +200,12 @@ func (s *Server) args() []string {
 	case S3:
 		s.AccessKey, s.SecretKey = "etcdkit-test-access", "etcdkit-test-secret"
 		s.Endpoint = "http://" + addr
-		return []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet", "posix", s.dir}
+		args := []string{"--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--quiet"}
+		if s.adminPort != 0 {
+			// Beside the data: a directory inside it would be a bucket.
+			args = append(args, "--admin-port", fmt.Sprintf("127.0.0.1:%d", s.adminPort), "--iam-dir", s.dir+"-iam")
+		}
+		return append(args, "posix", s.dir)
 	case GCS:
 		s.Endpoint = "http://" + addr
 		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(s.Port),
@@ -269,7 +287,33 @@ func (s *Server) Stop() {
 	s.halt()
 	if s.ownDir {
 		_ = os.RemoveAll(s.dir)
+		_ = os.RemoveAll(s.dir + "-iam")
 	}
+}
+
+// CreateS3User adds a user with the admin role and these keys to an S3
+// emulator started with Options.S3Users.
+func (s *Server) CreateS3User(ctx context.Context, access, secret string) error {
+	return s.s3Admin(ctx, "create-user", "--access", access, "--secret", secret, "--role", "admin")
+}
+
+// DeleteS3User removes the user of access key access: its keys are
+// refused from then on.
+func (s *Server) DeleteS3User(ctx context.Context, access string) error {
+	return s.s3Admin(ctx, "delete-user", "--access", access)
+}
+
+func (s *Server) s3Admin(ctx context.Context, args ...string) error {
+	if s.Kind != S3 || s.adminPort == 0 {
+		return errors.New("emulator: users need an S3 emulator started with S3Users")
+	}
+	args = append([]string{"admin", "--access", s.AccessKey, "--secret", s.SecretKey,
+		"--endpoint-url", fmt.Sprintf("http://127.0.0.1:%d", s.adminPort)}, args...)
+	out, err := exec.CommandContext(ctx, s.prog, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("emulator s3: versitygw %s: %w: %s", strings.Join(args[7:], " "), err, out)
+	}
+	return nil
 }
 
 // halt kills the process group so that Node's children go too.
@@ -312,7 +356,13 @@ func (s *Server) Logs() string {
 // and is skipped with the command that installs it otherwise.
 func Require(t testing.TB, kind Kind) *Server {
 	t.Helper()
-	s, err := Start(context.Background(), kind, Options{})
+	return RequireWith(t, kind, Options{})
+}
+
+// RequireWith is Require with options.
+func RequireWith(t testing.TB, kind Kind, opts Options) *Server {
+	t.Helper()
+	s, err := Start(context.Background(), kind, opts)
 	return required(t, s, err)
 }
 

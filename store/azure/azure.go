@@ -27,6 +27,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
+	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/internal/credfile"
 	"github.com/etcdkit/etcdkit/store/internal/xfer"
@@ -112,6 +113,24 @@ func (s *Store) clientOptions() *container.ClientOptions {
 	return o
 }
 
+// rotatedKey sets the shared key to the credential file's before each
+// call; the file is read again only when it changed (reload).
+type rotatedKey struct {
+	keys *reload.File[credfile.Fields]
+	cred *container.SharedKeyCredential
+}
+
+func (r rotatedKey) Do(req *policy.Request) (*http.Response, error) {
+	f, err := r.keys.Get()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.cred.SetAccountKey(f["storageKey"]); err != nil {
+		return nil, fmt.Errorf("%w: the rotated storageKey: %w", store.ErrAccessDenied, err)
+	}
+	return req.Next()
+}
+
 // newClient finds the credentials and the service URL.
 func (s *Store) newClient() (*container.Client, error) {
 	opts := s.clientOptions()
@@ -123,12 +142,20 @@ func (s *Store) newClient() (*container.Client, error) {
 		return c, nil
 	}
 	domain, emulator := "", false
+	// keys, when the key came from a credential file: it is read again
+	// before each call, so a rotated key is used without a restart.
+	var keys *reload.File[credfile.Fields]
 	if s.cfg.AccountKey == "" {
-		fields, from, err := credfile.Load(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS")
+		w, from, err := credfile.Watch(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AZURE_APPLICATION_CREDENTIALS")
 		if err != nil {
 			return nil, err
 		}
-		if fields != nil {
+		if w != nil {
+			fields, err := w.Get()
+			if err != nil {
+				return nil, err
+			}
+			keys = w
 			s.cfg.Account = cmp.Or(s.cfg.Account, fields["storageAccount"])
 			s.cfg.AccountKey = fields["storageKey"]
 			domain = fields["domain"]
@@ -164,6 +191,9 @@ func (s *Store) newClient() (*container.Client, error) {
 		cred, err := container.NewSharedKeyCredential(s.cfg.Account, s.cfg.AccountKey)
 		if err != nil {
 			return nil, fmt.Errorf("%w: the shared key of account %s: %w", store.ErrAccessDenied, s.cfg.Account, err)
+		}
+		if keys != nil {
+			opts.PerCallPolicies = append(opts.PerCallPolicies, rotatedKey{keys: keys, cred: cred})
 		}
 		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
 	}

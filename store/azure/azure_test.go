@@ -125,6 +125,42 @@ func TestCredentialSources(t *testing.T) {
 		t.Setenv("AZURE_STORAGE_KEY", srv.Key)
 		storetest.UseURL(t, "azblob://creds/absent?account="+srv.Account+"&endpoint="+srv.Endpoint)
 	})
+	t.Run("rotation", func(t *testing.T) {
+		// The key in the credential file changes under an open store: the
+		// next call signs with the new one (a wrong one is refused, the
+		// right one again accepted), without a new store. Azurite's keys
+		// are fixed, so a wrong key stands in for a retired one.
+		unset(t)
+		p := filepath.Join(t.TempDir(), "azure.json")
+		write := func(key string) {
+			tmp := p + ".tmp"
+			body := fmt.Sprintf(`{"storageAccount":%q,"storageKey":%q}`, srv.Account, key)
+			if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A new file, as a secret volume's swap makes one.
+			if err := os.Rename(tmp, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(srv.Key)
+		t.Setenv("AZURE_APPLICATION_CREDENTIALS_JSON", p)
+		st, err := store.Open(ctx, "azblob://creds/rotation?endpoint="+srv.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "one", strings.NewReader("1")); err != nil {
+			t.Fatal(err)
+		}
+		write("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+		if _, err := st.List(ctx, ""); !errors.Is(err, store.ErrAccessDenied) {
+			t.Fatalf("a list with a wrong key rotated in: %v, want access denied", err)
+		}
+		write(srv.Key)
+		if err := st.Put(ctx, "two", strings.NewReader("2")); err != nil {
+			t.Fatalf("a put with the right key rotated back: %v", err)
+		}
+	})
 	t.Run("no-account", func(t *testing.T) {
 		unset(t)
 		_, err := store.Open(ctx, "azblob://creds/x")

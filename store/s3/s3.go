@@ -25,6 +25,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
+	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/internal/credfile"
 	"github.com/etcdkit/etcdkit/store/internal/xfer"
@@ -143,12 +144,20 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // etcd-backup-restore first, explicit fields over both.
 func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	var loadOpts []func(*config.LoadOptions) error
-	fields, from, err := credfile.Load(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
+	watched, from, err := credfile.Watch(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
 	if err != nil {
 		return aws.Config{}, err
 	}
-	var tlsCfg *tls.Config
-	if fields != nil {
+	var (
+		fields       credfile.Fields
+		tlsCfg       *tls.Config
+		keysFromFile bool
+	)
+	if watched != nil {
+		if fields, err = watched.Get(); err != nil {
+			return aws.Config{}, err
+		}
+		keysFromFile = s.cfg.AccessKeyID == "" && fields["accessKeyID"] != ""
 		if fields["sseCustomerKey"] != "" {
 			return aws.Config{}, fmt.Errorf("%s: sseCustomerKey (SSE-C) is not supported by etcdkit; encrypt snapshots with age instead", from)
 		}
@@ -174,7 +183,10 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 		return aws.Config{}, fmt.Errorf("%w: an access key ID without a secret access key, or the reverse (check the credentials in %s)",
 			store.ErrAccessDenied, cmp.Or(from, "the configuration"))
 	}
-	if s.cfg.AccessKeyID != "" {
+	switch {
+	case keysFromFile:
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(fileKeys{watched}))
+	case s.cfg.AccessKeyID != "":
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(s.cfg.AccessKeyID, s.cfg.SecretAccessKey, "")))
 	}
@@ -223,6 +235,21 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	}
 	s.cfg.Region = awsCfg.Region
 	return awsCfg, nil
+}
+
+// fileKeys are the keys of etcd-backup-restore's credential file as it
+// is now: rotated on disk, they are used from the next call on, without a
+// restart. They expire at once, so the SDK's cache asks again before
+// each call; an unchanged file is not read again (reload).
+type fileKeys struct{ fields *reload.File[credfile.Fields] }
+
+func (k fileKeys) Retrieve(context.Context) (aws.Credentials, error) {
+	f, err := k.fields.Get()
+	if err != nil {
+		return aws.Credentials{}, err
+	}
+	return aws.Credentials{AccessKeyID: f["accessKeyID"], SecretAccessKey: f["secretAccessKey"], Source: "etcd-backup-restore credential file",
+		CanExpire: true, Expires: time.Now()}, nil
 }
 
 func tlsFromFields(f credfile.Fields) (*tls.Config, error) {

@@ -276,3 +276,74 @@ func (s *stsServer) tokens() []string {
 	defer s.mu.Unlock()
 	return slices.Clone(s.seen)
 }
+
+// Keys rotated on the server and in the credential directory together
+// (a Kubernetes secret volume swaps its ..data link): the store opened
+// before goes on with the new keys, without a restart, and the old keys
+// are refused from then on.
+func TestCredentialRotation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv := emulator.RequireWith(t, emulator.S3, emulator.Options{S3Users: true})
+	createBucket(t, srv, "rotation")
+	for _, k := range []string{"key-1", "key-2"} {
+		if err := srv.CreateS3User(ctx, k, "secret-of-"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The layout of a secret volume: the fields link into ..data, which
+	// links to the current version's directory.
+	dir := t.TempDir()
+	version := func(k string) {
+		v := filepath.Join(dir, "..v-"+k)
+		if err := os.Mkdir(v, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for name, value := range map[string]string{"accessKeyID": k, "secretAccessKey": "secret-of-" + k, "region": "us-east-1",
+			"endpoint": srv.Endpoint, "s3ForcePathStyle": "true"} {
+			if err := os.WriteFile(filepath.Join(v, name), []byte(value), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(filepath.Base(v), tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("key-1")
+	for _, name := range []string{"accessKeyID", "secretAccessKey", "region", "endpoint", "s3ForcePathStyle"} {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", "")
+	t.Setenv("AWS_APPLICATION_CREDENTIALS", dir)
+	st, err := store.Open(ctx, "s3://rotation/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "before", strings.NewReader("1")); err != nil {
+		t.Fatal(err)
+	}
+	version("key-2")
+	if err := srv.DeleteS3User(ctx, "key-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "after", strings.NewReader("2")); err != nil {
+		t.Fatalf("a put after the rotation: %v", err)
+	}
+	if objs, err := st.List(ctx, ""); err != nil || len(objs) != 2 {
+		t.Fatalf("list after the rotation: %v %v", objs, err)
+	}
+	old, err := s3.New(ctx, s3.Config{Bucket: "rotation", Endpoint: srv.Endpoint, Region: "us-east-1", PathStyle: true,
+		AccessKeyID: "key-1", SecretAccessKey: "secret-of-key-1"})
+	if err == nil {
+		_, err = old.List(ctx, "")
+	}
+	if !errors.Is(err, store.ErrAccessDenied) {
+		t.Fatalf("the old key after the rotation: %v, want access denied", err)
+	}
+}

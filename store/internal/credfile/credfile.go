@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/etcdkit/etcdkit/internal/reload"
 )
 
 // Fields are the credential fields found, by their etcd-backup-restore
@@ -38,6 +40,35 @@ func (f Fields) Bool(name string) (bool, error) {
 // chain is then the credential; log hears that once. It says where the
 // fields came from for messages.
 func Load(log *slog.Logger, jsonEnv, dirEnv string) (Fields, string, error) {
+	f, from, _, err := load(log, jsonEnv, dirEnv)
+	return f, from, err
+}
+
+// Watch is Load, and then the fields as the files hold them at each Get:
+// a rotated secret is read again when a file it came from changes (a
+// Kubernetes secret volume swaps them all at once), and a change that does
+// not read (a rotation half done) keeps the last good fields. The File is
+// nil when Load finds no fields.
+func Watch(log *slog.Logger, jsonEnv, dirEnv string) (*reload.File[Fields], string, error) {
+	f, from, paths, err := load(log, jsonEnv, dirEnv)
+	if f == nil || err != nil {
+		return nil, from, err
+	}
+	w := reload.New(func() (Fields, error) {
+		f, _, _, err := load(nil, jsonEnv, dirEnv)
+		if err == nil && f == nil {
+			err = fmt.Errorf("%s: the credential file is gone", from)
+		}
+		return f, err
+	}, log, paths...)
+	if _, err := w.Get(); err != nil {
+		return nil, from, err
+	}
+	return w, from, nil
+}
+
+// load is Load, with the files the fields were read from.
+func load(log *slog.Logger, jsonEnv, dirEnv string) (Fields, string, []string, error) {
 	for _, env := range []string{jsonEnv, dirEnv} {
 		path := os.Getenv(env)
 		if path == "" {
@@ -54,23 +85,23 @@ func Load(log *slog.Logger, jsonEnv, dirEnv string) (Fields, string, error) {
 		if env == jsonEnv {
 			read = readJSON
 		}
-		f, err := read(path)
+		f, paths, err := read(path)
 		if err != nil {
-			return nil, "", fmt.Errorf("%s=%s: %w", env, path, err)
+			return nil, "", nil, fmt.Errorf("%s=%s: %w", env, path, err)
 		}
-		return f, env + "=" + path, nil
+		return f, env + "=" + path, paths, nil
 	}
-	return nil, "", nil
+	return nil, "", nil, nil
 }
 
-func readJSON(path string) (Fields, error) {
+func readJSON(path string) (Fields, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var raw map[string]any
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("not a JSON object of credential fields: %w", err)
+		return nil, nil, fmt.Errorf("not a JSON object of credential fields: %w", err)
 	}
 	f := Fields{}
 	for k, v := range raw {
@@ -81,16 +112,16 @@ func readJSON(path string) (Fields, error) {
 			f[k] = fmt.Sprint(v)
 		case nil:
 		default:
-			return nil, fmt.Errorf("field %s is not a string, number or boolean", k)
+			return nil, nil, fmt.Errorf("field %s is not a string, number or boolean", k)
 		}
 	}
-	return f, nil
+	return f, []string{path}, nil
 }
 
-func readDir(dir string) (Fields, error) {
+func readDir(dir string) (Fields, []string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// etcd-backup-restore prefers a JSON file in the directory over
 	// per-field files.
@@ -100,6 +131,7 @@ func readDir(dir string) (Fields, error) {
 		}
 	}
 	f := Fields{}
+	var paths []string
 	for _, e := range entries {
 		// Kubernetes secret volumes hold ..data links and dot directories.
 		if strings.HasPrefix(e.Name(), ".") {
@@ -112,12 +144,13 @@ func readDir(dir string) (Fields, error) {
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f[e.Name()] = strings.TrimSpace(string(data))
+		paths = append(paths, p)
 	}
 	if len(f) == 0 {
-		return nil, errors.New("no credential files in the directory")
+		return nil, nil, errors.New("no credential files in the directory")
 	}
 	// etcd-backup-restore's web identity secret: the role in roleARN, the
 	// token in the file "token", read by path so that a rotated token is
@@ -128,5 +161,5 @@ func readDir(dir string) (Fields, error) {
 		}
 		delete(f, "token")
 	}
-	return f, nil
+	return f, paths, nil
 }

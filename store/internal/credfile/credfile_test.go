@@ -107,3 +107,30 @@ func TestLoadWebIdentityDirectory(t *testing.T) {
 		t.Fatalf("%v %v", f, err)
 	}
 }
+
+// Watch reads a changed file again, and keeps the last good fields while
+// a change does not read.
+func TestWatchReadsRotatedFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "creds.json")
+	write := func(body string) {
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"accessKeyID":"one"}`)
+	t.Setenv("X_JSON", p)
+	w, _, err := Watch(nil, "X_JSON", "X_UNSET")
+	if err != nil || w == nil {
+		t.Fatalf("watch: %v %v", w, err)
+	}
+	for _, step := range []struct{ body, want string }{{`{"accessKeyID":"two"}`, "two"}, {`not json`, "two"}, {`{"accessKeyID":"three"}`, "three"}} {
+		write(step.body)
+		if f, err := w.Get(); err != nil || f["accessKeyID"] != step.want {
+			t.Fatalf("after writing %s: %v %v, want %s", step.body, f, err, step.want)
+		}
+	}
+}
