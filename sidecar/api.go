@@ -231,6 +231,9 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	st := s.snap.Status()
 	backup, failingFor := s.backupState(st)
 	body.Uploading = &api.Uploading{Backup: backup, LastRevision: st.LastRevision, PendingEvents: st.PendingEvents, Failures: st.Failures}
+	if s.second != nil {
+		body.Secondary = s.second.state()
+	}
 	if st.Refused != "" {
 		// Waiting does not help: not ready at once.
 		body.Ready, body.Refused = false, string(st.Refused)

@@ -71,6 +71,13 @@ type Options struct {
 	// Run ends its state becomes a data dir there. Its Codec and Logger
 	// default to the Snapshotter's and the sidecar's.
 	Standby *restore.FollowOptions
+	// Secondary, when set with Store, is a second site: the uploader
+	// copies to it what it lacks of Store after each snapshot written and
+	// every SecondaryPeriod (default 1 h), and applies the Snapshots'
+	// retention there. Its lag is a metric and part of /readyz; a second
+	// site that fails never stops the backups.
+	Secondary       store.Store
+	SecondaryPeriod time.Duration
 	// WorkDir holds spooled snapshots, chains being compacted and
 	// restores being built; New creates it (0700) when missing. Default
 	// os.TempDir().
@@ -146,6 +153,7 @@ type Sidecar struct {
 	peers    *tlsfiles.Client
 	peerHTTP *http.Client
 	jobs     *jobs
+	second   *secondary // nil: no second site
 	member   observed
 	// compactions asks Run's compaction loop for one (the chain passed
 	// its threshold).
@@ -168,6 +176,9 @@ func New(o Options) (*Sidecar, error) {
 	}
 	if o.Standby != nil && o.Store == nil {
 		return nil, errors.New("sidecar: a warm standby needs a store to follow")
+	}
+	if o.Secondary != nil && o.Store == nil {
+		return nil, errors.New("sidecar: a second site needs a store to copy from")
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
@@ -238,6 +249,9 @@ func New(o Options) (*Sidecar, error) {
 	s.drills.m = newDrillMetrics(o.Registry, s.drills.verifiedAge, s.rpo)
 	s.drills.m.budget.Set(o.MaxRestoreTime.Seconds())
 	s.standby = newStandbyMetrics(o.Registry)
+	if o.Secondary != nil {
+		s.second = newSecondary(o, o.Registry, o.Logger)
+	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }
@@ -257,6 +271,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	if s.opts.Standby != nil {
 		wg.Go(func() { s.follow(ctx) })
+	}
+	if s.second != nil {
+		wg.Go(func() { s.second.loop(ctx, s.up.active) })
 	}
 	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
 		if ctx.Err() == nil {
@@ -351,6 +368,9 @@ func (s *Sidecar) result(r capture.Result) {
 		return
 	}
 	s.up.succeeded()
+	if s.second != nil && r.Snapshot.Key != "" {
+		s.second.written()
+	}
 	deltas, revs := s.chain.uploaded(r)
 	s.metrics.chain(deltas, revs)
 	_, overBudget := s.estimate()

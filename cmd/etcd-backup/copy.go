@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,19 +81,13 @@ func (b *brCopy) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return cli.Usage(fmt.Errorf("the target: %w", err))
 	}
-	sourceURL, err := b.source.url("SOURCE_STORAGE_CONTAINER")
+	// The source's credentials are its own variables, SOURCE_….
+	sourceURL, err := b.source.urlFor("SOURCE_STORAGE_CONTAINER", "SOURCE_")
 	if err != nil {
 		return cli.Usage(fmt.Errorf("the source: %w", err))
 	}
 	if targetURL == "" || sourceURL == "" {
 		return cli.Usage(errors.New("copy needs a source and a target store: --source-storage-provider and --storage-provider"))
-	}
-	if u, err := url.Parse(sourceURL); err == nil && u.Scheme != "file" {
-		// The source's credentials are its own variables, SOURCE_….
-		q := u.Query()
-		q.Set("env-prefix", "SOURCE_")
-		u.RawQuery = q.Encode()
-		sourceURL = u.String()
 	}
 	if b.parallel < 1 {
 		return cli.Usage(fmt.Errorf("--max-parallel-copy-operations %d: 1 or more", b.parallel))

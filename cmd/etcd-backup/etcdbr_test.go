@@ -942,7 +942,8 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 	p := &sidecarProc{name: "server", url: fmt.Sprintf("http://127.0.0.1:%d", port), args: []string{"server",
 		fmt.Sprintf("--server-port=%d", port), "--storage-provider=Local", "--store-prefix=p", "--delta-snapshot-period=1s",
 		"--endpoints=" + c.Endpoints()[0], "--insecure-transport=false", "--insecure-skip-tls-verify=false", "--cacert=" + sec.CA.File, "--cert=" + sec.Client.CertFile, "--key=" + sec.Client.KeyFile,
-		"--data-dir=" + c.Members[0].Dir, "--enable-profiling"}}
+		"--data-dir=" + c.Members[0].Dir, "--enable-profiling",
+		"--secondary-backup-sync-enabled", "--secondary-storage-provider=Local", "--secondary-store-container=second", "--secondary-backup-sync-period=1h"}}
 	p.env = []string{"HOME=" + home, "ETCD_CONF=", "ETCDKIT_LISTEN=" + fmt.Sprintf("127.0.0.1:%d", port)}
 	p.start(t)
 	t.Cleanup(func() {
@@ -964,6 +965,12 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
 		return strings.Contains(string(b), `"kind":"Incr"`)
+	})
+	// The second site (a Local one, under the same home) gets the deltas
+	// too.
+	etcdtest.Eventually(t, "the second site holds a delta", time.Minute, func() bool {
+		deltas, _ := filepath.Glob(filepath.Join(home, "second", "v2", "Incr-*"))
+		return len(deltas) > 0
 	})
 	after, err := cli.MemberList(ctx)
 	if err != nil {

@@ -88,11 +88,30 @@ func (b *brStore) url(containerEnv string) (string, error) {
 	return u.String(), nil
 }
 
+// urlFor is url for a store whose cloud credentials are read from
+// variables with envPrefix (SOURCE_, SECONDARY_), as etcd-backup-restore
+// reads them.
+func (b *brStore) urlFor(containerEnv, envPrefix string) (string, error) {
+	raw, err := b.url(containerEnv)
+	if err != nil || raw == "" {
+		return raw, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "file" {
+		return raw, err
+	}
+	q := u.Query()
+	q.Set("env-prefix", envPrefix)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
 // brServer holds etcd-backup-restore's server flags, as etcd-druid passes
 // them.
 type brServer struct {
 	store, secondary brStore
 	syncSecondary    bool
+	syncPeriod       time.Duration
 
 	schedule, gcPolicy, compression, defragSchedule string
 	deltaPeriod, deltaRetention, gcPeriod           time.Duration
@@ -139,21 +158,16 @@ var ignoredFlags = map[string]string{
 	"reelection-period":                       "the sidecar follows etcd's leader itself, every 500ms",
 	"etcd-connection-timeout-leader-election": "the sidecar follows etcd's leader itself",
 	"etcd-snapshot-timeout":                   "a snapshot is bounded by the store's timeout",
-	"secondary-backup-sync-period":            "secondary backup sync is not supported",
-	"secondary-storage-provider":              "secondary backup sync is not supported",
-	"secondary-store-container":               "secondary backup sync is not supported",
-	"secondary-store-endpoint-override":       "secondary backup sync is not supported",
-	"secondary-store-prefix":                  "secondary backup sync is not supported",
-	"secondary-max-parallel-chunk-uploads":    "secondary backup sync is not supported",
-	"secondary-min-chunk-size":                "secondary backup sync is not supported",
-	"secondary-snapstore-temp-directory":      "secondary backup sync is not supported",
+	"secondary-max-parallel-chunk-uploads":    "the store's uploads are parallel with bounded memory",
+	"secondary-min-chunk-size":                "the store chooses its part size",
+	"secondary-snapstore-temp-directory":      "copies to the second site stream from store to store",
 }
 
 func (b *brServer) flags(fs *pflag.FlagSet) {
 	b.store.flags(fs, "")
 	b.secondary.flags(fs, "secondary-")
 	fs.BoolVar(&b.syncSecondary, "secondary-backup-sync-enabled", false, "enable secondary backup-sync feature")
-	fs.Duration("secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
+	fs.DurationVar(&b.syncPeriod, "secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
 
 	fs.StringVarP(&b.schedule, "schedule", "s", "0 */1 * * *", "schedule for snapshots")
 	fs.DurationVar(&b.deltaPeriod, "delta-snapshot-period", 20*time.Second, "Period after which delta snapshot will be persisted. If this value is set to be lesser than 1, delta snapshotting will be disabled.")
@@ -264,9 +278,6 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if b.configFile != "" {
 		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
 	}
-	if b.syncSecondary {
-		return cli.Usage(errors.New("--secondary-backup-sync-enabled: a secondary store is not supported; copy the backups with etcd-backup copy instead"))
-	}
 	storeURL, err := b.store.url("STORAGE_CONTAINER")
 	if err != nil {
 		return cli.Usage(err)
@@ -276,6 +287,21 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
 	} else if st, err = cli.OpenStore(ctx, storeURL, g.storeTimeout); err != nil {
 		return err
+	}
+	var second store.Store
+	if b.syncSecondary {
+		secondURL, err := b.secondary.urlFor("SECONDARY_STORAGE_CONTAINER", "SECONDARY_")
+		switch {
+		case err != nil:
+			return cli.Usage(fmt.Errorf("the second site: %w", err))
+		case secondURL == "":
+			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --secondary-storage-provider"))
+		case st == nil:
+			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --storage-provider: the second site copies the first"))
+		}
+		if second, err = cli.OpenStore(ctx, secondURL, g.storeTimeout); err != nil {
+			return err
+		}
 	}
 	codec := snapshot.Codec{}
 	if b.compress {
@@ -321,7 +347,8 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		},
 		DefragSchedule: b.defragSchedule,
 		Defrag:         defrag.Options{Timeout: b.defragTimeout},
-		PeerTLS:        tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
+		Secondary:      second, SecondaryPeriod: b.syncPeriod,
+		PeerTLS: tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
 	}
 	if b.deltaPeriod < time.Second {
 		// etcd-backup-restore: under a second, no deltas.

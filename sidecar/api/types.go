@@ -183,6 +183,20 @@ type Readiness struct {
 	Refused string `json:"refused,omitempty"`
 	// Uploading is there while this sidecar uploads and has a store.
 	*Uploading
+	// Secondary is the second site's state, while this sidecar uploads
+	// and copies to one.
+	Secondary *SecondaryState `json:"secondary,omitempty"`
+}
+
+// SecondaryState is how far the second site is behind the store: the
+// oldest snapshot it lacks has waited LagSeconds (0: it holds them all),
+// the last copy that left it complete began at LastSync, and the last
+// copy's error, if it failed.
+type SecondaryState struct {
+	Store      string    `json:"store"`
+	LagSeconds float64   `json:"lag_seconds"`
+	LastSync   time.Time `json:"last_sync,omitzero"`
+	LastError  string    `json:"last_error,omitempty"`
 }
 
 // Uploading is the uploader's state, in Readiness.

@@ -1,0 +1,137 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// secondary copies the store's snapshots to a second site while this
+// sidecar uploads (etcd-backup-restore's dual-site sync): what the second
+// site lacks, after each snapshot written and every period, then the same
+// retention there. A second site that fails never stops the backups; it
+// catches up when it answers again.
+type secondary struct {
+	src, dst  store.Store
+	period    time.Duration
+	retention *snapshot.Retention // nil: none applied there
+	log       *slog.Logger
+	nudge     chan struct{}
+
+	copied   prometheus.Gauge
+	failures prometheus.Counter
+
+	mu sync.Mutex
+	// waiting is when the oldest snapshot the second site may lack was
+	// written (zero: it lacks none); synced when the last copy that
+	// found everything began.
+	waiting, synced time.Time
+	lastErr         error
+}
+
+func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secondary {
+	s := &secondary{src: o.Store, dst: o.Secondary, period: o.SecondaryPeriod, log: log, nudge: make(chan struct{}, 1),
+		copied: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_secondary_last_sync_timestamp_seconds", Help: "Unix time at which the last copy that left the second site holding every snapshot began.",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdkit_secondary_failures_total", Help: "Copies to the second site, or its retention, that failed.",
+		}),
+	}
+	if s.period <= 0 {
+		s.period = time.Hour
+	}
+	if o.Snapshots.RetentionPeriod >= 0 {
+		r := o.Snapshots.Retention
+		s.retention = &r
+	}
+	reg.MustRegister(s.copied, s.failures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "etcdkit_secondary_lag_seconds", Help: "How long the oldest snapshot the second site lacks has waited; 0 when it holds them all.",
+	}, func() float64 { return s.state().LagSeconds }))
+	return s
+}
+
+// written is told of each snapshot the uploader wrote.
+func (s *secondary) written() {
+	s.mu.Lock()
+	if s.waiting.IsZero() {
+		s.waiting = time.Now()
+	}
+	s.mu.Unlock()
+	select {
+	case s.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// loop copies while uploading says this sidecar uploads, until ctx ends.
+func (s *secondary) loop(ctx context.Context, uploading func() bool) {
+	tick := time.NewTicker(s.period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.nudge:
+		case <-tick.C:
+		}
+		if uploading() {
+			s.sync(ctx)
+		}
+	}
+}
+
+// sync copies what the second site lacks and applies the retention there.
+func (s *secondary) sync(ctx context.Context) {
+	began := time.Now()
+	res, err := snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
+	if err == nil && s.retention != nil {
+		_, err = snapshot.GC(ctx, s.dst, *s.retention, snapshot.GCOptions{Logger: s.log})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.lastErr == nil {
+			s.log.Warn("sidecar: the second site lacks snapshots; the next copy tries again (the backups go on)", "store", s.dst, "error", err)
+		}
+		s.lastErr = err
+		s.failures.Inc()
+		if s.waiting.IsZero() {
+			s.waiting = began
+		}
+		return
+	}
+	if s.lastErr != nil {
+		s.log.Info("sidecar: the second site holds every snapshot again", "store", s.dst)
+	}
+	s.lastErr, s.synced = nil, began
+	if !s.waiting.After(began) {
+		s.waiting = time.Time{}
+	}
+	s.copied.Set(float64(began.Unix()))
+	if len(res.Copied) > 0 {
+		s.log.Debug("sidecar: copied to the second site", "store", s.dst, "objects", len(res.Copied))
+	}
+}
+
+// state is the second site's, as /readyz shows it.
+func (s *secondary) state() *api.SecondaryState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &api.SecondaryState{Store: fmt.Sprint(s.dst), LastSync: s.synced.UTC()}
+	if !s.waiting.IsZero() {
+		out.LagSeconds = time.Since(s.waiting).Seconds()
+	}
+	if s.lastErr != nil {
+		out.LastError = s.lastErr.Error()
+	}
+	return out
+}
