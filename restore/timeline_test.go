@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
@@ -244,6 +246,34 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 			t.Fatalf("an unrecorded restore to the middle, written past the end: %+v", l)
 		}
 	})
+	// Rolled back one revision, the cluster writes again what the chain's
+	// last revision wrote, and a key beside it in the same transaction:
+	// the keys the chain wrote agree, the revision does not. With the
+	// record of its restore (below the end) and without.
+	for _, recorded := range []bool{true, false} {
+		t.Run(fmt.Sprintf("the end written again beside another key, recorded %v", recorded), func(t *testing.T) {
+			c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.end - 1}}}))
+			if !recorded {
+				forget(t)
+			}
+			cli := c.Client(t)
+			ops := []clientv3.Op{clientv3.OpPut("/extra", "not the chain's")}
+			for _, e := range eventsAt(t, h.st, h.end) {
+				if e.Type == mvccpb.DELETE {
+					ops = append(ops, clientv3.OpDelete(string(e.Kv.Key)))
+				} else {
+					ops = append(ops, clientv3.OpPut(string(e.Kv.Key), string(e.Kv.Value)))
+				}
+			}
+			resp, err := cli.Txn(ctx).Then(ops...).Commit()
+			if err != nil || resp.Header.Revision != h.end {
+				t.Fatalf("the txn: %v at revision %d, want %d", err, resp.Header.Revision, h.end)
+			}
+			if l := place(t, cli); l.Continues {
+				t.Fatalf("a cluster whose revision %d wrote a key the chain's did not: %+v", h.end, l)
+			}
+		})
+	}
 	// The cluster above, and then a restore of the end with the same
 	// configuration into a directory nothing runs from: the record names
 	// the cluster's ID and the chain's end, and the cluster's keys
@@ -461,4 +491,40 @@ func TestADeltaOfDeletesAloneContinues(t *testing.T) {
 	if !l.Continues || !strings.Contains(l.Reason, fmt.Sprint(rv.Header.Revision)) {
 		t.Fatalf("after a delta of deletes alone: %+v, want the timeline continued at revision %d", l, rv.Header.Revision)
 	}
+}
+
+// eventsAt are the events the store's newest chain holds of revision rev.
+func eventsAt(t *testing.T, st store.Store, rev int64) []*clientv3.Event {
+	t.Helper()
+	ctx := context.Background()
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil || len(ch.Deltas) == 0 {
+		t.Fatalf("the newest chain: %+v %v", ch, err)
+	}
+	dr, err := snapshot.OpenDelta(ctx, st, ch.Deltas[len(ch.Deltas)-1], snapshot.Codec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = dr.Close() }()
+	var out []*clientv3.Event
+	for {
+		ev, err := dr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := ev.EtcdEvent; e != nil && e.Kv != nil && e.Kv.ModRevision == rev {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no event of revision %d in the newest delta", rev)
+	}
+	return out
 }

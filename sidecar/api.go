@@ -505,7 +505,7 @@ func resolve(path string) (string, error) {
 // source is how this sidecar prepares a data dir: in its own process,
 // from its store.
 func (s *Sidecar) source(progress func(restore.Progress)) *startup.Local {
-	return &startup.Local{Store: s.opts.Store, Codec: s.opts.Snapshots.Codec, KeepMovedAside: s.opts.KeepMovedAside,
+	return &startup.Local{Store: s.opts.Store, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec, KeepMovedAside: s.opts.KeepMovedAside,
 		Progress: progress, Logger: s.log}
 }
 
@@ -599,7 +599,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 		return
 	}
-	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
+	res, err := restore.Restore(ctx, restore.PickSite(ctx, s.opts.Store, s.opts.Secondary, s.log), restore.Options{
 		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec,
 			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,

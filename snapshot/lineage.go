@@ -310,11 +310,16 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		// of one is compared there.
 		at := min(d.LastRevision, below)
 		probes++
-		tail, err := p.deltaTail(ctx, d, at)
+		tail, window, err := p.deltaTail(ctx, d, at)
 		if err != nil {
 			return 0, false, "", err
 		}
 		e, w, err := compareLive(ctx, p.cli, tail, at)
+		if err == nil && e == evidenceSame {
+			// The keys the chain wrote agree; the cluster may have written
+			// others in the same revisions.
+			e, w, err = compareEvents(ctx, p.cli, window, max(d.StartRevision-1, at-windowRevisions), at)
+		}
 		switch {
 		case err != nil:
 			return 0, false, "", err
@@ -382,24 +387,31 @@ func (p placer) adopt(ctx context.Context, full Snapshot, tail []KeyVersion) {
 	}
 }
 
-// deltaTail is what a delta left of its keys by revision upTo.
-func (p placer) deltaTail(ctx context.Context, last Snapshot, upTo int64) ([]KeyVersion, error) {
+// deltaTail is what a delta left of its keys by revision upTo, and its
+// events of the last windowRevisions revisions to upTo.
+func (p placer) deltaTail(ctx context.Context, last Snapshot, upTo int64) ([]KeyVersion, []*mvccpb.Event, error) {
 	dr, err := OpenDelta(ctx, p.st, last, p.o.Codec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = dr.Close() }()
-	var t tailer
+	var (
+		t      tailer
+		window []*mvccpb.Event
+	)
 	for {
 		ev, err := dr.Next()
 		if errors.Is(err, io.EOF) {
-			return t.tail(), nil
+			return t.tail(), window, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if e := ev.EtcdEvent; e != nil && e.Kv != nil && e.Kv.ModRevision <= upTo {
 			t.add(e.Kv, e.Kv.ModRevision, e.Type == mvccpb.DELETE)
+			if e.Kv.ModRevision > upTo-windowRevisions {
+				window = append(window, e)
+			}
 		}
 	}
 }

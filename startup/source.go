@@ -66,6 +66,10 @@ type Restored struct {
 type Local struct {
 	// Store holds the backups; nil: none.
 	Store store.Store
+	// Secondary is a second site with copies of Store's snapshots, read
+	// when Store cannot be listed or its newest chain is broken
+	// (restore.PickSite). nil: none.
+	Secondary store.Store
 	// Codec reads encrypted backups.
 	Codec snapshot.Codec
 	// KeepMovedAside is how many moved-aside data dirs a restore keeps.
@@ -81,14 +85,16 @@ type Local struct {
 	Logger *slog.Logger
 
 	chain *snapshot.Chain
+	site  store.Store // of Store and Secondary, the one Check read
 }
 
 // Check implements Source.
 func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	chk := Check{Store: l.Store != nil}
-	l.chain = nil
+	l.chain, l.site = nil, l.Store
 	if l.Store != nil {
-		cat, err := snapshot.List(ctx, l.Store)
+		l.site = restore.PickSite(ctx, l.Store, l.Secondary, l.Logger)
+		cat, err := snapshot.List(ctx, l.site)
 		if err != nil {
 			return chk, err
 		}
@@ -128,7 +134,7 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 // sidecar continues as a new timeline. Restoring the newest state over it
 // would undo it.
 func (l *Local) operatorsRollback(ctx context.Context, chk *Check) {
-	rr, ok, err := snapshot.LastRestore(ctx, l.Store, strconv.FormatUint(chk.ClusterID, 16))
+	rr, ok, err := snapshot.LastRestore(ctx, l.site, strconv.FormatUint(chk.ClusterID, 16))
 	if err != nil || !ok || !rr.Fork() || rr.Created.Before(l.chain.Full.Created) || chk.Revision < rr.Revision {
 		return
 	}
@@ -148,7 +154,8 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	if err != nil {
 		return Restored{}, err
 	}
-	res, err := restore.Restore(ctx, l.Store, restore.Options{
+	site := cmp.Or[store.Store](l.site, l.Store)
+	res, err := restore.Restore(ctx, site, restore.Options{
 		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger, Member: id, MemberName: cfg.Name},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,

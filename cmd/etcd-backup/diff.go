@@ -52,6 +52,7 @@ created (+), deleted (-) or put again (~) in between.`,
 	cmd.Flags().Int64Var(&to, "to", 0, "the later revision (default: the latest)")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only the keys that start with this")
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chains are replayed (default: the system's temporary directory)")
+	g.secondaryFlag(cmd)
 	return cmd
 }
 

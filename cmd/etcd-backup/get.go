@@ -95,5 +95,6 @@ key, as they were then. The cluster is never contacted.`,
 	t.flags(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "every key that starts with this")
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
+	g.secondaryFlag(cmd)
 	return cmd
 }

@@ -40,6 +40,9 @@ var errMismatch = errors.New("verification failed")
 type globals struct {
 	config   string
 	storeURL string
+	// secondURL is a second site's store, of the commands that take
+	// --secondary-store.
+	secondURL string
 	// storeTimeout bounds the store standing still.
 	storeTimeout time.Duration
 	endpoints    []string
@@ -146,11 +149,25 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 	if err != nil {
 		return nil, nil, err
 	}
+	if g.secondURL != "" {
+		second, err := cli.OpenStore(ctx, g.secondURL, g.storeTimeout)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--secondary-store: %w", err)
+		}
+		st = restore.PickSite(ctx, st, second, g.log)
+	}
 	if src.Codec, err = g.snapshotCodec(); err != nil {
 		return nil, nil, err
 	}
 	src.Progress, src.Logger = g.progress.Update, g.log
 	return st, g.progress, nil
+}
+
+// secondaryFlag gives a command that reads chains --secondary-store: the
+// second site it reads when --store has no whole chain.
+func (g *globals) secondaryFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&g.secondURL, "secondary-store", "",
+		"a second site holding copies of the backups (serve --secondary-store): read when --store cannot be listed or its newest chain is broken")
 }
 
 // client connects to --endpoints.

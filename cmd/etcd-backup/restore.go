@@ -190,6 +190,7 @@ where it stood, without downloading the full snapshot again.`,
 	f.DurationVar(&follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
 	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
+	g.secondaryFlag(cmd)
 	return cmd
 }
 

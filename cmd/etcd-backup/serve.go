@@ -30,7 +30,6 @@ func serveCmd(g *globals) *cobra.Command {
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
 		profiling                bool
-		secondURL                string
 		leases                   leaseFlags
 		standby                  restore.FollowOptions
 	)
@@ -74,8 +73,8 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if memberEndpoint == "" {
 				memberEndpoint = g.endpoints[0]
 			}
-			if secondURL != "" {
-				if o.Secondary, err = cli.OpenStore(ctx, secondURL, g.storeTimeout); err != nil {
+			if g.secondURL != "" {
+				if o.Secondary, err = cli.OpenStore(ctx, g.secondURL, g.storeTimeout); err != nil {
 					return fmt.Errorf("--secondary-store: %w", err)
 				}
 			}
@@ -137,7 +136,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	ret.flags(cmd)
 	f.StringVar(&o.DefragSchedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
 	defragFlags(cmd, &o.Defrag)
-	f.StringVar(&secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the same retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
+	f.StringVar(&g.secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the same retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
 	f.DurationVar(&o.SecondaryPeriod, "secondary-sync-period", time.Hour, "with --secondary-store: how often the second site is checked for snapshots it lacks, besides after each snapshot")
 	f.BoolVar(&profiling, "enable-profiling", false, "serve Go's runtime profiles at /debug/pprof/, behind the API's token or client certificate")
 	f.BoolVar(&o.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")

@@ -81,5 +81,6 @@ Without --apply nothing is written: the report says what would be.`,
 	cmd.Flags().StringVar(&prefix, "prefix", "", "the keys to bring back")
 	cmd.Flags().BoolVar(&apply, "apply", false, "write; without it, only report what would be written")
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
+	g.secondaryFlag(cmd)
 	return cmd
 }

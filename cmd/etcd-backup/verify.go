@@ -81,6 +81,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 	t.flags(cmd)
 	cmd.Flags().StringSliceVar(&against, "against", nil, "client URLs of the live cluster to compare with")
 	cmd.Flags().StringVar(&workDir, "work-dir", os.TempDir(), "where the chain is downloaded and replayed")
+	g.secondaryFlag(cmd)
 	return cmd
 }
 

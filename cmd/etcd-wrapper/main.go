@@ -34,6 +34,7 @@ type flags struct {
 	o                                       wrapper.Options
 	codec                                   cli.Codec
 	etcdConfig, flagsFile, storeURL, init   string
+	secondURL                               string
 	sidecarURL, sidecarTokenFile, onCorrupt string
 	logFlags                                cli.Log
 	etcd                                    cli.Etcd
@@ -93,6 +94,7 @@ Exit codes:
 	f.StringVar(&fl.flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
 	f.StringVar(&fl.init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&fl.storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
+	f.StringVar(&fl.secondURL, "secondary-store", "", "a second site with copies of the backups, restored from when --store cannot be listed or its newest chain is broken")
 	f.DurationVar(&fl.storeTimeout, "store-timeout", 2*time.Minute, cli.StoreTimeout)
 	fl.codec.ReadFlags(f)
 	f.StringSliceVar(&fl.o.Endpoints, "peer-endpoints", nil, "client URLs of the other members, asked before joining")
@@ -197,6 +199,14 @@ func (fl *flags) local(ctx context.Context, o *wrapper.Options) error {
 	if fl.storeURL != "" {
 		if src.Store, err = cli.OpenStore(ctx, fl.storeURL, fl.storeTimeout); err != nil {
 			return err
+		}
+	}
+	if fl.secondURL != "" {
+		if fl.storeURL == "" {
+			return cli.Usage(errors.New("--secondary-store needs --store: the second site holds copies of its backups"))
+		}
+		if src.Secondary, err = cli.OpenStore(ctx, fl.secondURL, fl.storeTimeout); err != nil {
+			return fmt.Errorf("--secondary-store: %w", err)
 		}
 	}
 	o.Source = src
