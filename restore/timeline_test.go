@@ -528,3 +528,48 @@ func eventsAt(t *testing.T, st store.Store, rev int64) []*clientv3.Event {
 	}
 	return out
 }
+
+// Reads pick the first site unless its newest chain cannot be read whole,
+// then the second when its chain is whole; with neither whole, the first,
+// whose error the read reports.
+func TestPickSite(t *testing.T) {
+	ctx := context.Background()
+	h := chainOfStoppedCluster(t)
+	open := func() store.Store {
+		st, err := store.Open(ctx, "file://"+t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	empty, broken := open(), open()
+	if _, err := snapshot.Copy(ctx, h.st, broken, snapshot.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := snapshot.List(ctx, broken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil || len(ch.Deltas) == 0 {
+		t.Fatalf("the copy's chain: %+v %v", ch, err)
+	}
+	if err := broken.Delete(ctx, ch.Full.Key); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second store.Store
+		want          store.Store
+	}{
+		{"a whole first site", h.st, empty, h.st},
+		{"an empty first site", empty, h.st, h.st},
+		{"a first site without its full snapshot", broken, h.st, h.st},
+		{"no whole site", broken, empty, broken},
+		{"no second site", empty, nil, empty},
+	} {
+		if got := restore.PickSite(ctx, tc.first, tc.second, nil); got != tc.want {
+			t.Errorf("%s: picked %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -117,6 +117,22 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 		t.Fatalf("the member under another peer URL: %v", err)
 	}
 
+	// A first site that holds nothing: the start-up finds the backups,
+	// and restores them, on the second.
+	empty, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := cfg
+	second.DataDir = filepath.Join(t.TempDir(), m.Name)
+	src = &startup.Local{Store: empty, Secondary: st}
+	if chk, err := src.Check(ctx, second); err != nil || !chk.Backups || chk.BackupRevision != full.LastRevision {
+		t.Fatalf("check with an empty first site: %+v, %v", chk, err)
+	}
+	if res, err := src.Restore(ctx, second, startup.Plan{Action: startup.Restore, InitialCluster: second.InitialCluster}); err != nil || res.Revision != full.LastRevision {
+		t.Fatalf("restore from the second site: %+v, %v", res, err)
+	}
+
 	// A member of another cluster (another name, token and ID) pointed
 	// at these backups is refused, and its data dir is not created.
 	other := cfg

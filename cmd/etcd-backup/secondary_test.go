@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,4 +123,12 @@ func TestSecondSite(t *testing.T) {
 	if v["live"] != "equal" {
 		t.Fatalf("the second site's newest state against the live cluster: %v", v)
 	}
+	// A first site that holds nothing (a lost bucket): restore reads the
+	// second, and says so.
+	res := etcdBackup(t, nil, "restore", "--store", "file://"+t.TempDir(), "--secondary-store", secondURL,
+		"--data-dir", filepath.Join(t.TempDir(), "data"), "--name", "m", "--peer-urls", "http://127.0.0.1:2380")
+	if res.code != 0 || !strings.Contains(res.stderr, "the second site answers") {
+		t.Fatalf("restore with an empty first site: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+	t.Logf("a user sees:\n%s", res.stderr)
 }
