@@ -246,8 +246,11 @@ func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineag
 	here := Lineage{Timeline: t}
 	sameChain := rr.Timeline == t.ID && rr.Snapshot == chain.Full.Key
 	switch {
+	case sameChain && shared == end && rr.Revision == end:
+		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s to revision %d, the end of %s, is recorded, and the cluster's keys there are those it left", rr.Snapshot, rr.Revision, t)
+		return here, true, nil
 	case sameChain && shared == end:
-		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s at revision %d is recorded, and the cluster's keys at revision %d are those %s left", rr.Snapshot, rr.Revision, end, t)
+		here.Continues, here.Reason = true, fmt.Sprintf("the cluster's keys at revision %d are those %s left: the restore of its ID to revision %d recorded since is not what it runs from", end, t, rr.Revision)
 		return here, true, nil
 	case sameChain && rr.Revision == end && !differs:
 		here.Continues, here.Reason = true, fmt.Sprintf("a restore of this cluster's ID from %s to revision %d, the end of %s, is recorded, and none of the cluster's keys says otherwise (%s)", rr.Snapshot, rr.Revision, t, cmpOr(why, "no key compared tells"))
