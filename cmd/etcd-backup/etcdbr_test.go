@@ -122,6 +122,9 @@ func TestServerStoreURLs(t *testing.T) {
 		{brStore{provider: "ABS", prefix: "p", endpoint: "http://127.0.0.1:10000/devstoreaccount1"}, "azblob://bucket-a/p?endpoint=http%3A%2F%2F127.0.0.1%3A10000%2Fdevstoreaccount1"},
 		{brStore{provider: "Local", container: "backups", prefix: "etcd-main"}, "file:///home/nonroot/backups/etcd-main"},
 		{brStore{provider: "Local", prefix: "p"}, "file:///home/nonroot/bucket-a/p"},
+		{brStore{provider: "ECS", prefix: "p"}, "s3://bucket-a/p?provider=ecs"},
+		{brStore{provider: "OCS", prefix: "p"}, "s3://bucket-a/p?provider=ocs"},
+		{brStore{provider: "OSS", prefix: "p"}, "s3://bucket-a/p?provider=oss"},
 		{brStore{}, ""},
 	} {
 		got, err := c.store.url("STORAGE_CONTAINER")

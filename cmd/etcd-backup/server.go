@@ -74,12 +74,16 @@ func (b *brStore) url(containerEnv string) (string, error) {
 		return (&url.URL{Scheme: "file", Path: filepath.Join(home, container, b.prefix)}).String(), nil
 	case "S3", "aws", "s3":
 		scheme = "s3"
+	case "ECS", "OCS", "OSS":
+		// S3-compatible, each with its own credentials.
+		scheme = "s3"
+		q.Set("provider", strings.ToLower(b.provider))
 	case "GCS", "gcp", "gcs":
 		scheme = "gs"
 	case "ABS", "azure", "abs":
 		scheme = "azblob"
 	default:
-		return "", fmt.Errorf("storage provider %q: etcdkit stores backups on S3 (and S3-compatible stores), GCS, ABS and Local; the other providers of etcd-backup-restore are not supported", b.provider)
+		return "", fmt.Errorf("storage provider %q: etcdkit stores backups on S3 (and ECS, OCS, OSS and other S3-compatible stores), GCS, ABS and Local; Swift is not supported yet", b.provider)
 	}
 	if container == "" {
 		return "", fmt.Errorf("storage provider %s: no container: set --%s or %s", b.provider, "store-container", containerEnv)

@@ -25,7 +25,6 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/logging"
 
-	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/internal/credfile"
 	"github.com/etcdkit/etcdkit/store/internal/xfer"
@@ -55,6 +54,13 @@ type Config struct {
 	// AccessKeyID and SecretAccessKey, when set, are used instead of any
 	// other credentials.
 	AccessKeyID, SecretAccessKey string
+	// Provider names an S3-compatible service whose credentials
+	// etcd-backup-restore reads its own way: "ecs" (Dell ECS: ECS_ENDPOINT,
+	// ECS_ACCESS_KEY_ID, … in the environment), "ocs" (OpenShift Container
+	// Storage: OPENSHIFT_APPLICATION_CREDENTIALS[_JSON]) or "oss" (Alibaba
+	// OSS through its S3-compatible API: ALICLOUD_APPLICATION_CREDENTIALS
+	// [_JSON]). "": AWS's (AWS_APPLICATION_CREDENTIALS[_JSON]).
+	Provider string
 	// Options tune transfers and carry the logger.
 	Options store.Options
 }
@@ -87,6 +93,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		Region:    q.Get("region"),
 		Endpoint:  q.Get("endpoint"),
 		PathStyle: pathStyle,
+		Provider:  q.Get("provider"),
 		Options:   opts,
 	}
 	if err := q.Unused(); err != nil {
@@ -144,7 +151,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // etcd-backup-restore first, explicit fields over both.
 func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 	var loadOpts []func(*config.LoadOptions) error
-	watched, from, err := credfile.Watch(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS_JSON", s.cfg.Options.EnvPrefix+"AWS_APPLICATION_CREDENTIALS")
+	prov, ok := providers[s.cfg.Provider]
+	if !ok {
+		return aws.Config{}, store.BadURL(fmt.Errorf("provider %q: ecs, ocs or oss (or none, for AWS)", s.cfg.Provider))
+	}
+	s.cfg.PathStyle = s.cfg.PathStyle || prov.pathStyle
+	watched, from, err := prov.watch(s.cfg.Options.Logger, s.cfg.Options.EnvPrefix)
 	if err != nil {
 		return aws.Config{}, err
 	}
@@ -154,7 +166,7 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 		keysFromFile bool
 	)
 	if watched != nil {
-		if fields, err = watched.Get(); err != nil {
+		if fields, err = watched(); err != nil {
 			return aws.Config{}, err
 		}
 		keysFromFile = s.cfg.AccessKeyID == "" && fields["accessKeyID"] != ""
@@ -168,7 +180,9 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 			s.cfg.Region = fields["region"]
 		}
 		if s.cfg.Endpoint == "" {
-			s.cfg.Endpoint = fields["endpoint"]
+			if s.cfg.Endpoint, err = withScheme(fields["endpoint"], fields); err != nil {
+				return aws.Config{}, fmt.Errorf("%s: %w", from, err)
+			}
 		}
 		if !s.cfg.PathStyle {
 			if s.cfg.PathStyle, err = fields.Bool("s3ForcePathStyle"); err != nil {
@@ -241,10 +255,10 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 // is now: rotated on disk, they are used from the next call on, without a
 // restart. They expire at once, so the SDK's cache asks again before
 // each call; an unchanged file is not read again (reload).
-type fileKeys struct{ fields *reload.File[credfile.Fields] }
+type fileKeys struct{ fields func() (credfile.Fields, error) }
 
 func (k fileKeys) Retrieve(context.Context) (aws.Credentials, error) {
-	f, err := k.fields.Get()
+	f, err := k.fields()
 	if err != nil {
 		return aws.Credentials{}, err
 	}

@@ -209,6 +209,41 @@ func TestCredentialFiles(t *testing.T) {
 			t.Fatalf("tokens exchanged: %q", got)
 		}
 	})
+	// etcd-backup-restore's other S3-compatible providers, each with its
+	// own credentials; endpoints without a scheme, as they give them.
+	host := strings.TrimPrefix(srv.Endpoint, "http://")
+	t.Run("provider-ocs", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "ocs.json")
+		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"disableSSL":true}`, srv.AccessKey, srv.SecretKey, host)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("OPENSHIFT_APPLICATION_CREDENTIALS_JSON", p)
+		storetest.UseURL(t, "s3://creds/ocs?provider=ocs")
+	})
+	t.Run("provider-oss", func(t *testing.T) {
+		dir := t.TempDir()
+		for name, v := range map[string]string{"accessKeyID": srv.AccessKey, "accessKeySecret": srv.SecretKey, "storageEndpoint": srv.Endpoint} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Setenv("ALICLOUD_APPLICATION_CREDENTIALS", dir)
+		// OSS addresses buckets by host; the emulator by path.
+		storetest.UseURL(t, "s3://creds/oss?provider=oss&path-style=true")
+	})
+	t.Run("provider-ecs", func(t *testing.T) {
+		t.Setenv("ECS_ENDPOINT", host)
+		t.Setenv("ECS_DISABLE_SSL", "true")
+		t.Setenv("ECS_ACCESS_KEY_ID", srv.AccessKey)
+		t.Setenv("ECS_SECRET_ACCESS_KEY", srv.SecretKey)
+		// ECS signs for US-Standard, which the emulator refuses: its own.
+		storetest.UseURL(t, "s3://creds/ecs?provider=ecs&region=us-east-1")
+		t.Setenv("ECS_SECRET_ACCESS_KEY", "")
+		if _, err := store.Open(ctx, "s3://creds/ecs?provider=ecs"); err == nil || !strings.Contains(err.Error(), "ECS_SECRET_ACCESS_KEY") {
+			t.Fatalf("ECS without its secret: %v", err)
+		}
+	})
 	t.Run("sse-c-refused", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "aws.json")
 		_ = os.WriteFile(p, []byte(`{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`), 0o600)
