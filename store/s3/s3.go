@@ -255,7 +255,9 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 // is now: rotated on disk, they are used from the next call on, without a
 // restart. They expire at once, so the SDK's cache asks again before
 // each call; an unchanged file is not read again (reload).
-type fileKeys struct{ fields func() (credfile.Fields, error) }
+type fileKeys struct {
+	fields func() (credfile.Fields, error)
+}
 
 func (k fileKeys) Retrieve(context.Context) (aws.Credentials, error) {
 	f, err := k.fields()
