@@ -15,7 +15,9 @@
 // (AWS_APPLICATION_CREDENTIALS_JSON, AWS_APPLICATION_CREDENTIALS) when set:
 // keys, or a role and a web identity token file exchanged at STS; and from
 // the SDK's default chain otherwise, or when the variable names an absent
-// path (etcd-druid sets it where pod identity mounts nothing).
+// path (etcd-druid sets it where pod identity mounts nothing). Objects are
+// encrypted by S3 with etcd-backup-restore's SSE-C key when its credential
+// file gives one, or with a KMS key (?sse-kms-key-id=).
 //
 // It owns nothing but moving bytes to and from S3.
 package s3

@@ -1,6 +1,9 @@
 package s3
 
 import (
+	"crypto/md5"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -93,4 +96,24 @@ func withScheme(endpoint string, fields credfile.Fields) (string, error) {
 		u.Scheme = "http"
 	}
 	return u.String(), nil
+}
+
+// sseC is server-side encryption with a customer key (SSE-C), as
+// etcd-backup-restore sends it: the key as the credential file gives it and
+// the MD5 of those bytes, so a bucket either wrote the other reads.
+type sseC struct {
+	algorithm, key, keyMD5 *string
+}
+
+func sseFromFields(f credfile.Fields) (sseC, error) {
+	key, alg := f["sseCustomerKey"], f["sseCustomerAlgorithm"]
+	switch {
+	case key == "" && alg == "":
+		return sseC{}, nil
+	case key == "" || alg == "":
+		return sseC{}, errors.New("sseCustomerKey and sseCustomerAlgorithm go together (SSE-C): give both, or neither")
+	}
+	sum := md5.Sum([]byte(key)) //nolint:gosec // S3's SSE-C names the key by its MD5
+	md := base64.StdEncoding.EncodeToString(sum[:])
+	return sseC{algorithm: &alg, key: &key, keyMD5: &md}, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	tmtypes "github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
@@ -54,6 +55,9 @@ type Config struct {
 	// AccessKeyID and SecretAccessKey, when set, are used instead of any
 	// other credentials.
 	AccessKeyID, SecretAccessKey string
+	// KMSKeyID, when set, has S3 encrypt each object with this KMS key
+	// (SSE-KMS); reads need nothing more. "": the bucket's default.
+	KMSKeyID string
 	// Provider names an S3-compatible service whose credentials
 	// etcd-backup-restore reads its own way: "ecs" (Dell ECS: ECS_ENDPOINT,
 	// ECS_ACCESS_KEY_ID, … in the environment), "ocs" (OpenShift Container
@@ -75,6 +79,9 @@ type Store struct {
 	tm     *transfermanager.Client
 	// noConditional: the server answered If-None-Match with 501.
 	noConditional atomic.Bool
+	// sse is the customer key every object is written and read with;
+	// zero: none.
+	sse sseC
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -94,6 +101,7 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		Endpoint:  q.Get("endpoint"),
 		PathStyle: pathStyle,
 		Provider:  q.Get("provider"),
+		KMSKeyID:  q.Get("sse-kms-key-id"),
 		Options:   opts,
 	}
 	if err := q.Unused(); err != nil {
@@ -170,8 +178,8 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 			return aws.Config{}, err
 		}
 		keysFromFile = s.cfg.AccessKeyID == "" && fields["accessKeyID"] != ""
-		if fields["sseCustomerKey"] != "" {
-			return aws.Config{}, fmt.Errorf("%s: sseCustomerKey (SSE-C) is not supported by etcdkit; encrypt snapshots with age instead", from)
+		if s.sse, err = sseFromFields(fields); err != nil {
+			return aws.Config{}, fmt.Errorf("%s: %w", from, err)
 		}
 		if s.cfg.AccessKeyID == "" {
 			s.cfg.AccessKeyID, s.cfg.SecretAccessKey = fields["accessKeyID"], fields["secretAccessKey"]
@@ -302,9 +310,13 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	in := &transfermanager.UploadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)}
+	in := &transfermanager.UploadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name),
+		SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5}
+	if s.cfg.KMSKeyID != "" {
+		in.ServerSideEncryption, in.SSEKMSKeyID = tmtypes.ServerSideEncryptionAwsKms, aws.String(s.cfg.KMSKeyID)
+	}
 	if s.noConditional.Load() {
-		if _, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: in.Bucket, Key: in.Key}); err == nil {
+		if _, err := s.client.HeadObject(ctx, s.head(name)); err == nil {
 			return s.fail("put", key, store.ErrExists)
 		} else if kind := s.classify(err); !errors.Is(kind, store.ErrNotFound) {
 			return s.fail("put", key, err)
@@ -387,6 +399,12 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// head asks for object name, with the customer key it was written with.
+func (s *Store) head(name string) *s3.HeadObjectInput {
+	return &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name),
+		SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5}
+}
+
 // Get downloads in parallel byte ranges of one ETag, holding at most
 // Concurrency parts in memory.
 func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
@@ -394,13 +412,14 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)})
+	head, err := s.client.HeadObject(ctx, s.head(name))
 	if err != nil {
 		return nil, s.fail("get", key, err)
 	}
 	size := aws.ToInt64(head.ContentLength)
 	open := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
-		in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), IfMatch: head.ETag}
+		in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), IfMatch: head.ETag,
+			SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5}
 		if n > 0 {
 			in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 		}

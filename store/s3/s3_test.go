@@ -1,9 +1,13 @@
 package s3_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -244,13 +248,13 @@ func TestCredentialFiles(t *testing.T) {
 			t.Fatalf("ECS without its secret: %v", err)
 		}
 	})
-	t.Run("sse-c-refused", func(t *testing.T) {
+	t.Run("sse-c-half", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "aws.json")
 		_ = os.WriteFile(p, []byte(`{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`), 0o600)
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
 		_, err := store.Open(ctx, "s3://creds/x?endpoint="+srv.Endpoint)
-		if err == nil || !strings.Contains(err.Error(), "sseCustomerKey") {
-			t.Fatalf("open with SSE-C: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "sseCustomerAlgorithm") {
+			t.Fatalf("open with a key and no algorithm: %v", err)
 		}
 	})
 }
@@ -380,5 +384,133 @@ func TestCredentialRotation(t *testing.T) {
 	}
 	if !errors.Is(err, store.ErrAccessDenied) {
 		t.Fatalf("the old key after the rotation: %v, want access denied", err)
+	}
+}
+
+// SSE-C as etcd-backup-restore sends it: every request that writes or
+// reads an object carries the algorithm, the key as the credential file
+// gives it and the MD5 of those bytes, single and multipart uploads alike.
+// The emulator takes the headers without encrypting, so they are checked
+// on the wire.
+func TestSSECustomerKey(t *testing.T) {
+	srv := emulator.Shared(t, emulator.S3)
+	createBucket(t, srv, "ssec")
+	ctx := context.Background()
+	key := "0123456789abcdef0123456789abcdef"
+	p := filepath.Join(t.TempDir(), "aws.json")
+	body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","sseCustomerKey":%q,"sseCustomerAlgorithm":"AES256"}`,
+		srv.AccessKey, srv.SecretKey, key)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	sum := md5.Sum([]byte(key))
+	wantMD5 := base64.StdEncoding.EncodeToString(sum[:])
+	record := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if strings.Contains(r.URL.Path, "/obj") {
+			h := r.Header
+			ok := h.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") == "AES256" &&
+				h.Get("X-Amz-Server-Side-Encryption-Customer-Key") == key &&
+				h.Get("X-Amz-Server-Side-Encryption-Customer-Key-Md5") == wantMD5
+			q := r.URL.Query()
+			op := r.Method
+			switch {
+			case q.Has("uploads"):
+				op += " uploads"
+			case q.Has("partNumber"):
+				op += " part"
+			case q.Has("uploadId"):
+				// Completing and aborting take no key.
+				return http.DefaultTransport.RoundTrip(r)
+			}
+			mu.Lock()
+			seen = append(seen, fmt.Sprintf("%s %v", op, ok))
+			mu.Unlock()
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	st, err := s3.New(ctx, s3.Config{Bucket: "ssec", Endpoint: srv.Endpoint, PathStyle: true, Options: store.Options{PartSize: 5 << 20, Concurrency: 2, Transport: record}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, large := []byte("a small object"), bytes.Repeat([]byte("x"), 6<<20)
+	for name, b := range map[string][]byte{"obj-small": small, "obj-large": large} {
+		if err := st.Put(ctx, name, bytes.NewReader(b)); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := st.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("%s read back: %d bytes, %v", name, len(got), err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	kinds := map[string]bool{}
+	for _, s := range seen {
+		if !strings.HasSuffix(s, " true") {
+			t.Errorf("a request without the customer key as etcd-backup-restore sends it: %s", s)
+		}
+		kinds[strings.TrimSuffix(s, " true")] = true
+	}
+	for _, k := range []string{"PUT", "POST uploads", "PUT part", "HEAD", "GET"} {
+		if !kinds[k] {
+			t.Errorf("no %s request seen: %v", k, seen)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// SSE-KMS: each upload, single or multipart, asks S3 to encrypt with the
+// key of ?sse-kms-key-id. The emulator has no KMS and takes the headers
+// without encrypting, so they are checked on the wire.
+func TestSSEKMS(t *testing.T) {
+	srv := emulator.Shared(t, emulator.S3)
+	createBucket(t, srv, "kms")
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	record := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodPut || r.URL.Query().Has("uploads") {
+			ok := r.Header.Get("X-Amz-Server-Side-Encryption") == "aws:kms" && r.Header.Get("X-Amz-Server-Side-Encryption-Aws-Kms-Key-Id") == "alias/etcd"
+			if !r.URL.Query().Has("partNumber") {
+				mu.Lock()
+				seen = append(seen, fmt.Sprintf("%s %s %v", r.Method, r.URL.RawQuery, ok))
+				mu.Unlock()
+			}
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	st, err := s3.New(t.Context(), s3.Config{Bucket: "kms", Endpoint: srv.Endpoint, PathStyle: true, Region: "us-east-1",
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, KMSKeyID: "alias/etcd", Options: store.Options{PartSize: 5 << 20, Transport: record}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, size := range map[string]int{"small": 10, "large": 6 << 20} {
+		if err := st.Put(t.Context(), name, bytes.NewReader(make([]byte, size))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) < 2 {
+		t.Fatalf("uploads seen: %v", seen)
+	}
+	for _, s := range seen {
+		if !strings.HasSuffix(s, " true") {
+			t.Errorf("an upload without the SSE-KMS headers: %s", s)
+		}
 	}
 }
