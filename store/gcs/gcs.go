@@ -3,11 +3,14 @@ package gcs
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,12 +20,14 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
+	"github.com/etcdkit/etcdkit/internal/reload"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/internal/xfer"
 )
@@ -124,9 +129,16 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 		}
 	}
 	if credFile != "" {
-		// etcd-backup-restore mounts the secret as a directory.
+		// etcd-backup-restore mounts the secret as a directory: a service
+		// account's key, or workload identity federation's configuration.
 		if st, err := os.Stat(credFile); err == nil && st.IsDir() {
-			credFile = filepath.Join(credFile, "serviceaccount.json")
+			dir := credFile
+			credFile = filepath.Join(dir, "serviceaccount.json")
+			if _, err := os.Stat(credFile); errors.Is(err, fs.ErrNotExist) {
+				if _, err := os.Stat(filepath.Join(dir, "credentialsConfig")); err == nil {
+					credFile = filepath.Join(dir, "credentialsConfig")
+				}
+			}
 		}
 	}
 	endpoint := s.cfg.Endpoint
@@ -143,11 +155,11 @@ func (s *Store) clientOptions(ctx context.Context) ([]option.ClientOption, strin
 	var opts, auth []option.ClientOption
 	switch {
 	case credFile != "":
-		kind, err := credentialsType(credFile)
+		ts, err := rotatingTokens(credFile, s.cfg.Options.Logger)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: the credentials file: %w (check GOOGLE_APPLICATION_CREDENTIALS)", store.ErrAccessDenied, err)
 		}
-		auth = append(auth, option.WithAuthCredentialsFile(kind, credFile))
+		auth = append(auth, option.WithTokenSource(ts))
 	case strings.HasPrefix(endpoint, "http://"):
 		auth = append(auth, option.WithoutAuthentication())
 	case adc:
@@ -195,6 +207,68 @@ func credentialsType(path string) (option.CredentialsType, error) {
 		}
 	}
 	return "", fmt.Errorf("%s is of type %q: service_account, external_account, authorized_user or impersonated_service_account", path, f.Type)
+}
+
+// rotatingTokens are the tokens of a credentials file, its credentials
+// made again when the file changes: a rotated key is used from the next
+// token on, without a restart (an external_account's subject token file
+// is read at each exchange anyway).
+func rotatingTokens(path string, log *slog.Logger) (oauth2.TokenSource, error) {
+	f := reload.New(func() (oauth2.TokenSource, error) {
+		kind, err := credentialsType(path)
+		if err != nil {
+			return nil, err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if kind == option.ServiceAccount {
+			// Checked now: the SDK parses it at the first token.
+			if err := checkPrivateKey(b); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+		creds, err := google.CredentialsFromJSONWithType(context.Background(), b, google.CredentialsType(kind), storage.ScopeFullControl)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return oauth2.ReuseTokenSource(nil, creds.TokenSource), nil
+	}, log, path)
+	if _, err := f.Get(); err != nil {
+		return nil, err
+	}
+	return reloadedTokens{f}, nil
+}
+
+// checkPrivateKey says why a service account's key cannot sign.
+func checkPrivateKey(b []byte) error {
+	var f struct {
+		PrivateKey string `json:"private_key"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	block, _ := pem.Decode([]byte(f.PrivateKey))
+	if block == nil {
+		return errors.New("its private_key is not PEM")
+	}
+	if _, err := x509.ParsePKCS8PrivateKey(block.Bytes); err != nil {
+		if _, err1 := x509.ParsePKCS1PrivateKey(block.Bytes); err1 != nil {
+			return fmt.Errorf("its private_key: %w", err)
+		}
+	}
+	return nil
+}
+
+type reloadedTokens struct{ f *reload.File[oauth2.TokenSource] }
+
+func (r reloadedTokens) Token() (*oauth2.Token, error) {
+	ts, err := r.f.Get()
+	if err != nil {
+		return nil, err
+	}
+	return ts.Token()
 }
 
 // defaultsWithoutEnv are the application default credentials without

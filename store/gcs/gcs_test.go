@@ -156,6 +156,30 @@ func TestOpenFromURL(t *testing.T) {
 		if got := <-exchanged; got != "Bearer exchanged-pod-identity" {
 			t.Fatalf("the store's call carried %q", got)
 		}
+		// The configuration rotates (a new file behind the path, naming
+		// another subject token): the open store's next call carries the
+		// token exchanged for it.
+		other := filepath.Join(dir, "token-2")
+		if err := os.WriteFile(other, []byte("rotated-identity"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		tmp := p + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(`{"type":"external_account","audience":"//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/k",
+"subject_token_type":"urn:ietf:params:oauth:token-type:jwt","token_url":%q,"credential_source":{"file":%q}}`, sts.URL, other)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			t.Fatal(err)
+		}
+		for len(exchanged) > 0 {
+			<-exchanged
+		}
+		if _, err := st.List(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-exchanged; got != "Bearer exchanged-rotated-identity" {
+			t.Fatalf("after the rotation the store's call carried %q", got)
+		}
 	})
 }
 
