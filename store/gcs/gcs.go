@@ -261,7 +261,9 @@ func checkPrivateKey(b []byte) error {
 	return nil
 }
 
-type reloadedTokens struct{ f *reload.File[oauth2.TokenSource] }
+type reloadedTokens struct {
+	f *reload.File[oauth2.TokenSource]
+}
 
 func (r reloadedTokens) Token() (*oauth2.Token, error) {
 	ts, err := r.f.Get()
