@@ -101,12 +101,8 @@ func TestCredentialFiles(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("json", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "aws.json")
-		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true,"bucketName":"creds"}`,
-			srv.AccessKey, srv.SecretKey, srv.Endpoint)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p := credFile(t, fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true,"bucketName":"creds"}`,
+			srv.AccessKey, srv.SecretKey, srv.Endpoint))
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
 		storetest.UseURL(t, "s3://creds/from-json")
 	})
@@ -127,16 +123,9 @@ func TestCredentialFiles(t *testing.T) {
 	t.Run("prefixed", func(t *testing.T) {
 		// The source store of a copy reads SOURCE_-prefixed variables;
 		// the unprefixed ones belong to the target and are wrong here.
-		p := filepath.Join(t.TempDir(), "aws.json")
-		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
-			srv.AccessKey, srv.SecretKey, srv.Endpoint)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		wrong := filepath.Join(t.TempDir(), "wrong.json")
-		if err := os.WriteFile(wrong, []byte(`{"accessKeyID":"nobody","secretAccessKey":"nothing","region":"us-east-1","endpoint":"http://127.0.0.1:1"}`), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p := credFile(t, fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
+			srv.AccessKey, srv.SecretKey, srv.Endpoint))
+		wrong := credFile(t, `{"accessKeyID":"nobody","secretAccessKey":"nothing","region":"us-east-1","endpoint":"http://127.0.0.1:1"}`)
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", wrong)
 		t.Setenv("SOURCE_AWS_APPLICATION_CREDENTIALS_JSON", p)
 		storetest.UseURL(t, "s3://creds/from-source?env-prefix=SOURCE_")
@@ -167,12 +156,8 @@ func TestCredentialFiles(t *testing.T) {
 		if err := os.WriteFile(token, []byte("token-1"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		p := filepath.Join(t.TempDir(), "aws.json")
-		body := fmt.Sprintf(`{"roleARN":"arn:aws:iam::123456789012:role/etcd","tokenPath":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
-			token, srv.Endpoint)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p := credFile(t, fmt.Sprintf(`{"roleARN":"arn:aws:iam::123456789012:role/etcd","tokenPath":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
+			token, srv.Endpoint))
 		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
 		t.Setenv("AWS_ENDPOINT_URL_STS", sts.URL)
 		storetest.UseURL(t, "s3://creds/web-identity")
@@ -217,11 +202,7 @@ func TestCredentialFiles(t *testing.T) {
 	// own credentials; endpoints without a scheme, as they give them.
 	host := strings.TrimPrefix(srv.Endpoint, "http://")
 	t.Run("provider-ocs", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "ocs.json")
-		body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"disableSSL":true}`, srv.AccessKey, srv.SecretKey, host)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		p := credFile(t, fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"disableSSL":true}`, srv.AccessKey, srv.SecretKey, host))
 		t.Setenv("OPENSHIFT_APPLICATION_CREDENTIALS_JSON", p)
 		storetest.UseURL(t, "s3://creds/ocs?provider=ocs")
 	})
@@ -249,9 +230,7 @@ func TestCredentialFiles(t *testing.T) {
 		}
 	})
 	t.Run("sse-c-half", func(t *testing.T) {
-		p := filepath.Join(t.TempDir(), "aws.json")
-		_ = os.WriteFile(p, []byte(`{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`), 0o600)
-		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
+		t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", credFile(t, `{"accessKeyID":"a","secretAccessKey":"b","sseCustomerKey":"k"}`))
 		_, err := store.Open(ctx, "s3://creds/x?endpoint="+srv.Endpoint)
 		if err == nil || !strings.Contains(err.Error(), "sseCustomerAlgorithm") {
 			t.Fatalf("open with a key and no algorithm: %v", err)
@@ -397,12 +376,8 @@ func TestSSECustomerKey(t *testing.T) {
 	createBucket(t, srv, "ssec")
 	ctx := context.Background()
 	key := "0123456789abcdef0123456789abcdef"
-	p := filepath.Join(t.TempDir(), "aws.json")
-	body := fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","sseCustomerKey":%q,"sseCustomerAlgorithm":"AES256"}`,
-		srv.AccessKey, srv.SecretKey, key)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := credFile(t, fmt.Sprintf(`{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","sseCustomerKey":%q,"sseCustomerAlgorithm":"AES256"}`,
+		srv.AccessKey, srv.SecretKey, key))
 	t.Setenv("AWS_APPLICATION_CREDENTIALS_JSON", p)
 	var (
 		mu   sync.Mutex
@@ -513,4 +488,14 @@ func TestSSEKMS(t *testing.T) {
 			t.Errorf("an upload without the SSE-KMS headers: %s", s)
 		}
 	}
+}
+
+// credFile writes a credential file of body and returns its path.
+func credFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
