@@ -92,7 +92,12 @@ func (s *secondary) loop(ctx context.Context, uploading func() bool) {
 // sync copies what the second site lacks and applies the retention there.
 func (s *secondary) sync(ctx context.Context) {
 	began := time.Now()
-	res, err := snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
+	// Never into another store's copies: its retention would delete them.
+	err := snapshot.ClaimMirror(ctx, s.src, s.dst)
+	var res snapshot.CopyResult
+	if err == nil {
+		res, err = snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
+	}
 	if err == nil && s.retention != nil {
 		_, err = snapshot.GC(ctx, s.dst, *s.retention, snapshot.GCOptions{Logger: s.log})
 	}

@@ -167,6 +167,14 @@ func targetKey(s Snapshot) string {
 }
 
 func copyObject(ctx context.Context, src, dst store.Store, s Snapshot) error {
+	if s.Kind == KindFull {
+		// Its identity first: the target names the cluster it is of.
+		if id, ok, err := ReadIdentity(ctx, src, s); err == nil && ok {
+			if err := WriteIdentity(ctx, dst, s, id); err != nil && !errors.Is(err, ErrConflict) {
+				return fmt.Errorf("copy the identity of %s: %w", s.Key, err)
+			}
+		}
+	}
 	r, err := src.Get(ctx, s.Key)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", s.Key, err)

@@ -191,6 +191,27 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	if err != nil {
 		return nil, BadURL(err)
 	}
+	open, err := opener(u)
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, u, opts.WithDefaults())
+}
+
+// CheckURL reports a URL OpenWith would refuse for its form or its
+// scheme, without opening the store: its options and bucket are checked
+// when it is opened.
+func CheckURL(rawURL string) error {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return BadURL(err)
+	}
+	_, err = opener(u)
+	return err
+}
+
+// opener is the backend that opens u's scheme.
+func opener(u *url.URL) (func(context.Context, *url.URL, Options) (Store, error), error) {
 	registry.RLock()
 	open, ok := registry.openers[u.Scheme]
 	known := make([]string, 0, len(registry.openers))
@@ -203,7 +224,7 @@ func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		return nil, BadURL(fmt.Errorf("store %s: unknown scheme %q (known here: %s; cloud schemes need their package imported, e.g. github.com/etcdkit/etcdkit/store/s3)",
 			u.Redacted(), u.Scheme, strings.Join(known, ", ")))
 	}
-	return open(ctx, u, opts.WithDefaults())
+	return open, nil
 }
 
 func parseURL(rawURL string) (*url.URL, error) {

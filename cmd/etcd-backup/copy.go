@@ -92,11 +92,11 @@ func (b *brCopy) run(cmd *cobra.Command, g *globals) error {
 	if b.parallel < 1 {
 		return cli.Usage(fmt.Errorf("--max-parallel-copy-operations %d: 1 or more", b.parallel))
 	}
-	src, err := cli.OpenStore(ctx, sourceURL, g.storeTimeout)
+	src, err := cli.OpenStore(ctx, sourceURL, g.storeTimeout, g.log)
 	if err != nil {
 		return err
 	}
-	dst, err := cli.OpenStore(ctx, targetURL, g.storeTimeout)
+	dst, err := cli.OpenStore(ctx, targetURL, g.storeTimeout, g.log)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if g.storeURL == "" {
 		return nil, cli.Usage(errors.New("--store is required"))
 	}
-	return cli.OpenStore(ctx, g.storeURL, g.storeTimeout)
+	return cli.OpenStore(ctx, g.storeURL, g.storeTimeout, g.log)
 }
 
 // snapshotCodec builds the codec from the flags.
@@ -145,22 +145,44 @@ func (g *globals) snapshotCodec() (snapshot.Codec, error) {
 // every such read needs: the codec, the logger and a progress line, which
 // the caller ends with Done once the read returns.
 func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store, *cli.Progress, error) {
-	st, err := g.openStore(ctx)
+	var (
+		st  store.Store
+		err error
+	)
+	if g.secondURL == "" {
+		st, err = g.openStore(ctx)
+	} else {
+		// Either site may not answer: the one that has a whole chain is read.
+		st, err = g.sites(ctx)
+	}
 	if err != nil {
 		return nil, nil, err
-	}
-	if g.secondURL != "" {
-		second, err := cli.OpenStore(ctx, g.secondURL, g.storeTimeout)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--secondary-store: %w", err)
-		}
-		st = restore.PickSite(ctx, st, second, g.log)
 	}
 	if src.Codec, err = g.snapshotCodec(); err != nil {
 		return nil, nil, err
 	}
 	src.Progress, src.Logger = g.progress.Update, g.log
 	return st, g.progress, nil
+}
+
+// sites opens --store and --secondary-store as sites that may not answer,
+// and picks the one a read uses (restore.PickSite).
+func (g *globals) sites(ctx context.Context) (store.Store, error) {
+	if g.storeURL == "" {
+		return nil, cli.Usage(errors.New("--store is required"))
+	}
+	if g.secondURL == g.storeURL {
+		return nil, cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
+	}
+	first, err := cli.OpenSite(ctx, g.storeURL, g.storeTimeout, g.log)
+	if err != nil {
+		return nil, err
+	}
+	second, err := cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log)
+	if err != nil {
+		return nil, fmt.Errorf("--secondary-store: %w", err)
+	}
+	return restore.PickSite(ctx, first, second, g.log), nil
 }
 
 // secondaryFlag gives a command that reads chains --secondary-store: the

@@ -131,4 +131,39 @@ func TestSecondSite(t *testing.T) {
 		t.Fatalf("restore with an empty first site: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
 	}
 	t.Logf("a user sees:\n%s", res.stderr)
+
+	// A first site that does not answer at all (a refused connection):
+	// the same.
+	down := "s3://gone/p?endpoint=http://127.0.0.1:1&path-style=true&region=us-east-1"
+	res = etcdBackup(t, nil, "get", "--store", down, "--secondary-store", secondURL, "/a")
+	if res.code != 0 || !strings.Contains(res.stderr, "the second site answers") {
+		t.Fatalf("get with the first site down: exit %d\n%s\n%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+// A second site that does not answer when serve starts keeps nothing
+// from starting: the backups go to the first store, and /readyz says what
+// the second site lacks.
+func TestSecondSiteDownAtStart(t *testing.T) {
+	_, conn := secureMember(t)
+	first := "file://" + t.TempDir()
+	p := startServe(t, conn, first, "--secondary-store", "s3://gone/p?endpoint=http://127.0.0.1:1&path-style=true&region=us-east-1")
+	st, err := store.Open(t.Context(), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the first store holds a full snapshot", time.Minute, func() bool {
+		cat, err := snapshot.List(t.Context(), st)
+		return err == nil && len(cat.Fulls()) > 0
+	})
+	etcdtest.Eventually(t, "/readyz names the second site's error", time.Minute, func() bool {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var r api.Readiness
+		_ = json.NewDecoder(resp.Body).Decode(&r)
+		return resp.StatusCode == http.StatusOK && r.Secondary != nil && r.Secondary.LastError != ""
+	})
 }

@@ -74,7 +74,12 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 				memberEndpoint = g.endpoints[0]
 			}
 			if g.secondURL != "" {
-				if o.Secondary, err = cli.OpenStore(ctx, g.secondURL, g.storeTimeout); err != nil {
+				if g.secondURL == g.storeURL {
+					return cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
+				}
+				// A second site that does not answer now is copied to
+				// later: it must not keep the sidecar from starting.
+				if o.Secondary, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
 					return fmt.Errorf("--secondary-store: %w", err)
 				}
 			}

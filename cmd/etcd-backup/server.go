@@ -289,7 +289,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	var st store.Store
 	if storeURL == "" {
 		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
-	} else if st, err = cli.OpenStore(ctx, storeURL, g.storeTimeout); err != nil {
+	} else if st, err = cli.OpenStore(ctx, storeURL, g.storeTimeout, log); err != nil {
 		return err
 	}
 	var second store.Store
@@ -302,9 +302,13 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --secondary-storage-provider"))
 		case st == nil:
 			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --storage-provider: the second site copies the first"))
+		case secondURL == storeURL:
+			return cli.Usage(errors.New("--secondary-backup-sync-enabled: the second site is the first store; name another"))
 		}
-		if second, err = cli.OpenStore(ctx, secondURL, g.storeTimeout); err != nil {
-			return err
+		// A second site that does not answer now is copied to later: it
+		// must not keep the sidecar from starting.
+		if second, err = cli.OpenSite(ctx, secondURL, g.storeTimeout, log); err != nil {
+			return fmt.Errorf("the second site: %w", err)
 		}
 	}
 	codec := snapshot.Codec{}

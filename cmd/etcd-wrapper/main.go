@@ -196,17 +196,23 @@ func (fl *flags) local(ctx context.Context, o *wrapper.Options) error {
 	if src.Codec, err = fl.codec.Codec(); err != nil {
 		return cli.Usage(err)
 	}
-	if fl.storeURL != "" {
-		if src.Store, err = cli.OpenStore(ctx, fl.storeURL, fl.storeTimeout); err != nil {
+	switch {
+	case fl.secondURL != "" && fl.storeURL == "":
+		return cli.Usage(errors.New("--secondary-store needs --store: the second site holds copies of its backups"))
+	case fl.secondURL != "" && fl.secondURL == fl.storeURL:
+		return cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
+	case fl.secondURL != "":
+		// Either site may not answer: the start-up reads the one with a
+		// whole chain, and neither keeps etcd from starting on its own.
+		if src.Store, err = cli.OpenSite(ctx, fl.storeURL, fl.storeTimeout, o.Logger); err != nil {
 			return err
 		}
-	}
-	if fl.secondURL != "" {
-		if fl.storeURL == "" {
-			return cli.Usage(errors.New("--secondary-store needs --store: the second site holds copies of its backups"))
-		}
-		if src.Secondary, err = cli.OpenStore(ctx, fl.secondURL, fl.storeTimeout); err != nil {
+		if src.Secondary, err = cli.OpenSite(ctx, fl.secondURL, fl.storeTimeout, o.Logger); err != nil {
 			return fmt.Errorf("--secondary-store: %w", err)
+		}
+	case fl.storeURL != "":
+		if src.Store, err = cli.OpenStore(ctx, fl.storeURL, fl.storeTimeout, o.Logger); err != nil {
+			return err
 		}
 	}
 	o.Source = src
