@@ -2,7 +2,6 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -49,7 +48,7 @@ func wholeChain(ctx context.Context, st store.Store) error {
 		return err
 	}
 	if _, err := chain.Check(); err != nil {
-		return errors.Join(errors.New("its newest chain is broken"), err)
+		return fmt.Errorf("its newest chain is broken: %w", err)
 	}
 	return nil
 }

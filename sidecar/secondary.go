@@ -26,7 +26,7 @@ type secondary struct {
 	log       *slog.Logger
 	nudge     chan struct{}
 
-	copied   prometheus.Gauge
+	syncedAt prometheus.Gauge
 	failures prometheus.Counter
 
 	mu sync.Mutex
@@ -39,7 +39,7 @@ type secondary struct {
 
 func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secondary {
 	s := &secondary{src: o.Store, dst: o.Secondary, period: o.SecondaryPeriod, log: log, nudge: make(chan struct{}, 1),
-		copied: prometheus.NewGauge(prometheus.GaugeOpts{
+		syncedAt: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_secondary_last_sync_timestamp_seconds", Help: "Unix time at which the last copy that left the second site holding every snapshot began.",
 		}),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
@@ -53,7 +53,7 @@ func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secon
 		r := o.Snapshots.Retention
 		s.retention = &r
 	}
-	reg.MustRegister(s.copied, s.failures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	reg.MustRegister(s.syncedAt, s.failures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "etcdkit_secondary_lag_seconds", Help: "How long the oldest snapshot the second site lacks has waited; 0 when it holds them all.",
 	}, func() float64 { return s.state().LagSeconds }))
 	return s
@@ -121,7 +121,7 @@ func (s *secondary) sync(ctx context.Context) {
 	if !s.waiting.After(began) {
 		s.waiting = time.Time{}
 	}
-	s.copied.Set(float64(began.Unix()))
+	s.syncedAt.Set(float64(began.Unix()))
 	if len(res.Copied) > 0 {
 		s.log.Debug("sidecar: copied to the second site", "store", s.dst, "objects", len(res.Copied))
 	}
