@@ -573,3 +573,26 @@ func TestPickSite(t *testing.T) {
 		}
 	}
 }
+
+// A cluster that went on in its chain and compacted its history: the
+// chain's last revisions cannot be watched any more, and the keys alone
+// say it continues; its next start stays in the timeline.
+func TestACompactedClusterContinues(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, cli, st, s := snapshotterBeside(t)
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+	res, err := (etcdtest.Workload{Ops: 80, Prefix: "/c/", Seed: 39}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the chain reaches the writes", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
+	if _, err := cli.Compact(ctx, res.LastRevision); err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+	if err != nil || !l.Continues || l.Timeline.ID != snapshot.FirstTimeline {
+		t.Fatalf("a compacted cluster's next start: %+v %v", l, err)
+	}
+	t.Log(l.Reason)
+}

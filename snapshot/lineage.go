@@ -320,8 +320,12 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		e, w, err := compareLive(ctx, p.cli, tail, at)
 		if err == nil && e == evidenceSame {
 			// The keys the chain wrote agree; the cluster may have written
-			// others in the same revisions.
-			e, w, err = compareEvents(ctx, p.cli, window, max(d.StartRevision-1, at-windowRevisions), at)
+			// others in the same revisions. Events that cannot be read
+			// (compacted, slow) leave the keys' word standing.
+			var ev evidence
+			if ev, w, err = compareEvents(ctx, p.cli, window, max(d.StartRevision-1, at-windowRevisions), at); ev == evidenceDiffers {
+				e = ev
+			}
 		}
 		switch {
 		case err != nil:
@@ -347,7 +351,7 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 	case err != nil:
 		return 0, false, "", err
 	case e == evidenceSame:
-		return chain.Full.LastRevision, differs, why, nil
+		return chain.Full.LastRevision, differs, cmpOr(why, unknown), nil
 	case e == evidenceDiffers:
 		differs, why = true, cmpOr(why, w)
 	}
