@@ -160,10 +160,10 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	}
 }
 
-// A full with no identity record under a member's prefix, as
-// etcd-backup-restore, copy or cp leave one: another cluster's (its
-// database names other members) is refused by serve, named in /readyz and
-// a metric, and nothing is written; the store stays as it was.
+// Another cluster's full under a member's prefix, as etcd-backup-restore
+// (no identity record: its database names other members) or copy (its
+// identity record copied with it) leave one, is refused by serve, named in
+// /readyz and a metric, and nothing is written; the store stays as it was.
 func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -201,7 +201,13 @@ func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
 
 	b, bConn := secureMember(t)
 	writes(t, b.Client(t), 500, "b")
-	for name, dir := range map[string]string{"copy": copied, "etcd-backup-restore": ebr} {
+	// The copy carries its full's identity record, so it is refused by
+	// it; etcd-backup-restore's full has none, and is refused by the
+	// members its own database names.
+	for name, c := range map[string]struct{ dir, why string }{
+		"copy": {copied, "was taken of cluster"}, "etcd-backup-restore": {ebr, "no identity record"},
+	} {
+		dir := c.dir
 		t.Run(name, func(t *testing.T) {
 			storeURL := "file://" + filepath.Join(dir, "p")
 			before := ok(t, nil, "list", "--store", storeURL, "-o", "json")
@@ -218,7 +224,7 @@ func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
 				return resp.StatusCode == http.StatusServiceUnavailable && body["refused"] == "other-cluster"
 			})
 			msg := fmt.Sprint(body["error"])
-			if !strings.Contains(msg, "no identity record") || !strings.Contains(msg, "--allow-new-chain") {
+			if !strings.Contains(msg, c.why) || !strings.Contains(msg, "--allow-new-chain") {
 				t.Fatalf("/readyz: %v", body)
 			}
 			t.Logf("/readyz says: %s", msg)
