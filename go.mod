@@ -16,6 +16,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/googleapis/gax-go/v2 v2.26.2
+	github.com/gophercloud/gophercloud/v2 v2.16.0
 	github.com/klauspost/compress v1.19.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/robfig/cron/v3 v3.0.1

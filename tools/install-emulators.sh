@@ -3,6 +3,8 @@
 # and tools/azurite/node_modules (both git-ignored), kube-apiserver with
 # kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, and
 # the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36.
+# OpenStack Swift and memcached come from Debian's packages (the release's
+# Swift: 2.30 on bookworm), run by tools/swift/run.sh.
 # Idempotent: an emulator already installed at the pinned version is left
 # alone.
 set -euo pipefail
@@ -71,6 +73,24 @@ etcd35=$!
 install_etcd 36 &
 etcd36=$!
 
+install_swift() {
+  local p missing=0
+  for p in swift-proxy-server swift-account-server swift-container-server swift-object-server swift-ring-builder memcached; do
+    command -v "$p" >/dev/null || missing=1
+  done
+  [[ $missing == 0 ]] && return
+  echo "installing swift and memcached from Debian" >&2
+  local sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  local pkgs=(swift-proxy swift-account swift-container swift-object memcached)
+  if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; then
+    "${sudo[@]}" apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null
+  fi
+}
+install_swift &
+swift=$!
+
 lock="$here/azurite/package-lock.json"
 stamp="$here/azurite/node_modules/.lock.sha256"
 want=$(sha256sum "$lock" | cut -d' ' -f1)
@@ -85,4 +105,5 @@ wait $gcs
 wait $kube
 wait $etcd35
 wait $etcd36
+wait $swift
 echo "emulators ready in $here" >&2

@@ -125,6 +125,8 @@ func TestServerStoreURLs(t *testing.T) {
 		{brStore{provider: "ECS", prefix: "p"}, "s3://bucket-a/p?provider=ecs"},
 		{brStore{provider: "OCS", prefix: "p"}, "s3://bucket-a/p?provider=ocs"},
 		{brStore{provider: "OSS", prefix: "p"}, "s3://bucket-a/p?provider=oss"},
+		{brStore{provider: "Swift", prefix: "p"}, "swift://bucket-a/p"},
+		{brStore{provider: "openstack", prefix: "p"}, "swift://bucket-a/p"},
 		{brStore{}, ""},
 	} {
 		got, err := c.store.url("STORAGE_CONTAINER")
@@ -137,7 +139,7 @@ func TestServerStoreURLs(t *testing.T) {
 		store brStore
 		want  string
 	}{
-		{brStore{provider: "Swift"}, `storage provider "Swift": etcdkit stores backups on S3`},
+		{brStore{provider: "B2"}, `storage provider "B2": etcdkit stores backups on S3`},
 		{brStore{provider: "S3", prefix: "p"}, "no container: set --store-container or STORAGE_CONTAINER"},
 	} {
 		if _, err := c.store.url("STORAGE_CONTAINER"); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -150,8 +152,8 @@ func TestServerStoreURLs(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "unknown flag: --no-such-flag") {
 		t.Errorf("an unknown flag: exit %d, %s", r.code, r.stderr)
 	}
-	r = etcdBackup(t, nil, "server", "--storage-provider=Swift", "--embedded-etcd-quota-bytes=8589934592")
-	if r.code != exitUsage || !strings.Contains(r.stderr, `storage provider "Swift"`) {
+	r = etcdBackup(t, nil, "server", "--storage-provider=B2", "--embedded-etcd-quota-bytes=8589934592")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `storage provider "B2"`) {
 		t.Errorf("an unsupported provider: exit %d, %s", r.code, r.stderr)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
+	_ "github.com/etcdkit/etcdkit/store/swift"
 )
 
 // Exit codes, as --help lists them.

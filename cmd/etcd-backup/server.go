@@ -82,8 +82,10 @@ func (b *brStore) url(containerEnv string) (string, error) {
 		scheme = "gs"
 	case "ABS", "azure", "abs":
 		scheme = "azblob"
+	case "Swift", "openstack", "swift":
+		scheme = "swift"
 	default:
-		return "", fmt.Errorf("storage provider %q: etcdkit stores backups on S3 (and ECS, OCS, OSS and other S3-compatible stores), GCS, ABS and Local; Swift is not supported yet", b.provider)
+		return "", fmt.Errorf("storage provider %q: etcdkit stores backups on S3 (and ECS, OCS, OSS and other S3-compatible stores), GCS, ABS, Swift and Local", b.provider)
 	}
 	if container == "" {
 		return "", fmt.Errorf("storage provider %s: no container: set --%s or %s", b.provider, "store-container", containerEnv)

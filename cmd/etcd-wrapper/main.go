@@ -21,6 +21,7 @@ import (
 	_ "github.com/etcdkit/etcdkit/store/azure"
 	_ "github.com/etcdkit/etcdkit/store/gcs"
 	_ "github.com/etcdkit/etcdkit/store/s3"
+	_ "github.com/etcdkit/etcdkit/store/swift"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"
 )

@@ -63,10 +63,13 @@ type Server struct {
 	ownDir bool
 	// adminPort is the S3 emulator's admin API's, with Options.S3Users.
 	adminPort int
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	exited    chan struct{} // closed when the process has exited
-	logs      *tail
+	// swiftPorts are Swift's account, container, object and memcached
+	// ports.
+	swiftPorts [4]int
+	mu         sync.Mutex
+	cmd        *exec.Cmd
+	exited     chan struct{} // closed when the process has exited
+	logs       *tail
 }
 
 // Options for Start.
@@ -121,6 +124,8 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "bin", "kube-apiserver")
 	case Etcd35, Etcd36:
 		p = filepath.Join(tools, "bin", string(kind))
+	case Swift:
+		return swiftProgram(tools)
 	default:
 		return "", fmt.Errorf("emulator: unknown kind %q", kind)
 	}
@@ -194,9 +199,11 @@ func (s *Server) run(ctx context.Context, opts Options) error {
 	return err
 }
 
-func (s *Server) args() []string {
+func (s *Server) args() ([]string, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", s.Port)
 	switch s.Kind {
+	case Swift:
+		return s.swiftArgs()
 	case S3:
 		s.AccessKey, s.SecretKey = "etcdkit-test-access", "etcdkit-test-secret"
 		s.Endpoint = "http://" + addr
@@ -205,25 +212,29 @@ func (s *Server) args() []string {
 			// Beside the data: a directory inside it would be a bucket.
 			args = append(args, "--admin-port", fmt.Sprintf("127.0.0.1:%d", s.adminPort), "--iam-dir", s.dir+"-iam")
 		}
-		return append(args, "posix", s.dir)
+		return append(args, "posix", s.dir), nil
 	case GCS:
 		s.Endpoint = "http://" + addr
 		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(s.Port),
-			"-backend", "memory", "-public-host", addr, "-log-level", "error"}
+			"-backend", "memory", "-public-host", addr, "-log-level", "error"}, nil
 	case Kube:
-		return s.Kube.args(s.Port)
+		return s.Kube.args(s.Port), nil
 	case Etcd35, Etcd36:
-		return s.Etcd.args(s.Port)
+		return s.Etcd.args(s.Port), nil
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
 		return []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(s.Port), "--location", s.dir,
-			"--silent", "--disableTelemetry", "--skipApiVersionCheck"}
+			"--silent", "--disableTelemetry", "--skipApiVersionCheck"}, nil
 	}
 }
 
 func (s *Server) start(ctx context.Context) error {
-	cmd := exec.Command(s.prog, s.args()...)
+	args, err := s.args()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.prog, args...)
 	logs := &tail{max: 8 << 10}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = procAttr()
@@ -270,6 +281,8 @@ func (s *Server) answers() bool {
 		return s.Kube.ready()
 	case Etcd35, Etcd36:
 		return s.Etcd.healthy()
+	case Swift:
+		return s.swiftReady()
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))

@@ -44,6 +44,11 @@ type Harness struct {
 	HoldsObjects bool
 	// LargeSize is the size of the large round trip; 0 means 64 MiB + 123.
 	LargeSize int64
+	// RacingWritersBothWin says why two writers of one key at the same
+	// moment may both succeed on this backend (a server without an atomic
+	// create); the races are then run and logged, not asserted. Writes of
+	// a key that holds an object are refused all the same.
+	RacingWritersBothWin string
 }
 
 // Run runs the conformance suite against the backend of h. Subtests run one
@@ -281,14 +286,24 @@ func (s *suite) createOnly(t *testing.T) {
 				switch {
 				case err == nil && won < 0:
 					won = i
-				case err == nil:
+				case err == nil && s.h.RacingWritersBothWin == "":
 					t.Fatalf("%s: both writers of one key succeeded", key)
+				case err == nil:
 				case !errors.Is(err, store.ErrExists):
 					t.Fatalf("%s: the losing writer: %v, want ErrExists", key, err)
 				}
 			}
 			if won < 0 {
 				t.Fatalf("%s: neither writer won: %v", key, errs)
+			}
+			if s.h.RacingWritersBothWin != "" {
+				// Whoever won, the object is one writer's whole.
+				got := sha256.Sum256(mustGet(t, ctx, st, key))
+				if !bytes.Equal(got[:], srcs[0].Sum()) && !bytes.Equal(got[:], srcs[1].Sum()) {
+					t.Fatalf("%s: the object is neither writer's", key)
+				}
+				t.Logf("%s: writers' results %v; which one won is not asserted: %s", key, errs, s.h.RacingWritersBothWin)
+				continue
 			}
 			if got := sha256.Sum256(mustGet(t, ctx, st, key)); !bytes.Equal(got[:], srcs[won].Sum()) {
 				t.Fatalf("%s: the object is not the winner's", key)

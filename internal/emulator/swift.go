@@ -1,0 +1,93 @@
+package emulator
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Swift is OpenStack Swift from Debian's packages (a proxy, account,
+// container and object server and memcached, run by tools/swift/run.sh),
+// with tempauth: Endpoint is its /auth/v1.0, AccessKey and SecretKey the
+// user and key of account AUTH_test.
+const Swift Kind = "swift"
+
+// Swift's tempauth users of tools/swift/run.sh; test data, no secrets.
+const (
+	SwiftUser = "test:tester"
+	SwiftKey  = "testing"
+)
+
+// swiftProgram is the launcher, present when Debian's Swift is.
+func swiftProgram(tools string) (string, error) {
+	for _, p := range []string{"swift-proxy-server", "swift-object-server", "swift-ring-builder", "memcached"} {
+		if _, err := exec.LookPath(p); err != nil {
+			return "", fmt.Errorf("%s: %w: %s is missing (Debian: apt-get install swift-proxy swift-account swift-container swift-object memcached)", Swift, ErrNotInstalled, p)
+		}
+	}
+	return filepath.Join(tools, "swift", "run.sh"), nil
+}
+
+// swiftArgs gives the launcher its directory and ports: the proxy's, then
+// the account, container and object servers' and memcached's, picked once
+// (the rings hold them).
+func (s *Server) swiftArgs() ([]string, error) {
+	if s.swiftPorts[0] == 0 {
+		for i := range s.swiftPorts {
+			p, err := freePort()
+			if err != nil {
+				return nil, err
+			}
+			s.swiftPorts[i] = p
+		}
+	}
+	s.AccessKey, s.SecretKey = SwiftUser, SwiftKey
+	s.Endpoint = fmt.Sprintf("http://127.0.0.1:%d/auth/v1.0", s.Port)
+	args := []string{s.dir, fmt.Sprint(s.Port)}
+	for _, p := range s.swiftPorts {
+		args = append(args, fmt.Sprint(p))
+	}
+	return args, nil
+}
+
+// swiftReady: the proxy authenticates and the account, container and
+// object servers take a write, so a test's first request finds them all.
+func (s *Server) swiftReady() bool {
+	client := &http.Client{Timeout: 5 * time.Second}
+	do := func(method, url, token string, body string) (http.Header, error) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if token == "" {
+			req.Header.Set("X-Auth-User", SwiftUser)
+			req.Header.Set("X-Auth-Key", SwiftKey)
+		} else {
+			req.Header.Set("X-Auth-Token", token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			return nil, fmt.Errorf("%s %s: %s", method, url, resp.Status)
+		}
+		return resp.Header, nil
+	}
+	auth, err := do(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/auth/v1.0", s.Port), "", "")
+	if err != nil {
+		return false
+	}
+	token, account := auth.Get("X-Auth-Token"), auth.Get("X-Storage-Url")
+	if _, err := do(http.MethodPut, account+"/etcdkit-ready", token, ""); err != nil {
+		return false
+	}
+	_, err = do(http.MethodPut, account+"/etcdkit-ready/ready", token, "ready")
+	return err == nil
+}
