@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
 	flag.StringVar(&cfg.etcdbrctl, "etcdbrctl", "", "etcd-backup-restore's binary (ebr)")
-	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run of the steady benchmarks (full, restore, validate) and three of the others, and exit 1 when a ratio falls below its bound")
+	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run of the steady benchmarks (full, restore, validate; three when a ratio falls below its bound) and three of the others, and exit 1 when a ratio still falls below its bound")
 	flag.Parse()
 	if short {
 		// Small sizes unless given; the bounds below hold at these sizes.
@@ -128,17 +128,23 @@ func run(ctx context.Context, cfg config) error {
 		if (len(cfg.only) > 0 || b.byHand) && !slices.Contains(cfg.only, b.name) {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s ...\n", b.name)
-		start := time.Now()
 		c := cfg
 		if cfg.once && b.steady {
 			c.runs = 1
 		}
-		r, err := b.run(ctx, c)
+		r, err := runOne(ctx, b, c)
 		if err != nil {
-			return fmt.Errorf("%s: %w", b.name, err)
+			return err
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s took %s\n", b.name, time.Since(start).Round(time.Second))
+		// One run of a steady benchmark is one sample: a ratio below its
+		// bound there is measured again, as the median of as many runs as
+		// the other benchmarks take, before it fails CI.
+		if cfg.checkBounds && c.runs == 1 && len(belowBounds(r)) > 0 {
+			fmt.Fprintf(os.Stderr, "bench: %s: %s in one run; measuring the median of %d\n", b.name, strings.Join(belowBounds(r), "; "), cfg.runs)
+			if r, err = runOne(ctx, b, cfg); err != nil {
+				return err
+			}
+		}
 		rows = append(rows, r...)
 	}
 	printTable(cfg, rows)
@@ -146,6 +152,17 @@ func run(ctx context.Context, cfg config) error {
 		return checkBounds(rows)
 	}
 	return nil
+}
+
+func runOne(ctx context.Context, b benchmark, cfg config) ([]row, error) {
+	fmt.Fprintf(os.Stderr, "bench: %s ...\n", b.name)
+	start := time.Now()
+	r, err := b.run(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", b.name, err)
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s took %s\n", b.name, time.Since(start).Round(time.Second))
+	return r, nil
 }
 
 // bounds are the lowest ratios (the reference's time over ours) -short
@@ -185,6 +202,15 @@ var bounds = []struct {
 }
 
 func checkBounds(rows []row) error {
+	if failed := belowBounds(rows); len(failed) > 0 {
+		return fmt.Errorf("ratios regressed past their bounds:\n  %s", strings.Join(failed, "\n  "))
+	}
+	fmt.Fprintln(os.Stderr, "bench: every ratio is within its bound")
+	return nil
+}
+
+// belowBounds says which rows' ratios fall below their bounds.
+func belowBounds(rows []row) []string {
 	var failed []string
 	for _, r := range rows {
 		for _, b := range bounds {
@@ -197,11 +223,7 @@ func checkBounds(rows []row) error {
 			break
 		}
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("ratios regressed past their bounds:\n  %s", strings.Join(failed, "\n  "))
-	}
-	fmt.Fprintln(os.Stderr, "bench: every ratio is within its bound")
-	return nil
+	return failed
 }
 
 func printTable(cfg config, rows []row) {
