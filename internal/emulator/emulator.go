@@ -3,6 +3,7 @@ package emulator
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,10 +67,12 @@ type Server struct {
 	// swiftPorts are Swift's account, container, object and memcached
 	// ports.
 	swiftPorts [4]int
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	exited     chan struct{} // closed when the process has exited
-	logs       *tail
+	// azureCert and azureKey: Options'.
+	azureCert, azureKey string
+	mu                  sync.Mutex
+	cmd                 *exec.Cmd
+	exited              chan struct{} // closed when the process has exited
+	logs                *tail
 }
 
 // Options for Start.
@@ -82,6 +85,10 @@ type Options struct {
 	// S3Users runs the S3 emulator with its IAM, for a test that creates
 	// and deletes users beside the root (CreateS3User, DeleteS3User).
 	S3Users bool
+	// AzureCert and AzureKey make Azurite serve HTTPS with this
+	// certificate and take OAuth bearer tokens beside shared keys
+	// (--oauth basic: their claims are checked, not their signature).
+	AzureCert, AzureKey string
 }
 
 // ToolsDir returns where the emulators are installed: $ETCDKIT_TOOLS_DIR,
@@ -159,7 +166,7 @@ func prepare(kind Kind, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Kind: kind, Port: opts.Port, dir: opts.Dir, prog: prog}
+	s := &Server{Kind: kind, Port: opts.Port, dir: opts.Dir, prog: prog, azureCert: opts.AzureCert, azureKey: opts.AzureKey}
 	if s.dir == "" {
 		if s.dir, err = os.MkdirTemp("", "etcdkit-"+string(kind)+"-"); err != nil {
 			return nil, err
@@ -224,8 +231,13 @@ func (s *Server) args() ([]string, error) {
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
-		return []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(s.Port), "--location", s.dir,
-			"--silent", "--disableTelemetry", "--skipApiVersionCheck"}, nil
+		args := []string{"--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(s.Port), "--location", s.dir,
+			"--silent", "--disableTelemetry", "--skipApiVersionCheck"}
+		if s.azureCert != "" {
+			s.Endpoint = "https://" + addr + "/" + AzureAccount
+			args = append(args, "--cert", s.azureCert, "--key", s.azureKey, "--oauth", "basic")
+		}
+		return args, nil
 	}
 }
 
@@ -285,7 +297,13 @@ func (s *Server) answers() bool {
 		return s.swiftReady()
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/", s.Port))
+	scheme := "http"
+	if s.azureCert != "" {
+		// Any answer will do; the test's client checks the certificate.
+		scheme = "https"
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a readiness probe on loopback
+	}
+	resp, err := client.Get(fmt.Sprintf("%s://127.0.0.1:%d/", scheme, s.Port))
 	if err != nil {
 		return false
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -197,11 +198,29 @@ func (s *Store) newClient() (*container.Client, error) {
 		}
 		return container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions})
+	dopts := &azidentity.DefaultAzureCredentialOptions{ClientOptions: opts.ClientOptions}
+	if host := os.Getenv("AZURE_AUTHORITY_HOST"); host != "" && !publicAuthority(host) {
+		// A private or disconnected cloud's Entra (Azure Stack, a
+		// sovereign installation) is used as it is: Microsoft's public
+		// instance discovery would not know it, or not be reachable.
+		dopts.DisableInstanceDiscovery = true
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(dopts)
 	if err != nil {
 		return nil, fmt.Errorf("%w: no usable Azure credential: %w", store.ErrAccessDenied, err)
 	}
 	return container.NewClient(containerURL, cred, opts)
+}
+
+// publicAuthority says whether host is the Entra of one of Azure's public
+// clouds, which instance discovery knows.
+func publicAuthority(host string) bool {
+	for _, c := range []cloud.Configuration{cloud.AzurePublic, cloud.AzureChina, cloud.AzureGovernment} {
+		if strings.TrimSuffix(host, "/") == strings.TrimSuffix(c.ActiveDirectoryAuthorityHost, "/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) String() string { return s.loc.String() }

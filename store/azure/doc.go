@@ -17,7 +17,9 @@
 // file or directory (AZURE_APPLICATION_CREDENTIALS_JSON,
 // AZURE_APPLICATION_CREDENTIALS: storageAccount, storageKey, domain,
 // emulatorEnabled), a shared key in AZURE_STORAGE_KEY, and Azure's default
-// credential chain (environment, workload identity, managed identity, CLI).
+// credential chain (environment, workload identity, managed identity, CLI;
+// an AZURE_AUTHORITY_HOST of a private cloud is asked without Microsoft's
+// instance discovery).
 //
 // It owns nothing but moving bytes to and from Azure.
 package azure
