@@ -57,37 +57,58 @@ func (s *Server) swiftArgs() ([]string, error) {
 // swiftReady: the proxy authenticates and the account, container and
 // object servers take a write, so a test's first request finds them all.
 func (s *Server) swiftReady() bool {
-	client := &http.Client{Timeout: 5 * time.Second}
-	do := func(method, url, token string, body string) (http.Header, error) {
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		if token == "" {
-			req.Header.Set("X-Auth-User", SwiftUser)
-			req.Header.Set("X-Auth-Key", SwiftKey)
-		} else {
-			req.Header.Set("X-Auth-Token", token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode/100 != 2 {
-			return nil, fmt.Errorf("%s %s: %s", method, url, resp.Status)
-		}
-		return resp.Header, nil
+	if err := s.CreateSwiftContainer("etcdkit-ready"); err != nil {
+		return false
 	}
-	auth, err := do(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/auth/v1.0", s.Port), "", "")
+	token, account, err := s.swiftAuth()
 	if err != nil {
 		return false
 	}
-	token, account := auth.Get("X-Auth-Token"), auth.Get("X-Storage-Url")
-	if _, err := do(http.MethodPut, account+"/etcdkit-ready", token, ""); err != nil {
-		return false
-	}
-	_, err = do(http.MethodPut, account+"/etcdkit-ready/ready", token, "ready")
+	_, err = swiftDo(http.MethodPut, account+"/etcdkit-ready/ready", token, "ready")
 	return err == nil
+}
+
+// CreateSwiftContainer creates a container in the Swift emulator's
+// account.
+func (s *Server) CreateSwiftContainer(name string) error {
+	token, account, err := s.swiftAuth()
+	if err != nil {
+		return err
+	}
+	_, err = swiftDo(http.MethodPut, account+"/"+name, token, "")
+	return err
+}
+
+// swiftAuth returns a tempauth token and the account's storage URL.
+func (s *Server) swiftAuth() (token, account string, err error) {
+	h, err := swiftDo(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/auth/v1.0", s.Port), "", "")
+	if err != nil {
+		return "", "", err
+	}
+	return h.Get("X-Auth-Token"), h.Get("X-Storage-Url"), nil
+}
+
+// swiftDo sends a request as tempauth's user (token "") or with a token,
+// and wants a 2xx answer.
+func swiftDo(method, url, token, body string) (http.Header, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		req.Header.Set("X-Auth-User", SwiftUser)
+		req.Header.Set("X-Auth-Key", SwiftKey)
+	} else {
+		req.Header.Set("X-Auth-Token", token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("emulator swift: %s %s: %s", method, url, resp.Status)
+	}
+	return resp.Header, nil
 }

@@ -9,9 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/containers"
-	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/swauth"
 	"google.golang.org/api/option"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
@@ -75,16 +72,8 @@ func forEachStore(t *testing.T, f func(*testing.T, store.Store)) {
 	})
 	t.Run("swift", func(t *testing.T) {
 		srv := emulator.Shared(t, emulator.Swift)
-		pc, err := openstack.NewClient(srv.Endpoint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc, err := swauth.NewObjectStorageV1(context.Background(), pc, swauth.AuthOpts{User: srv.AccessKey, Key: srv.SecretKey})
-		if err != nil {
-			t.Fatal(err)
-		}
 		name := emulator.Bucket(t)
-		if err := containers.Create(context.Background(), sc, name, nil).Err; err != nil {
+		if err := srv.CreateSwiftContainer(name); err != nil {
 			t.Fatal(err)
 		}
 		f(t, opened(t)(store.Opened(swift.New(context.Background(), swift.Config{Container: name, Prefix: "etcd/main",

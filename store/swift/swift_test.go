@@ -19,7 +19,6 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack"
-	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/containers"
 	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/objects"
 	"github.com/gophercloud/gophercloud/v2/openstack/objectstorage/v1/swauth"
 	"github.com/gophercloud/gophercloud/v2/pagination"
@@ -54,7 +53,7 @@ func client(t *testing.T, srv *emulator.Server) *gophercloud.ServiceClient {
 func container(t *testing.T, srv *emulator.Server) string {
 	t.Helper()
 	name := emulator.Bucket(t)
-	if err := containers.Create(context.Background(), client(t, srv), name, nil).Err; err != nil {
+	if err := srv.CreateSwiftContainer(name); err != nil {
 		t.Fatalf("create container %s: %v", name, err)
 	}
 	return name
