@@ -139,7 +139,7 @@ func clusterRejoinsAndRecovers(t *testing.T, sec *secure) {
 	cli := client(t, endpoints(nodes), sec)
 	ctx := context.Background()
 	if sec != nil {
-		sec.enableAuth(t, cli)
+		cli = sec.enableAuth(t, cli)
 	}
 	for _, nd := range nodes {
 		startSidecar(nd)

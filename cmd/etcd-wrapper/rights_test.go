@@ -15,7 +15,7 @@ func TestMembershipRightsCheckedAtStart(t *testing.T) {
 	sec := newSecure(t)
 	nodes, wrappers, startWrapper := threeWrappers(t, sec)
 	cli := client(t, endpoints(nodes), sec)
-	sec.enableAuth(t, cli)
+	cli = sec.enableAuth(t, cli)
 	if _, err := cli.UserRevokeRole(ctx, "etcd-wrapper", "root"); err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,12 @@ func (s *secure) conn(eps string) etcdclient.Config {
 }
 
 // enableAuth adds root, backup and the wrapper's certificate user, each
-// with the root role, and turns authentication on.
-func (s *secure) enableAuth(t *testing.T, cli *clientv3.Client) {
+// with the root role, turns authentication on, and returns a client of the
+// same endpoints logged in as root. cli, made while authentication was
+// off, holds no token: etcd takes its calls as its certificate's common
+// name, a user that does not exist, from whenever a member has applied
+// the change.
+func (s *secure) enableAuth(t *testing.T, cli *clientv3.Client) *clientv3.Client {
 	t.Helper()
 	ctx := context.Background()
 	for _, u := range []string{"root", "backup", "etcd-wrapper"} {
@@ -114,6 +118,7 @@ func (s *secure) enableAuth(t *testing.T, cli *clientv3.Client) {
 	if _, err := cli.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return client(t, strings.Join(cli.Endpoints(), ","), s)
 }
 
 // backupFlags are etcd-backup's flags for etcd and for its API: HTTPS

@@ -142,7 +142,7 @@ func initSidecar(t *testing.T, sec *secure) {
 	}
 	cli := client(t, nd.client, sec)
 	if sec != nil {
-		sec.enableAuth(t, cli)
+		cli = sec.enableAuth(t, cli)
 		// The full the sidecar took at its start predates the users; a
 		// new one holds them.
 		etcdtest.Eventually(t, "a full snapshot through the sidecar's API", 30*time.Second, func() bool {
