@@ -52,3 +52,33 @@ func wholeChain(ctx context.Context, st store.Store) error {
 	}
 	return nil
 }
+
+// RestoreSites is Restore from site, the one of first and second that
+// PickSite picked, and then, when a backup read there is damaged (bytes
+// that names cannot show wrong: a checksum, a trailer, a database that
+// does not hold), from the other site's copies: that is what a second
+// site is for. The other site's chain is found again (opts.Chain belongs
+// to site). A failed restore leaves the data dir as it was, so the second
+// try starts from the same place. A nil second is Restore.
+func RestoreSites(ctx context.Context, site, first, second store.Store, opts Options) (Result, error) {
+	res, err := Restore(ctx, site, opts)
+	other := first
+	if site == first {
+		other = second
+	}
+	if err == nil || other == nil || other == site || !Damaged(err) {
+		return res, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Warn("restore: a backup on the site read is damaged; restoring from the other site's copies",
+		"damaged", fmt.Sprint(site), "other", fmt.Sprint(other), "err", err)
+	opts.Chain = nil
+	res2, err2 := Restore(ctx, other, opts)
+	if err2 != nil {
+		return res, fmt.Errorf("%w; from the other site %v: %w", err, other, err2)
+	}
+	return res2, nil
+}

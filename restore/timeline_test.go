@@ -1,10 +1,12 @@
 package restore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -595,4 +597,46 @@ func TestACompactedClusterContinues(t *testing.T) {
 		t.Fatalf("a compacted cluster's next start: %+v %v", l, err)
 	}
 	t.Log(l.Reason)
+}
+
+// A full whose bytes are damaged on the first site, whole on the second:
+// names cannot show it, so the first site is picked, and the restore reads
+// the second site's copy instead of failing; without a second site it
+// fails as damaged.
+func TestRestoreSitesReadsTheOtherSiteWhenDamaged(t *testing.T) {
+	ctx := context.Background()
+	h := chainOfStoppedCluster(t)
+	second, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Copy(ctx, h.st, second, snapshot.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := snapshot.List(ctx, h.st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, h.st, ch.Full.Key, func(b []byte) []byte { b[len(b)/3] ^= 0x08; return b })
+	site := restore.PickSite(ctx, h.st, second, nil)
+	if site != h.st {
+		t.Fatalf("picked %v: the damage is in no name, the first site should be picked", site)
+	}
+	var logs bytes.Buffer
+	opts := restore.Options{Source: restore.Source{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
+	res, err := restore.RestoreSites(ctx, site, h.st, second, opts)
+	if err != nil || res.Revision != h.end {
+		t.Fatalf("restore from two sites, the first damaged: %+v, %v; want revision %d", res, err, h.end)
+	}
+	if !strings.Contains(logs.String(), "restoring from the other site's copies") {
+		t.Fatalf("the fallback is not logged: %s", logs.String())
+	}
+	_, err = restore.RestoreSites(ctx, h.st, h.st, nil, restore.Options{DataDir: filepath.Join(t.TempDir(), "alone")})
+	if !restore.Damaged(err) {
+		t.Fatalf("restore from the damaged site alone: %v, want damaged", err)
+	}
 }

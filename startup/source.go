@@ -155,7 +155,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 		return Restored{}, err
 	}
 	site := cmp.Or[store.Store](l.site, l.Store)
-	res, err := restore.Restore(ctx, site, restore.Options{
+	res, err := restore.RestoreSites(ctx, site, l.Store, l.Secondary, restore.Options{
 		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger, Member: id, MemberName: cfg.Name},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,

@@ -44,6 +44,9 @@ type globals struct {
 	// secondURL is a second site's store, of the commands that take
 	// --secondary-store.
 	secondURL string
+	// first and second are the sites sites opened: a restore damaged on
+	// the one picked reads the other.
+	first, second store.Store
 	// storeTimeout bounds the store standing still.
 	storeTimeout time.Duration
 	endpoints    []string
@@ -183,6 +186,7 @@ func (g *globals) sites(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--secondary-store: %w", err)
 	}
+	g.first, g.second = first, second
 	return restore.PickSite(ctx, first, second, g.log), nil
 }
 

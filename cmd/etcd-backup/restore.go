@@ -128,7 +128,7 @@ where it stood, without downloading the full snapshot again.`,
 						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
 					}})
 			} else {
-				res, err = restore.Restore(ctx, st, opts)
+				res, err = restore.RestoreSites(ctx, st, g.first, g.second, opts)
 			}
 			p.Done()
 			if err != nil {
