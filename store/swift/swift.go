@@ -202,6 +202,9 @@ func (s *Store) created(ctx context.Context, sc *gophercloud.ServiceClient, key,
 		return nil
 	case err != nil || herr == nil:
 		return fmt.Errorf("store %s: put %s: %w", s.loc, key, store.ErrExists)
+	case gophercloud.ResponseCodeIs(herr, http.StatusNotFound):
+		// Taken, then gone: deleted at once by someone else.
+		return fmt.Errorf("store %s: put %s: the object was not there right after it was written: %w", s.loc, key, herr)
 	}
 	return s.fail("put", key, herr)
 }
