@@ -1,7 +1,8 @@
 // Package emulator starts the servers the tests and the benchmarks run
 // against as child processes on free loopback ports, and stops them: the
 // store emulators — versitygw for S3, fake-gcs-server for GCS, Azurite
-// for Azure Blob Storage —, kube-apiserver, over an etcd the test
+// for Azure Blob Storage (over HTTPS with OAuth when asked), OpenStack
+// Swift from Debian's packages with tempauth —, kube-apiserver, over an etcd the test
 // gives, with certificates, an administrator's token and RBAC of its own,
 // and etcd servers of older versions (3.5, 3.6), one member each.
 //
@@ -11,5 +12,6 @@
 // with the command to run otherwise), and waiting until a server answers.
 //
 // It does not create buckets, talk the store protocols or make Kubernetes
-// objects: tests do that with the real SDKs, client-go and kubectl.
+// objects: tests do that with the real SDKs, client-go and kubectl (but for
+// a Swift container, which its readiness probe makes over HTTP anyway).
 package emulator

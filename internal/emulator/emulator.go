@@ -69,10 +69,11 @@ type Server struct {
 	swiftPorts [4]int
 	// azureCert and azureKey: Options'.
 	azureCert, azureKey string
-	mu                  sync.Mutex
-	cmd                 *exec.Cmd
-	exited              chan struct{} // closed when the process has exited
-	logs                *tail
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process has exited
+	logs   *tail
 }
 
 // Options for Start.
