@@ -359,6 +359,9 @@ func (s *Server) halt() {
 	}
 	killGroup(cmd.Process.Pid)
 	<-exited
+	if s.Kind == Swift {
+		s.killSwift()
+	}
 }
 
 // Halt kills the emulator and keeps its data: the store is gone until

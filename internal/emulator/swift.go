@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -111,4 +113,23 @@ func swiftDo(method, url, token, body string) (http.Header, error) {
 		return nil, fmt.Errorf("emulator swift: %s %s: %s", method, url, resp.Status)
 	}
 	return resp.Header, nil
+}
+
+// killSwift kills the servers tools/swift/run.sh started: Swift's leave
+// the process group killGroup kills.
+func (s *Server) killSwift() {
+	b, err := os.ReadFile(filepath.Join(s.dir, "run", "pids"))
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		if p, err := os.FindProcess(pid); err == nil {
+			_ = p.Kill()
+			_, _ = p.Wait()
+		}
+	}
 }

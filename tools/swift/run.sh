@@ -5,7 +5,8 @@
 #   run.sh DIR PROXY_PORT ACCOUNT_PORT CONTAINER_PORT OBJECT_PORT MEMCACHE_PORT
 # tempauth's user test:tester (key testing) owns account AUTH_test. The
 # proxy runs slo, dlo and bulk as Swift's own sample does. The servers run
-# in this process group; the script exits when any of them does.
+# in this process group (but see below); the script exits when any of them
+# does.
 set -euo pipefail
 dir=$1 proxy=$2 account=$3 container=$4 object=$5 memcache=$6
 conf="$dir/etc"
@@ -95,9 +96,14 @@ if [[ ! -f "$conf/object.ring.gz" ]]; then
   done
 fi
 
+# Swift's servers leave the process group (setsid): their PIDs are kept
+# for whoever stops them (internal/emulator).
+pids="$dir/run/pids"
+: >"$pids"
 memcached -u "$(id -un)" -l 127.0.0.1 -p "$memcache" -U 0 &
-swift-account-server "$conf/account-server.conf" &
-swift-container-server "$conf/container-server.conf" &
-swift-object-server "$conf/object-server.conf" &
-swift-proxy-server "$conf/proxy-server.conf" &
+echo $! >>"$pids"
+for kind in account container object proxy; do
+  "swift-$kind-server" "$conf/$kind-server.conf" &
+  echo $! >>"$pids"
+done
 wait -n
