@@ -2,6 +2,7 @@ package swift
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/md5"
 	"crypto/rand"
@@ -459,20 +460,13 @@ func (s *Store) deleteAll(ctx context.Context, sc *gophercloud.ServiceClient, na
 			err := objects.Delete(ctx, sc, s.cfg.Container, name, nil).Err
 			if err != nil && !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 				mu.Lock()
-				first = cmpErr(first, fmt.Errorf("%s: %w", name, err))
+				first = cmp.Or(first, fmt.Errorf("%s: %w", name, err))
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	return first
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // fail wraps err with the store and the operation, and with the store
