@@ -3,10 +3,13 @@ package restore_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -241,37 +244,92 @@ func TestRestoreMovesTheOldDataDirAside(t *testing.T) {
 	}
 }
 
-// A plain full snapshot alone on the file store is read in place by
-// etcdutl, which checks its trailer: damage still fails the restore.
-func TestFullAloneInPlace(t *testing.T) {
-	ctx := context.Background()
-	m := etcdtest.Start(t, etcdtest.Options{})
+// A plain full snapshot alone on the file store is damaged: a flipped
+// bit, or a branch page of the key bucket pointing back at itself. Either
+// fails the restore as damage; the loop must not send bbolt round it,
+// allocating without end, before the trailer is checked.
+func TestPlainFullAloneDamaged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := m.Client(t)
-	st, err := store.NewFile(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 40}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		damage func(*testing.T, []byte) []byte
+	}{
+		{"flipped bit", func(_ *testing.T, b []byte) []byte { b[len(b)/3] ^= 0x08; return b }},
+		{"loop of pages", loopOfPages},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := store.NewFile(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+			if err != nil || res.Revision != full.LastRevision {
+				t.Fatalf("restore of the full alone: %+v, %v", res, err)
+			}
+			rewrite(t, st, full.Key, func(b []byte) []byte { return tc.damage(t, b) })
+			dir, intact := oldDataDir(t)
+			stop := heapWatchdog(2 << 30)
+			_, err = restore.Restore(ctx, st, restore.Options{DataDir: dir})
+			stop()
+			if !restore.Damaged(err) || !errors.Is(err, snapshot.ErrChecksum) || !strings.Contains(err.Error(), "an older chain") {
+				t.Fatalf("a damaged full alone: %v", err)
+			}
+			intact()
+		})
 	}
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
-	if err != nil || res.Revision != full.LastRevision {
-		t.Fatalf("restore of the full alone: %+v, %v", res, err)
+}
+
+// loopOfPages points the last child of the database's first branch page
+// (bbolt's pages of 4 KiB: id, flags, count; branch elements of 16
+// bytes, the child's id last) back at the page itself.
+func loopOfPages(t *testing.T, b []byte) []byte {
+	t.Helper()
+	const pageSize, branch = 4096, 0x01
+	for id := range len(b) / pageSize {
+		p := b[id*pageSize:]
+		count := int(binary.LittleEndian.Uint16(p[10:]))
+		if binary.LittleEndian.Uint64(p) != uint64(id) || binary.LittleEndian.Uint16(p[8:]) != branch || count == 0 {
+			continue
+		}
+		binary.LittleEndian.PutUint64(p[16+(count-1)*16+8:], uint64(id))
+		return b
 	}
-	rewrite(t, st, full.Key, func(b []byte) []byte { b[len(b)/3] ^= 0x08; return b })
-	dir, intact := oldDataDir(t)
-	// The flipped bit fails the trailer, or, where it lands in what names
-	// the database's revision, the revision check first: either is damage.
-	_, err = restore.Restore(ctx, st, restore.Options{DataDir: dir})
-	damaged := err != nil && (strings.Contains(err.Error(), "SHA-256 trailer does not match") || strings.Contains(err.Error(), "the backup is damaged"))
-	if !damaged || strings.Contains(err.Error(), "skip-hash-check") || !strings.Contains(err.Error(), "an older chain") {
-		t.Fatalf("a damaged full alone: %v", err)
-	}
-	intact()
+	t.Fatal("the database has no branch page to damage: write more keys")
+	return nil
+}
+
+// heapWatchdog ends the test binary with a message once the heap passes
+// limit: a restore that allocates without bound would otherwise take the
+// machine's memory, and the kernel would kill whichever process it picks.
+// The returned func stops it.
+func heapWatchdog(limit uint64) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if metrics.Read(sample); sample[0].Value.Uint64() > limit {
+				panic(fmt.Sprintf("the heap passed %d bytes: something allocates without bound", limit))
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // A restored data dir that etcd has since written to may hold writes no

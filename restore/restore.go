@@ -18,7 +18,6 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/types"
-	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 
@@ -308,57 +307,33 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}
 	defer drop()
 
-	res := Result{Chain: chain, Revision: chain.Full.LastRevision}
-	member := opts.member(0)
+	// Every full, a plain one on this machine too, is decoded once and
+	// its trailer checked on the way into the data dir's database, which
+	// is replayed there and made a member where it lies: no copy of the
+	// database is made, and bbolt opens no page before the trailer says
+	// the file is whole (a damaged page can lead bbolt round a loop of
+	// pages without end, allocating as it goes).
 	out := filepath.Join(work, "data")
-	bump := func() {
-		res.RevisionBump = opts.bump(latest, res.Revision)
-		member.bump = res.RevisionBump
+	db := dbPath(out)
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	if db, ok := inPlace(st, chain); ok {
-		// A plain full on a local store is copied by etcdutl, which checks
-		// etcd's trailer as it copies.
-		if _, err := checkFull(db, chain.Full); err != nil {
-			return res, olderChain(st, chain, err)
+	spool := work
+	if opts.WorkDir != "" {
+		dir, drop, err := scratch.Dir(opts.WorkDir, "etcdkit-restore-")
+		if err != nil {
+			return Result{}, fmt.Errorf("restore: work dir %s: %w", opts.WorkDir, err)
 		}
-		if opts.Member != "" {
-			if err := namesMember(db, opts.Member, opts.MemberName, chain.Full); err != nil {
-				return res, err
-			}
-		}
-		bump()
-		if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-			SnapshotPath: db, Name: member.name, OutputDataDir: out, PeerURLs: member.peerURLs,
-			InitialCluster: member.initialCluster, InitialClusterToken: member.token,
-			RevisionBump: res.RevisionBump, MarkCompacted: res.RevisionBump > 0,
-		}); err != nil {
-			return res, olderChain(st, chain, etcdutlSaid(chain.Full, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)))
-		}
-	} else {
-		// Anything else is decoded once, straight into the data dir's
-		// database, replayed there and made a member where it lies: no
-		// copy of the database is ever made.
-		db := dbPath(out)
-		if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
-			return res, fmt.Errorf("restore: %w", err)
-		}
-		spool := work
-		if opts.WorkDir != "" {
-			dir, drop, err := scratch.Dir(opts.WorkDir, "etcdkit-restore-")
-			if err != nil {
-				return res, fmt.Errorf("restore: work dir %s: %w", opts.WorkDir, err)
-			}
-			defer drop()
-			spool = dir
-		}
-		var r *replayer
-		if res, r, err = replayChain(ctx, st, chain, db, spool, opts.Source, false); err != nil {
-			return res, olderChain(st, chain, err)
-		}
-		bump()
-		if err := finishInPlace(r, out, res.Revision, member); err != nil {
-			return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
-		}
+		defer drop()
+		spool = dir
+	}
+	res, r, err := replayChain(ctx, st, chain, db, spool, opts.Source, false)
+	if err != nil {
+		return res, olderChain(st, chain, err)
+	}
+	res.RevisionBump = opts.bump(latest, res.Revision)
+	if err := finishInPlace(r, out, res.Revision, opts.member(res.RevisionBump)); err != nil {
+		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}
 	// The last moment a cancel leaves everything as it was.
 	if err := ctx.Err(); err != nil {
@@ -417,19 +392,6 @@ func (o Options) member(bump uint64) newMember {
 
 // inPlace is the file of a chain that is a plain full snapshot alone on a
 // local store: etcdutl can read it where it is.
-func inPlace(st store.Store, chain snap.Chain) (string, bool) {
-	full := chain.Full
-	if len(chain.Deltas) > 0 || full.Compression != snap.None || full.Encrypted {
-		return "", false
-	}
-	local, ok := store.AsLocal(st)
-	if !ok {
-		return "", false
-	}
-	path, err := local.Path(full.Key)
-	return path, err == nil
-}
-
 // ErrDamaged is a backup whose content is not what its name says.
 var ErrDamaged = errors.New("the backup is damaged")
 
@@ -440,15 +402,6 @@ func Damaged(err error) bool {
 	return errors.Is(err, ErrDamaged) || errors.Is(err, snap.ErrChecksum) || errors.Is(err, snap.ErrTruncated) ||
 		errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, zlib.ErrHeader) ||
 		errors.Is(err, zlib.ErrChecksum) || errors.As(err, &corrupt) || errors.Is(err, io.ErrUnexpectedEOF)
-}
-
-// etcdutlSaid turns etcdutl's word for a damaged plain full (its
-// --skip-hash-check, a flag of its own) into ours.
-func etcdutlSaid(full snap.Snapshot, err error) error {
-	if msg := err.Error(); strings.Contains(msg, "expected sha256") || strings.Contains(msg, "skip-hash-check") {
-		return fmt.Errorf("restore: full snapshot %s: %w: its SHA-256 trailer does not match the database it holds", full.Key, ErrDamaged)
-	}
-	return err
 }
 
 // olderChain adds to a damaged object's error how to restore anyway: the
