@@ -28,6 +28,12 @@ type FollowOptions struct {
 	// uploader closes the old chain with a delta only after the new full
 	// has landed, and etcd-backup-restore never does. Default 30 s.
 	CatchUpAfter time.Duration
+	// Second is a second site holding copies of the store's snapshots
+	// (serve --secondary-store). A poll reads it when the store cannot be
+	// listed or its newest chain is broken while the second's is whole,
+	// and reads the store again as soon as it answers whole. Nil: the
+	// store alone.
+	Second store.Store
 	// Applied, when set, is called from Follow's goroutine once the
 	// standby is open (resumed or built), then after each delta applied
 	// and each catch-up from a full snapshot.
@@ -109,7 +115,7 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer unlock()
-	f := &follower{st: st, opts: opts, dir: o.DataDir + standbySuffix}
+	f := &follower{st: st, site: st, opts: opts, dir: o.DataDir + standbySuffix}
 	defer f.close()
 	if err := f.open(ctx); err != nil {
 		return Result{}, err
@@ -133,9 +139,11 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 
 // follower is Follow's state.
 type follower struct {
-	st   store.Store
-	opts FollowOptions
-	dir  string
+	// st is the store the standby follows; site is the one of it and
+	// opts.Second the last listing read, and downloads read.
+	st, site store.Store
+	opts     FollowOptions
+	dir      string
 	// r replays into the standby database; full is the full snapshot
 	// whose chain the standby is in, latest the store's newest chain at
 	// the last listing.
@@ -190,7 +198,8 @@ func (f *follower) open(ctx context.Context) error {
 	// Until the store holds a chain (a follower started beside a new
 	// uploader), and through the store's errors, try again every Poll.
 	for {
-		chain, latest, err := pick(ctx, f.st, Target{})
+		f.site = PickSite(ctx, f.st, f.opts.Second, f.opts.Logger)
+		chain, latest, err := pick(ctx, f.site, Target{})
 		if err == nil {
 			f.latest = latest
 			if err = f.catchUp(ctx, chain); err == nil {
@@ -257,7 +266,7 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 	next := filepath.Join(work, standbyDB)
-	res, r, err := replayChain(ctx, f.st, chain, next, work, f.opts.Source, true)
+	res, r, err := replayChain(ctx, f.site, chain, next, work, f.opts.Source, true)
 	if err != nil {
 		return err
 	}
@@ -313,11 +322,7 @@ func (f *follower) applied() {
 // deltas that continue it, or a catch-up from the newest full when none
 // does.
 func (f *follower) poll(ctx context.Context) error {
-	cat, err := snap.List(ctx, f.st)
-	if err != nil {
-		return err
-	}
-	latest, err := cat.Latest()
+	cat, latest, err := f.list(ctx)
 	if err != nil {
 		return err
 	}
@@ -357,6 +362,35 @@ func (f *follower) poll(ctx context.Context) error {
 	return f.replay(ctx, next)
 }
 
+// list lists the site a poll reads: the store, or the second site when
+// the store cannot be listed or its newest chain is broken while the
+// second's is whole (PickSite's choice, made at every poll). When neither
+// is whole it is the store's listing, as without a second site: its
+// deltas may still continue the standby up to the gap. A change of site
+// is logged once.
+func (f *follower) list(ctx context.Context) (snap.Catalog, snap.Chain, error) {
+	cat, latest, err := listLatest(ctx, f.st)
+	site, why := f.st, err
+	if err == nil {
+		why = broken(latest)
+	}
+	if why != nil && f.opts.Second != nil {
+		if cat2, latest2, err2 := listLatest(ctx, f.opts.Second); err2 == nil && broken(latest2) == nil {
+			cat, latest, site, err = cat2, latest2, f.opts.Second, nil
+		}
+	}
+	if site != f.site {
+		if site == f.st {
+			f.opts.Logger.Info("restore: follow: the first site answers whole again; reading it", "store", fmt.Sprint(site))
+		} else {
+			f.opts.Logger.Warn("restore: follow: reading the second site: the first has no whole chain", "store", fmt.Sprint(site),
+				"first", fmt.Sprint(f.st), "why", why)
+		}
+		f.site = site
+	}
+	return cat, latest, err
+}
+
 // timelineOf is the timeline of the store's object s ("" when it is gone:
 // retention may delete a full whose deltas go on).
 func timelineOf(cat snap.Catalog, s snap.Snapshot) string {
@@ -385,7 +419,7 @@ func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	fe, err := newFetcher(f.st, f.opts.Codec, work, f.opts.Concurrency, f.opts.Ahead)
+	fe, err := newFetcher(f.site, f.opts.Codec, work, f.opts.Concurrency, f.opts.Ahead)
 	if err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
@@ -472,7 +506,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
 		// No listing succeeded yet: the estimate needs one.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, f.latest, err = pick(lctx, f.st, Target{})
+		_, f.latest, err = pick(lctx, PickSite(lctx, f.st, f.opts.Second, f.opts.Logger), Target{})
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)

@@ -1,10 +1,12 @@
 package restore_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +33,12 @@ type reached struct {
 
 func follow(ctx context.Context, t *testing.T, st store.Store, opts restore.Options) *follower {
 	t.Helper()
+	return followSites(ctx, t, st, restore.FollowOptions{Options: opts})
+}
+
+// followSites is follow with opts' second site.
+func followSites(ctx context.Context, t *testing.T, st store.Store, opts restore.FollowOptions) *follower {
+	t.Helper()
 	f := &follower{}
 	fctx, cancel := context.WithCancel(ctx)
 	type ended struct {
@@ -39,12 +47,13 @@ func follow(ctx context.Context, t *testing.T, st store.Store, opts restore.Opti
 	}
 	done := make(chan ended, 1)
 	go func() {
-		res, err := restore.Follow(fctx, st, restore.FollowOptions{Options: opts, Poll: 100 * time.Millisecond, CatchUpAfter: 2 * time.Second,
-			Applied: func(s restore.Standby) {
-				f.mu.Lock()
-				defer f.mu.Unlock()
-				f.reached = append(f.reached, reached{s, time.Now()})
-			}})
+		opts.Poll, opts.CatchUpAfter = 100*time.Millisecond, 2*time.Second
+		opts.Applied = func(s restore.Standby) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.reached = append(f.reached, reached{s, time.Now()})
+		}
+		res, err := restore.Follow(fctx, st, opts)
 		done <- ended{res, err}
 	}()
 	var once sync.Once
@@ -295,4 +304,136 @@ func TestFollowWaitsForAFirstFull(t *testing.T) {
 	if err != nil || res.Revision != full.LastRevision {
 		t.Fatalf("the standby after a late full: %+v, %v", res, err)
 	}
+}
+
+// The first site's newest chain breaks under a running follower (a delta
+// the site never received): the follower reads the second site's copies
+// and goes on, and reads the first again once it is whole.
+func TestFollowReadsTheSecondSiteWhileTheFirstIsBroken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, cli, origin, s := snapshotterBeside(t)
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+	first, second := fileStore(t), fileStore(t)
+	// mirror copies what origin holds and dst does not, but skip.
+	mirror := func(dst store.Store, skip string) {
+		t.Helper()
+		have := map[string]bool{skip: true}
+		objs, err := dst.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			have[o.Key] = true
+		}
+		objs, err = origin.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if have[o.Key] {
+				continue
+			}
+			rc, err := origin.Get(ctx, o.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = dst.Put(ctx, o.Key, rc)
+			_ = rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mirror(first, "")
+	mirror(second, "")
+	logs := &lockedLog{}
+	f := followSites(ctx, t, first, restore.FollowOptions{Second: second, Options: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
+		Source: restore.Source{Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
+	f.reaches(t, latestChain(t, first).LastRevision())
+
+	// Two batches of writes, each in deltas of its own; the first site
+	// misses a delta of the first batch.
+	standby := f.last().Revision
+	var end int64
+	for i := range 2 {
+		res, err := (etcdtest.Workload{Ops: 40, Prefix: "/s/", Seed: uint64(50 + i)}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = res.LastRevision
+		etcdtest.Eventually(t, "the chain reaches the writes", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
+	}
+	var gap string
+	for _, d := range latestChain(t, origin).Deltas {
+		if d.StartRevision > standby {
+			gap = d.Key
+			break
+		}
+	}
+	mirror(second, "")
+	mirror(first, gap)
+	if _, err := latestChain(t, first).Check(); err == nil {
+		t.Fatalf("the first site without %s is whole", gap)
+	}
+	f.reaches(t, end)
+	if !strings.Contains(logs.String(), "reading the second site: the first has no whole chain") {
+		t.Fatalf("the change of site is not logged:\n%s", logs)
+	}
+
+	mirror(first, "")
+	etcdtest.Eventually(t, "the follower reads the first site again", 30*time.Second, func() bool {
+		return strings.Contains(logs.String(), "the first site answers whole again")
+	})
+	res, err := (etcdtest.Workload{Ops: 20, Prefix: "/t/", Seed: 52}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the chain reaches the writes", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
+	mirror(first, "")
+	f.reaches(t, res.LastRevision)
+	got, err := f.stop()
+	if err != nil || got.Revision < res.LastRevision {
+		t.Fatalf("the standby made a data dir: %+v, %v; want revision %d", got, err, res.LastRevision)
+	}
+}
+
+func fileStore(t *testing.T) store.Store {
+	t.Helper()
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func latestChain(t *testing.T, st store.Store) snapshot.Chain {
+	t.Helper()
+	cat, err := snapshot.List(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// lockedLog is a log a test reads while the code under test writes it.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }

@@ -262,8 +262,8 @@ func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Cha
 
 // Restore rebuilds a member's data dir from the store: the chain the
 // target asks for is downloaded, its deltas replayed into the full
-// snapshot's database with etcd's mvcc store, and the database turned into
-// a data dir by etcdutl. All of it happens in a directory beside DataDir,
+// snapshot's database with etcd's mvcc store, and the database made a
+// member's data dir. All of it happens in a directory beside DataDir,
 // which is renamed into place at the end: a failed or cancelled restore
 // leaves the old data dir as it was.
 func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) {

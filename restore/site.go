@@ -39,14 +39,25 @@ func PickSite(ctx context.Context, first, second store.Store, log *slog.Logger) 
 // wholeChain says why st's newest chain cannot be read whole, nil when it
 // can (by its objects' names: a gap, a missing full, an unreachable store).
 func wholeChain(ctx context.Context, st store.Store) error {
+	_, latest, err := listLatest(ctx, st)
+	if err != nil {
+		return err
+	}
+	return broken(latest)
+}
+
+// listLatest lists st and picks its newest chain.
+func listLatest(ctx context.Context, st store.Store) (snapshot.Catalog, snapshot.Chain, error) {
 	cat, err := snapshot.List(ctx, st)
 	if err != nil {
-		return err
+		return cat, snapshot.Chain{}, err
 	}
-	chain, err := cat.Latest()
-	if err != nil {
-		return err
-	}
+	latest, err := cat.Latest()
+	return cat, latest, err
+}
+
+// broken says why chain cannot be read whole by its objects' names.
+func broken(chain snapshot.Chain) error {
 	if _, err := chain.Check(); err != nil {
 		return fmt.Errorf("its newest chain is broken: %w", err)
 	}

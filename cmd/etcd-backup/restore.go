@@ -122,7 +122,13 @@ where it stood, without downloading the full snapshot again.`,
 			}
 			var res restore.Result
 			if follow.on {
-				res, err = restore.Follow(ctx, st, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
+				// The standby follows the first site, and each poll reads
+				// the second while the first has no whole chain.
+				first := st
+				if g.second != nil {
+					first = g.first
+				}
+				res, err = restore.Follow(ctx, first, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter, Second: g.second,
 					Applied: func(s restore.Standby) {
 						p.Done()
 						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
