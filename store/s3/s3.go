@@ -526,8 +526,29 @@ func (s *Store) fail(op, key string, err error) error {
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	case errors.Is(kind, store.ErrExists):
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
+	case op == "open" && wrongRegion(err):
+		// HeadBucket has no body: a server in another region than the
+		// request was signed for says only 400.
+		hint := ""
+		if s.cfg.Provider == "ecs" {
+			hint = " (the ecs provider signs for US-Standard, as etcd-backup-restore does, unless the URL gives ?region=)"
+		}
+		return fmt.Errorf("store %s: %s: the server refused the request; it was signed for region %q, and a server in another region answers so: give the bucket's region in the store URL (?region=…) or in the credentials' region%s: %w",
+			s.loc, what, s.cfg.Region, hint, err)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
+}
+
+// wrongRegion says whether err is how S3 servers refuse a request signed
+// for another region: AuthorizationHeaderMalformed, or a bare 400 to a
+// request without a body to explain it.
+func wrongRegion(err error) bool {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "AuthorizationHeaderMalformed" {
+		return true
+	}
+	var re *awshttp.ResponseError
+	return errors.As(err, &re) && re.HTTPStatusCode() == http.StatusBadRequest
 }
 
 // PendingUploads counts the multipart uploads under the store's prefix that

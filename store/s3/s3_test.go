@@ -224,6 +224,10 @@ func TestCredentialFiles(t *testing.T) {
 		t.Setenv("ECS_SECRET_ACCESS_KEY", srv.SecretKey)
 		// ECS signs for US-Standard, which the emulator refuses: its own.
 		storetest.UseURL(t, "s3://creds/ecs?provider=ecs&region=us-east-1")
+		if _, err := store.Open(ctx, "s3://creds/ecs?provider=ecs"); err == nil || !strings.Contains(err.Error(), `signed for region "US-Standard"`) ||
+			!strings.Contains(err.Error(), "?region=") {
+			t.Fatalf("ECS signing for a region the server is not in: %v", err)
+		}
 		t.Setenv("ECS_SECRET_ACCESS_KEY", "")
 		if _, err := store.Open(ctx, "s3://creds/ecs?provider=ecs"); err == nil || !strings.Contains(err.Error(), "ECS_SECRET_ACCESS_KEY") {
 			t.Fatalf("ECS without its secret: %v", err)
