@@ -478,6 +478,15 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 
 // classify maps the S3 errors a caller can act on to the store's errors.
 func (s *Store) classify(err error) error {
+	if credentialsFailed(err) {
+		// STS answered and refused (a token or role it does not take);
+		// one that did not answer is an outage, not a refusal.
+		var ae smithy.APIError
+		if errors.As(err, &ae) {
+			return store.ErrAccessDenied
+		}
+		return nil
+	}
 	code, status := "", 0
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
@@ -503,6 +512,18 @@ func (s *Store) classify(err error) error {
 	return nil
 }
 
+// credentialsFailed says whether err is of the call that gets the
+// credentials (STS's AssumeRoleWithWebIdentity, a role's AssumeRole) made
+// inside an S3 call, rather than of the S3 server.
+func credentialsFailed(err error) bool {
+	var outer *smithy.OperationError
+	if !errors.As(err, &outer) {
+		return false
+	}
+	var inner *smithy.OperationError
+	return errors.As(outer.Err, &inner) && inner.ServiceID != outer.ServiceID
+}
+
 // fail wraps err with the store and the operation, and with the store
 // error a caller can match, plus what to do about it.
 func (s *Store) fail(op, key string, err error) error {
@@ -520,7 +541,7 @@ func (s *Store) fail(op, key string, err error) error {
 		return fmt.Errorf("store %s: %s: %w: bucket %q in region %s (create it, or fix the bucket or region of the store URL): %w",
 			s.loc, what, store.ErrBucketNotFound, s.cfg.Bucket, s.cfg.Region, err)
 	case errors.Is(kind, store.ErrAccessDenied):
-		return fmt.Errorf("store %s: %s: %w: check the credentials (AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the instance role) and their permissions on bucket %q: %w",
+		return fmt.Errorf("store %s: %s: %w: check the credentials (AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a web identity's role and token file, or the instance role) and their permissions on bucket %q: %w",
 			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)
 	case errors.Is(kind, store.ErrNotFound):
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
@@ -541,8 +562,12 @@ func (s *Store) fail(op, key string, err error) error {
 
 // wrongRegion says whether err is how S3 servers refuse a request signed
 // for another region: AuthorizationHeaderMalformed, or a bare 400 to a
-// request without a body to explain it.
+// request without a body to explain it. A 400 of the call that got the
+// credentials (STS) is not the S3 server's.
 func wrongRegion(err error) bool {
+	if credentialsFailed(err) {
+		return false
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) && ae.ErrorCode() == "AuthorizationHeaderMalformed" {
 		return true

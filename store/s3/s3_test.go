@@ -179,6 +179,15 @@ func TestCredentialFiles(t *testing.T) {
 		if got := sts.tokens(); got[len(got)-1] != "token-2" {
 			t.Fatalf("tokens exchanged after the rotation: %q", got)
 		}
+		// A token STS refuses is the credentials' fault, not the S3
+		// server's: no word of regions.
+		if err := os.WriteFile(token, []byte("refused"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err = store.Open(ctx, "s3://creds/web-identity")
+		if !errors.Is(err, store.ErrAccessDenied) || strings.Contains(err.Error(), "region") || !strings.Contains(err.Error(), "web identity") {
+			t.Fatalf("open with a token STS refuses: %v", err)
+		}
 	})
 	t.Run("web-identity-sdk-environment", func(t *testing.T) {
 		sts := newSTS(t, srv)
@@ -283,6 +292,11 @@ func newSTS(t *testing.T, srv *emulator.Server) *stsServer {
 		s.seen = append(s.seen, r.Form.Get("WebIdentityToken"))
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "text/xml")
+		if r.Form.Get("WebIdentityToken") == "refused" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprint(w, `<ErrorResponse><Error><Type>Sender</Type><Code>InvalidIdentityToken</Code><Message>the token is not valid</Message></Error></ErrorResponse>`)
+			return
+		}
 		fmt.Fprintf(w, `<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleWithWebIdentityResult>
 <Credentials><AccessKeyId>%s</AccessKeyId><SecretAccessKey>%s</SecretAccessKey><Expiration>%s</Expiration></Credentials>
 <AssumedRoleUser><Arn>%s/session</Arn><AssumedRoleId>id:session</AssumedRoleId></AssumedRoleUser></AssumeRoleWithWebIdentityResult>
