@@ -37,7 +37,7 @@ type Store interface {
 	// "v2/Full-00000001-00000010-1700000000".
 	List(ctx context.Context, prefix string) ([]Object, error)
 	// Delete removes the object under key; deleting a missing key is not an
-	// error.
+	// error. An object a write-once lock keeps is ErrLocked.
 	Delete(ctx context.Context, key string) error
 }
 
@@ -57,6 +57,11 @@ var (
 	ErrExists = errors.New("an object exists under this key; objects are written once")
 	// ErrInvalidKey is returned for a key that breaks the rules of CheckKey.
 	ErrInvalidKey = errors.New("invalid key")
+	// ErrLocked is returned by Delete for an object a write-once lock
+	// keeps (S3 Object Lock, a GCS retention policy or hold, an Azure
+	// immutability policy or legal hold): it stays until the lock ends.
+	// Retention keeps such an object and tries again on a later run.
+	ErrLocked = errors.New("the object is locked against deletion (write-once retention)")
 	// ErrAccessDenied is returned when the store refuses the credentials.
 	ErrAccessDenied = errors.New("access denied")
 	// ErrBucketNotFound is returned when the bucket or container of the

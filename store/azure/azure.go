@@ -419,7 +419,15 @@ func (s *Store) fail(op, key string, err error) error {
 	if errors.As(err, &re) {
 		status = re.StatusCode
 	}
+	// An immutability policy (time-based retention) or a legal hold
+	// refuses with 409 BlobImmutableDueToPolicy.
+	locked := bloberror.HasCode(err, bloberror.BlobImmutableDueToPolicy)
 	switch {
+	case op == "put" && locked:
+		// A lock refuses a create only where an object is.
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
+	case locked:
+		return fmt.Errorf("store %s: %s: %w: %w", s.loc, what, store.ErrLocked, err)
 	case bloberror.HasCode(err, bloberror.ContainerNotFound) || op == "open" && status == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w: container %q of account %s (create it, or fix the container of the store URL): %w",
 			s.loc, what, store.ErrBucketNotFound, s.cfg.Container, s.cfg.Account, err)

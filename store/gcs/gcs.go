@@ -425,7 +425,13 @@ func (s *Store) fail(op, key string, err error) error {
 	if errors.As(err, &ge) {
 		code = ge.Code
 	}
+	locked := lockRefused(err)
 	switch {
+	case op == "put" && locked:
+		// A lock refuses a create only where an object is.
+		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
+	case locked:
+		return fmt.Errorf("store %s: %s: %w: %w", s.loc, what, store.ErrLocked, err)
 	case errors.Is(err, storage.ErrBucketNotExist) || op == "open" && code == http.StatusNotFound:
 		return fmt.Errorf("store %s: %s: %w: bucket %q (create it, or fix the bucket of the store URL): %w",
 			s.loc, what, store.ErrBucketNotFound, s.cfg.Bucket, err)
@@ -438,4 +444,19 @@ func (s *Store) fail(op, key string, err error) error {
 			s.loc, what, store.ErrAccessDenied, s.cfg.Bucket, err)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
+}
+
+// lockRefused says whether err is GCS refusing to delete or replace an
+// object a retention policy, an object retention or a hold keeps: a 403
+// whose message says so ("Object '…' is subject to bucket's retention
+// policy and cannot be deleted, overwritten or archived until …", "…
+// is under active Temporary hold …"); GCS gives no reason code of its
+// own for it.
+func lockRefused(err error) bool {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) || ge.Code != http.StatusForbidden {
+		return false
+	}
+	msg := strings.ToLower(ge.Message)
+	return strings.Contains(msg, "retention") || strings.Contains(msg, "hold")
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -505,6 +506,11 @@ func (s *Store) classify(err error) error {
 		return store.ErrBucketNotFound
 	case code == "NoSuchKey" || code == "NotFound" || status == http.StatusNotFound:
 		return store.ErrNotFound
+	case code == "AccessDenied" && strings.Contains(strings.ToLower(ae.ErrorMessage()), "object lock"):
+		// "Access Denied because object protected by object lock.": S3's
+		// answer to deleting a locked version, and the answer of servers
+		// without versioning to deleting or replacing a locked object.
+		return store.ErrLocked
 	case code == "InvalidAccessKeyId" || code == "SignatureDoesNotMatch" || code == "AccessDenied" ||
 		code == "InvalidToken" || code == "ExpiredToken" || status == http.StatusForbidden:
 		return store.ErrAccessDenied
@@ -536,6 +542,10 @@ func (s *Store) fail(op, key string, err error) error {
 		// HeadBucket has no body, so a missing bucket is a bare 404.
 		kind = store.ErrBucketNotFound
 	}
+	if op == "put" && errors.Is(kind, store.ErrLocked) {
+		// A lock refuses a create only where an object is.
+		kind = store.ErrExists
+	}
 	switch {
 	case errors.Is(kind, store.ErrBucketNotFound):
 		return fmt.Errorf("store %s: %s: %w: bucket %q in region %s (create it, or fix the bucket or region of the store URL): %w",
@@ -547,6 +557,8 @@ func (s *Store) fail(op, key string, err error) error {
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrNotFound)
 	case errors.Is(kind, store.ErrExists):
 		return fmt.Errorf("store %s: %s: %w", s.loc, what, store.ErrExists)
+	case errors.Is(kind, store.ErrLocked):
+		return fmt.Errorf("store %s: %s: %w: %w", s.loc, what, store.ErrLocked, err)
 	case op == "open" && wrongRegion(err):
 		// HeadBucket has no body: a server in another region than the
 		// request was signed for says only 400.

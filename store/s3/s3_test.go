@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/store"
@@ -91,6 +92,29 @@ func TestConformance(t *testing.T) {
 			return n
 		},
 	})
+}
+
+// A bucket with Object Lock and a default retention (compliance, a day):
+// every object is locked as it is written.
+func TestObjectLock(t *testing.T) {
+	srv := emulator.Shared(t, emulator.S3)
+	ctx := context.Background()
+	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String("locked"),
+		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
+			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s3.New(ctx, s3.Config{Bucket: "locked", Prefix: "etcd", Endpoint: srv.Endpoint, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: testOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Locked(t, st, testOptions)
 }
 
 // TestCredentialFiles opens stores from URLs only, with the credentials
