@@ -22,6 +22,7 @@ type metrics struct {
 	memberOps        *prometheus.CounterVec
 	uploader         prometheus.Gauge
 	refused          *prometheus.GaugeVec
+	gcLocked         prometheus.Counter
 }
 
 // newMetrics registers the metrics; pending reads the events captured and
@@ -60,12 +61,15 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		uploader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_uploader", Help: "1 while this sidecar is the uploader (its member leads), else 0.",
 		}),
+		gcLocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdkit_gc_locked_total", Help: "Deletes by retention a write-once lock refused (the snapshot is kept and asked again on the next run).",
+		}),
 		refused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdkit_backups_refused", Help: "1 while the uploader refuses to write, by reason (other-cluster: the newest chain is another cluster's; superseded: a newer timeline began on the prefix; conflict: another writer wrote an object of the same name first), else 0.",
 		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,
-		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader, m.refused,
+		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader, m.refused, m.gcLocked,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
 		}, pending))
@@ -104,6 +108,7 @@ func (m *metrics) result(r capture.Result) {
 			m.refused.WithLabelValues(string(x)).Set(v)
 		}
 	}
+	m.gcLocked.Add(float64(len(r.Locked)))
 	if r.Err != nil {
 		m.failures.WithLabelValues(kind).Inc()
 		return

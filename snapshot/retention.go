@@ -169,11 +169,28 @@ type GCOptions struct {
 	Now func() time.Time
 }
 
-// GC deletes the snapshots r expires and returns them. A failed delete
-// stops it; what was deleted before is returned with the error.
-func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Snapshot, error) {
+// GCResult is what a GC run did.
+type GCResult struct {
+	// Deleted are the snapshots deleted (with DryRun: those that would be).
+	Deleted []Snapshot
+	// Locked are the expired snapshots a write-once lock kept
+	// (store.ErrLocked). Each run asks again, so they go once their lock
+	// ends.
+	Locked []Snapshot
+	// KeptForLock are expired deltas of a locked full's chain, kept so the
+	// chain stays whole while its full does.
+	KeptForLock []Snapshot
+}
+
+// GC deletes the snapshots r expires. A delete a write-once lock refuses
+// is no failure: the snapshot stays, is reported in Locked, and is asked
+// again on the next run; the deltas of a locked full's chain are kept
+// with it. Any other failed delete stops GC; what it did before is
+// returned with the error.
+func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCResult, error) {
+	var res GCResult
 	if err := r.Check(); err != nil {
-		return nil, err
+		return res, err
 	}
 	if sw, ok := store.AsSweeper(st); ok && !opts.DryRun {
 		// What writers killed mid-write left in a file store goes too.
@@ -181,19 +198,38 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Sna
 	}
 	cat, err := List(ctx, st)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
 	expired := r.Expired(cat, now(opts.Now))
 	if opts.DryRun {
-		return expired, nil
+		res.Deleted = expired
+		return res, nil
 	}
 	log := logger(opts.Logger)
 	// Expiry depends only on the kept snapshots, so a GC interrupted here
-	// leaves nothing the next run would keep.
-	for i, s := range expired {
-		if err := st.Delete(ctx, s.Key); err != nil {
-			return expired[:i], fmt.Errorf("gc: delete %s: %w", s.Key, err)
+	// leaves nothing the next run would keep. Expired is in revision
+	// order: a chain's full comes before its deltas.
+	lockedChains := map[string]bool{}
+	for _, s := range expired {
+		if s.Kind == KindDelta {
+			if full, ok := fullOf(cat, s); ok && lockedChains[full.Key] {
+				res.KeptForLock = append(res.KeptForLock, s)
+				continue
+			}
 		}
+		err := st.Delete(ctx, s.Key)
+		switch {
+		case errors.Is(err, store.ErrLocked):
+			res.Locked = append(res.Locked, s)
+			if s.Kind == KindFull {
+				lockedChains[s.Key] = true
+			}
+			log.Info("retention: the snapshot is locked (write-once); kept, and asked again on the next run", "key", s.Key)
+			continue
+		case err != nil:
+			return res, fmt.Errorf("gc: delete %s: %w", s.Key, err)
+		}
+		res.Deleted = append(res.Deleted, s)
 		if s.Kind == KindFull {
 			// Its chain's identity goes with it; one left over costs a
 			// few bytes and misleads nobody, so a failure is not one.
@@ -201,5 +237,19 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) ([]Sna
 		}
 		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
 	}
-	return expired, nil
+	return res, nil
+}
+
+// fullOf is the full whose chain delta d is in: the newest full of its
+// timeline below it.
+func fullOf(cat Catalog, d Snapshot) (Snapshot, bool) {
+	var full Snapshot
+	found := false
+	for _, s := range cat.all {
+		if s.Kind == KindFull && s.Timeline == d.Timeline && !s.Legacy() && s.LastRevision < d.LastRevision &&
+			(!found || s.LastRevision > full.LastRevision) {
+			full, found = s, true
+		}
+	}
+	return full, found
 }

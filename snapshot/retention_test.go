@@ -2,6 +2,7 @@ package snapshot_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -153,18 +154,108 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	if after, _ := snapshot.List(ctx, st); len(after.Snapshots) != len(cat.Snapshots) {
 		t.Fatalf("dry run deleted %d objects", len(cat.Snapshots)-len(after.Snapshots))
 	}
-	deleted, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
+	res, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if keys(deleted) != keys(planned) || len(deleted) == 0 {
-		t.Fatalf("dry run planned %d, GC deleted %d", len(planned), len(deleted))
+	deleted := res.Deleted
+	if keys(deleted) != keys(planned.Deleted) || len(deleted) == 0 {
+		t.Fatalf("dry run planned %d, GC deleted %d", len(planned.Deleted), len(deleted))
 	}
 	after, _ := snapshot.List(ctx, st)
 	if len(after.Snapshots) != len(cat.Snapshots)-len(deleted) {
 		t.Fatalf("%d left, want %d", len(after.Snapshots), len(cat.Snapshots)-len(deleted))
 	}
-	if again, _ := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock}); len(again) != 0 {
-		t.Fatalf("a second GC deleted %d more", len(again))
+	if again, _ := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock}); len(again.Deleted) != 0 {
+		t.Fatalf("a second GC deleted %d more", len(again.Deleted))
+	}
+}
+
+// lockedStore refuses to delete the keys it locks, as a write-once bucket
+// does (store.ErrLocked), until they are unlocked.
+type lockedStore struct {
+	store.Store
+	locked map[string]bool
+}
+
+func (l lockedStore) Delete(ctx context.Context, key string) error {
+	if l.locked[key] {
+		return fmt.Errorf("store mem://: delete %s: %w", key, store.ErrLocked)
+	}
+	return l.Store.Delete(ctx, key)
+}
+
+// Retention on a bucket where some expired snapshots are locked: GC does
+// not fail, keeps them and the deltas of a locked full's chain, asks again
+// on each run, and deletes them once the lock ends.
+func TestGCKeepsLockedSnapshots(t *testing.T) {
+	ctx := context.Background()
+	now := t0.Add(40 * 24 * time.Hour)
+	mem := store.NewMem()
+	cat := weeks(now)
+	for _, s := range cat.Snapshots {
+		if err := mem.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := func() time.Time { return now }
+	planned, err := snapshot.GC(ctx, mem, snapshot.Retention{}, snapshot.GCOptions{DryRun: true, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest expired full with expired deltas after it, and a lone
+	// expired delta of an older chain.
+	var lockedFull, lockedDelta snapshot.Snapshot
+	for i, s := range planned.Deleted {
+		if s.Kind == snapshot.KindFull && i+1 < len(planned.Deleted) && planned.Deleted[i+1].Kind == snapshot.KindDelta {
+			lockedFull = s
+		}
+	}
+	for _, s := range planned.Deleted {
+		if s.Kind == snapshot.KindDelta {
+			lockedDelta = s
+			break
+		}
+	}
+	if lockedDelta.LastRevision >= lockedFull.LastRevision {
+		t.Fatalf("the oldest expired delta %s is not older than %s", lockedDelta.Key, lockedFull.Key)
+	}
+	st := lockedStore{Store: mem, locked: map[string]bool{lockedFull.Key: true, lockedDelta.Key: true}}
+	for run := range 2 {
+		res, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
+		if err != nil {
+			t.Fatalf("run %d on a locked bucket: %v", run, err)
+		}
+		if got := keys(res.Locked); got != keys([]snapshot.Snapshot{lockedDelta, lockedFull}) {
+			t.Fatalf("run %d: locked %s", run, got)
+		}
+		if run == 0 && (len(res.KeptForLock) == 0 || len(res.Deleted)+len(res.Locked)+len(res.KeptForLock) != len(planned.Deleted)) {
+			t.Fatalf("run %d: deleted %d, locked %d, kept for the lock %d of %d expired", run, len(res.Deleted), len(res.Locked), len(res.KeptForLock), len(planned.Deleted))
+		}
+		for _, d := range res.KeptForLock {
+			if d.Kind != snapshot.KindDelta || d.LastRevision <= lockedFull.LastRevision {
+				t.Fatalf("kept %s for the locked full %s", d.Key, lockedFull.Key)
+			}
+		}
+		if run == 1 && len(res.Deleted) != 0 {
+			t.Fatalf("the second run deleted %s", keys(res.Deleted))
+		}
+	}
+	// The locked full's chain is whole on the store.
+	after, err := snapshot.List(ctx, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := after.ContainingRevision(lockedFull.LastRevision + 1)
+	if err != nil || chain.Full.Key != lockedFull.Key {
+		t.Fatalf("the locked full's chain: %v, %v", chain.Full.Key, err)
+	}
+	if _, err := chain.Check(); err != nil {
+		t.Fatalf("the locked full's chain is broken: %v", err)
+	}
+	clear(st.locked)
+	res, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock})
+	if err != nil || len(res.Locked) != 0 || !slices.ContainsFunc(res.Deleted, func(s snapshot.Snapshot) bool { return s.Key == lockedFull.Key }) {
+		t.Fatalf("once the locks end: deleted %s, locked %d, %v", keys(res.Deleted), len(res.Locked), err)
 	}
 }

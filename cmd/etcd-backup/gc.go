@@ -67,19 +67,26 @@ func gcCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			deleted, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
-			views := make([]api.SnapshotView, 0, len(deleted))
-			for _, s := range deleted {
-				views = append(views, sidecar.ViewOf(s))
-			}
+			res, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
+			views, locked, kept := viewsOf(res.Deleted), viewsOf(res.Locked), viewsOf(res.KeptForLock)
 			verb := "deleted"
 			if dryRun {
 				verb = "would delete"
 			}
-			if perr := g.print(map[string]any{"dry_run": dryRun, "snapshots": views}, func(w *tabwriter.Writer) {
+			out := map[string]any{"dry_run": dryRun, "snapshots": views, "locked": locked, "kept_for_lock": kept}
+			if perr := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "%d snapshots %s\n", len(views), verb)
+				if len(locked) > 0 {
+					fmt.Fprintf(w, "%d locked (write-once): kept, and deleted by a later run once their lock ends\n", len(locked))
+				}
 				for _, v := range views {
 					fmt.Fprintf(w, "%s\t%s\t%s\n", verb, v.Key, age(time.Since(v.Created)))
+				}
+				for _, v := range locked {
+					fmt.Fprintf(w, "locked\t%s\t%s\n", v.Key, age(time.Since(v.Created)))
+				}
+				for _, v := range kept {
+					fmt.Fprintf(w, "kept with its locked full\t%s\t%s\n", v.Key, age(time.Since(v.Created)))
 				}
 			}); perr != nil {
 				return perr
@@ -90,4 +97,12 @@ func gcCmd(g *globals) *cobra.Command {
 	ret.flags(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 	return cmd
+}
+
+func viewsOf(snaps []snapshot.Snapshot) []api.SnapshotView {
+	views := make([]api.SnapshotView, 0, len(snaps))
+	for _, s := range snaps {
+		views = append(views, sidecar.ViewOf(s))
+	}
+	return views
 }

@@ -122,6 +122,7 @@ type Result struct {
 	Events   int                 // events in a delta
 	Deleted  int                 // snapshots deleted by GC
 	Expired  []snapshot.Snapshot // and which
+	Locked   []snapshot.Snapshot // expired, kept by a write-once lock
 	Duration time.Duration
 	Err      error
 }
@@ -699,11 +700,11 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 
 func (l *loop) gc(ctx context.Context) {
 	start := time.Now()
-	deleted, err := snapshot.GC(ctx, l.st, l.opts.Retention, snapshot.GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
+	gc, err := snapshot.GC(ctx, l.st, l.opts.Retention, snapshot.GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		l.log.Warn("retention failed", "err", err)
 	}
-	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(deleted), Expired: deleted, Duration: time.Since(start), Err: err})
+	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(gc.Deleted), Expired: gc.Deleted, Locked: gc.Locked, Duration: time.Since(start), Err: err})
 }
 
 // stop lets the upload in flight finish and writes what is pending, with
