@@ -220,7 +220,12 @@ func (s *Server) args() ([]string, error) {
 			// Beside the data: a directory inside it would be a bucket.
 			args = append(args, "--admin-port", fmt.Sprintf("127.0.0.1:%d", s.adminPort), "--iam-dir", s.dir+"-iam")
 		}
-		return append(args, "posix", s.dir), nil
+		// Versions beside the data, as the IAM directory: buckets that
+		// enable versioning (Object Lock does) keep them there.
+		if err := os.MkdirAll(s.dir+"-versions", 0o700); err != nil {
+			return nil, err
+		}
+		return append(args, "posix", "--versioning-dir", s.dir+"-versions", s.dir), nil
 	case GCS:
 		s.Endpoint = "http://" + addr
 		return []string{"-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(s.Port),
@@ -320,6 +325,7 @@ func (s *Server) Stop() {
 	if s.ownDir {
 		_ = os.RemoveAll(s.dir)
 		_ = os.RemoveAll(s.dir + "-iam")
+		_ = os.RemoveAll(s.dir + "-versions")
 	}
 }
 

@@ -83,6 +83,8 @@ type Store struct {
 	// sse is the customer key every object is written and read with;
 	// zero: none.
 	sse sseC
+	// versions is set when the bucket keeps versions (versions.go).
+	versions *versions
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -153,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		return nil, s.fail("open", "", err)
 	}
+	s.detectVersions(ctx)
 	return s, nil
 }
 
@@ -413,13 +416,25 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, err
 	}
-	head, err := s.client.HeadObject(ctx, s.head(name))
+	hin := s.head(name)
+	if s.versions != nil {
+		id, err := s.firstVersion(ctx, name)
+		if err != nil {
+			return nil, s.fail("get", key, err)
+		}
+		hin.VersionId = aws.String(id)
+	}
+	head, err := s.client.HeadObject(ctx, hin)
+	if err != nil && s.versions != nil && errors.Is(s.classify(err), store.ErrNotFound) && s.versions.forget(name) {
+		// The version a listing saw is gone: ask the bucket again.
+		return s.Get(ctx, key)
+	}
 	if err != nil {
 		return nil, s.fail("get", key, err)
 	}
 	size := aws.ToInt64(head.ContentLength)
 	open := func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
-		in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), IfMatch: head.ETag,
+		in := &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name), IfMatch: head.ETag, VersionId: hin.VersionId,
 			SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5}
 		if n > 0 {
 			in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
@@ -443,6 +458,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 	full, err := s.loc.ListPrefix(prefix)
 	if err != nil {
 		return nil, err
+	}
+	if s.versions != nil {
+		return s.listFirst(ctx, prefix, full)
 	}
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.cfg.Bucket),
@@ -469,6 +487,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	name, err := s.loc.Object(key)
 	if err != nil {
 		return err
+	}
+	if s.versions != nil {
+		// A delete without a version would only add a marker.
+		return s.deleteVersions(ctx, key, name)
 	}
 	_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(name)})
 	if err != nil && !errors.Is(s.classify(err), store.ErrNotFound) {

@@ -94,8 +94,37 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// A bucket that keeps versions passes the whole suite: objects are first
+// versions, deletes remove every version.
+func TestVersionedConformance(t *testing.T) {
+	srv := emulator.Shared(t, emulator.S3)
+	createBucket(t, srv, "versioned")
+	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	if _, err := cli.PutBucketVersioning(context.Background(), &awss3.PutBucketVersioningInput{Bucket: aws.String("versioned"),
+		VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}}); err != nil {
+		t.Fatal(err)
+	}
+	wire := &storetest.Wire{IsPartUpload: isPartUpload}
+	opts := testOptions
+	opts.Transport = wire
+	storetest.Run(t, storetest.Harness{
+		Options: opts,
+		Wire:    wire,
+		Open: func(t *testing.T, prefix string) store.Store {
+			st, err := s3.New(context.Background(), s3.Config{Bucket: "versioned", Prefix: prefix, Endpoint: srv.Endpoint, PathStyle: true,
+				AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: opts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		},
+	})
+}
+
 // A bucket with Object Lock and a default retention (compliance, a day):
-// every object is locked as it is written.
+// every object is locked as it is written, and the bucket keeps versions,
+// so what the backups wrote survives whoever writes over it.
 func TestObjectLock(t *testing.T) {
 	srv := emulator.Shared(t, emulator.S3)
 	ctx := context.Background()
@@ -115,6 +144,63 @@ func TestObjectLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Locked(t, st, testOptions)
+
+	// Someone with the same credentials replaces a snapshot and deletes it:
+	// on a versioned bucket both only add versions over the first, which
+	// is still listed and read.
+	const key = "v2/Full-00000000-00000030-1700000200"
+	name := "etcd/" + key
+	if err := st.Put(ctx, key, strings.NewReader("the backup")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("locked"), Key: aws.String(name), Body: strings.NewReader("tampered")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String("locked"), Key: aws.String(name)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, fresh := range []bool{false, true} {
+		// A store that listed before, and one that never did.
+		read := st
+		if fresh {
+			if read, err = s3.New(ctx, s3.Config{Bucket: "locked", Prefix: "etcd", Endpoint: srv.Endpoint, PathStyle: true,
+				AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: testOptions}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rc, err := read.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("get after an overwrite and a delete marker: %v", err)
+		}
+		got, _ := io.ReadAll(rc)
+		_ = rc.Close()
+		if string(got) != "the backup" {
+			t.Fatalf("read %q, want the first version", got)
+		}
+	}
+	listed := func() bool {
+		objs, err := st.List(ctx, "v2/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(objs, func(o store.Object) bool { return o.Key == key && o.Size == int64(len("the backup")) })
+	}
+	if !listed() {
+		t.Fatal("a delete marker hid the first version from the listing")
+	}
+	// etcd-backup-restore's way to skip a snapshot on such a bucket: a
+	// delete marker and the tag on its first version.
+	vs, err := cli.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: aws.String("locked"), Prefix: aws.String(name)})
+	if err != nil || len(vs.Versions) != 2 {
+		t.Fatalf("versions of %s: %d, %v", name, len(vs.Versions), err)
+	}
+	if _, err := cli.PutObjectTagging(ctx, &awss3.PutObjectTaggingInput{Bucket: aws.String("locked"), Key: aws.String(name), VersionId: vs.Versions[1].VersionId,
+		Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String(s3.ExcludeTag), Value: aws.String("true")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatal("a snapshot tagged " + s3.ExcludeTag + " under a delete marker is listed")
+	}
 }
 
 // TestCredentialFiles opens stores from URLs only, with the credentials
