@@ -224,7 +224,7 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			if s.Kind == KindFull {
 				lockedChains[s.Key] = true
 			}
-			log.Info("retention: the snapshot is locked (write-once); kept, and asked again on the next run", "key", s.Key)
+			log.Debug("retention: the snapshot is locked (write-once)", "key", s.Key)
 			continue
 		case err != nil:
 			return res, fmt.Errorf("gc: delete %s: %w", s.Key, err)
@@ -236,6 +236,12 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			_ = st.Delete(ctx, identityKey(s))
 		}
 		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
+	}
+	if len(res.Locked) > 0 {
+		// Once a run, not once a snapshot: on a bucket locked for days
+		// every run meets the same ones.
+		log.Info("retention: expired snapshots are locked (write-once); kept, and asked again on the next run",
+			"locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
 	}
 	return res, nil
 }
