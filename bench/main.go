@@ -65,6 +65,7 @@ var benchmarks = []benchmark{
 	{name: "delta", run: deltaBench},
 	{name: "restore", run: restoreBench, steady: true},
 	{name: "validate", run: validateBench, steady: true},
+	{name: "extend", run: extendBench},
 	// By hand only: it needs etcd-backup-restore's binary.
 	{name: "ebr", run: ebrBench, byHand: true},
 	// By hand only: how the compression levels were chosen.

@@ -106,7 +106,7 @@ Exit codes:
 	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
-	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g),
+	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g),
 		cli.Version(func() bool { return g.output == "json" }))
 	cli.Strict(root)
 	root.SetArgs(args)

@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListByPrefix", s.listByPrefix},
 		{"GetMissing", s.getMissing},
 		{"Delete", s.delete},
+		{"CopyObject", s.copyObject},
 		{"ConcurrentPuts", s.concurrentPuts},
 		{"FailingReader", s.failingReader},
 		{"CancelStopsUpload", s.cancelStopsUpload},
@@ -417,6 +418,43 @@ func (s *suite) delete(t *testing.T) {
 	if err := st.Delete(ctx, "a/doomed"); err != nil {
 		t.Fatalf("second delete: %v, want nil", err)
 	}
+}
+
+// copyObject copies an object of several parts inside the store: on the
+// server when the backend is a store.Copier, with no object byte on the
+// wire, else through Get and Put. The copy is whole, create-only, and a
+// missing source is ErrNotFound.
+func (s *suite) copyObject(t *testing.T) {
+	ctx := ctxFor(t)
+	st, _ := s.open(t)
+	size := 2*s.h.Options.PartSize + 77
+	data, err := io.ReadAll(newRandReader(9, size))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, ctx, st, "src", data)
+	before := s.wireCounts()
+	onServer, err := store.CopyObject(ctx, st, "src", "dst")
+	if err != nil {
+		t.Fatalf("copy: %v", err)
+	}
+	moved := s.wireCounts().Sub(before)
+	if onServer && moved.BytesUp+moved.BytesDown > size/4 {
+		t.Fatalf("a copy on the server moved %d bytes up and %d down for an object of %d", moved.BytesUp, moved.BytesDown, size)
+	}
+	if got := mustGet(t, ctx, st, "dst"); !bytes.Equal(got, data) {
+		t.Fatalf("the copy holds %d bytes, not the %d of its source", len(got), len(data))
+	}
+	if _, err := store.CopyObject(ctx, st, "src", "dst"); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("copy over an object: %v, want ErrExists", err)
+	}
+	if _, err := store.CopyObject(ctx, st, "missing", "dst2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("copy of a missing object: %v, want ErrNotFound", err)
+	}
+	if objs := mustList(t, ctx, st, "dst"); len(objs) != 1 || objs[0].Size != size {
+		t.Fatalf("listed after the copies: %+v", objs)
+	}
+	t.Logf("copied %d bytes on the server: %v; %d bytes moved up, %d down", size, onServer, moved.BytesUp, moved.BytesDown)
 }
 
 func (s *suite) concurrentPuts(t *testing.T) {

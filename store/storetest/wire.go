@@ -33,6 +33,9 @@ type Counts struct {
 	// Injected is the number of requests answered with a 503 by the Wire
 	// itself.
 	Injected int
+	// BytesUp are the request bodies' bytes (as declared), BytesDown the
+	// response bodies' bytes read.
+	BytesUp, BytesDown int64
 }
 
 // Sub returns the counts seen between o and c.
@@ -42,6 +45,8 @@ func (c Counts) Sub(o Counts) Counts {
 		PartUploads: c.PartUploads - o.PartUploads,
 		RangedGets:  c.RangedGets - o.RangedGets,
 		Injected:    c.Injected - o.Injected,
+		BytesUp:     c.BytesUp - o.BytesUp,
+		BytesDown:   c.BytesDown - o.BytesDown,
 	}
 }
 
@@ -66,6 +71,7 @@ func (w *Wire) FailFirstAttempts(on bool) {
 func (w *Wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	w.mu.Lock()
 	w.counts.Requests++
+	w.counts.BytesUp += max(req.ContentLength, 0)
 	if w.IsPartUpload != nil && w.IsPartUpload(req) {
 		w.counts.PartUploads++
 	}
@@ -104,7 +110,25 @@ func (w *Wire) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return base.RoundTrip(req)
+	resp, err := base.RoundTrip(req)
+	if err == nil && resp.Body != nil {
+		resp.Body = &countedBody{ReadCloser: resp.Body, w: w}
+	}
+	return resp, err
+}
+
+// countedBody counts a response body's bytes as they are read.
+type countedBody struct {
+	io.ReadCloser
+	w *Wire
+}
+
+func (b *countedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.w.mu.Lock()
+	b.w.counts.BytesDown += int64(n)
+	b.w.mu.Unlock()
+	return n, err
 }
 
 // header reads a request header whatever case the SDK wrote its name in:
