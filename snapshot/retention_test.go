@@ -259,3 +259,44 @@ func TestGCKeepsLockedSnapshots(t *testing.T) {
 		t.Fatalf("once the locks end: deleted %s, locked %d, %v", keys(res.Deleted), len(res.Locked), err)
 	}
 }
+
+// The probe says whether a store refuses deletes, and leaves at most one
+// locked object behind, asked again next time.
+func TestProbeProtection(t *testing.T) {
+	ctx := context.Background()
+	mem := store.NewMem()
+	p, err := snapshot.ProbeProtection(ctx, mem)
+	if err != nil || p.DeletesRefused {
+		t.Fatalf("a store that deletes: %+v, %v", p, err)
+	}
+	if objs, _ := mem.List(ctx, ""); len(objs) != 0 {
+		t.Fatalf("an unlocked store keeps %d probes", len(objs))
+	}
+	locking := &lockingStore{Store: mem}
+	first, err := snapshot.ProbeProtection(ctx, locking)
+	if err != nil || !first.DeletesRefused {
+		t.Fatalf("a store that locks: %+v, %v", first, err)
+	}
+	again, err := snapshot.ProbeProtection(ctx, locking)
+	if err != nil || !again.DeletesRefused || again.Probe != first.Probe {
+		t.Fatalf("asked again: %+v, %v; want the first probe %s asked again", again, err, first.Probe)
+	}
+	if objs, _ := mem.List(ctx, ""); len(objs) != 1 {
+		t.Fatalf("%d probes kept, want 1", len(objs))
+	}
+	// The lock ended: the old probe goes, and nothing locks the new one.
+	p, err = snapshot.ProbeProtection(ctx, mem)
+	if err != nil || p.DeletesRefused {
+		t.Fatalf("once the lock ended: %+v, %v", p, err)
+	}
+	if objs, _ := mem.List(ctx, ""); len(objs) != 0 {
+		t.Fatalf("%d probes left once the lock ended", len(objs))
+	}
+}
+
+// lockingStore refuses every delete, as a bucket with a default retention.
+type lockingStore struct{ store.Store }
+
+func (lockingStore) Delete(_ context.Context, key string) error {
+	return fmt.Errorf("store mem://: delete %s: %w", key, store.ErrLocked)
+}

@@ -27,7 +27,9 @@ func listCmd(g *globals) *cobra.Command {
 		Long: `list shows every timeline's chains from the names and sizes the store lists: a chain with a gap
 is marked, a damaged object is not (its name says nothing of it). --check reads every object
 through its checksum too, and marks each chain whose objects do not hold; the exit code is 1
-when a chain cannot be restored whole.`,
+when a chain cannot be restored whole. --check also asks whether the store refuses deletes
+(write-once): it deletes a probe object under etcdkit/lock-probe/, written for the question
+unless an earlier one is still there; a lock that refuses keeps it, a few bytes, until it ends.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -85,7 +87,21 @@ when a chain cannot be restored whole.`,
 				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
 			}
 			timelines := sidecar.TimelineViewsOf(cat)
-			err = g.print(map[string]any{"chains": chains, "timelines": timelines}, func(w *tabwriter.Writer) {
+			out := map[string]any{"chains": chains, "timelines": timelines}
+			writeOnce := ""
+			if check {
+				p, perr := snapshot.ProbeProtection(ctx, st)
+				switch {
+				case perr != nil:
+					writeOnce = "unknown: " + perr.Error()
+				case p.DeletesRefused:
+					writeOnce = "yes: the store refused to delete " + p.Probe
+				default:
+					writeOnce = "no: the store deleted " + p.Probe + "; nothing locks what it holds"
+				}
+				out["write_once"] = map[string]any{"deletes_refused": p.DeletesRefused, "probe": p.Probe, "error": errString(perr)}
+			}
+			err = g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
 				for i, c := range chains {
 					cluster := cmp.Or(c.ClusterID, "-")
@@ -112,6 +128,10 @@ when a chain cannot be restored whole.`,
 					for _, t := range timelines {
 						fmt.Fprintln(w, timelineLine(t))
 					}
+				}
+				if writeOnce != "" {
+					_ = w.Flush()
+					fmt.Fprintln(w, "\nwrite-once: "+writeOnce)
 				}
 			})
 			if err == nil && problems > 0 {
@@ -199,4 +219,11 @@ func age(d time.Duration) string {
 		return fmt.Sprintf("%dm", int(d.Minutes()))
 	}
 	return fmt.Sprintf("%ds", int(d.Seconds()))
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

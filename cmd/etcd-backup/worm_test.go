@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/emulator"
+)
+
+// The operator commands on an S3 bucket with Object Lock and a day's
+// compliance retention, against a member with TLS: snapshots, a
+// compaction, retention (every expired snapshot locked, no failure), the
+// write-once check, an extension and a restore all succeed; a file store
+// says it locks nothing.
+func TestWriteOnceBucket(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := emulator.Shared(t, emulator.S3)
+	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	bucket := emulator.Bucket(t)
+	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
+		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
+			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
+
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true})
+	cli := c.Client(t)
+	base := append([]string{"--store", url, "--endpoints", strings.Join(c.Endpoints(), ",")}, connFlags(c.Security, "backup")...)
+	var firstFull int64
+	for i := range 2 {
+		res, err := (etcdtest.Workload{Ops: 100, Prefix: "/worm/", Seed: 90 + uint64(i)}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstFull = res.LastRevision
+		}
+		ok(t, env, append([]string{"snapshot"}, base...)...)
+		if _, err := (etcdtest.Workload{Ops: 50, Prefix: "/worm2/", Seed: 95 + uint64(i)}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		ok(t, env, append([]string{"snapshot", "--delta"}, base...)...)
+	}
+	ok(t, env, append([]string{"compact", "--work-dir", t.TempDir()}, base...)...)
+
+	var gc struct {
+		Snapshots []struct{ Key string }
+		Locked    []struct{ Key string }
+		Kept      []struct{ Key string } `json:"kept_for_lock"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, env, "gc", "--store", url, "--retention-policy", "limit-based", "--max-fulls", "1", "-o", "json")), &gc); err != nil {
+		t.Fatal(err)
+	}
+	if len(gc.Snapshots) != 0 || len(gc.Locked) != 2 || len(gc.Kept) == 0 {
+		t.Fatalf("gc on a locked bucket: deleted %v, locked %v, kept with a locked full %v", gc.Snapshots, gc.Locked, gc.Kept)
+	}
+	if out := ok(t, env, "list", "--check", "--store", url); !strings.Contains(out, "write-once: yes: the store refused to delete etcdkit/lock-probe/") {
+		t.Fatalf("list --check on a locked bucket:\n%s", out)
+	}
+	if out := ok(t, nil, "list", "--check", "--store", "file://"+t.TempDir()); !strings.Contains(out, "write-once: no") {
+		t.Fatalf("list --check on a file store:\n%s", out)
+	}
+	if out := ok(t, env, "extend-immutability", "--store", url); !strings.Contains(out, "on the store's server") {
+		t.Fatalf("extend-immutability:\n%s", out)
+	}
+	// The newest chain restores, and so does the first, locked and kept.
+	ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "latest"))
+	rev := strconv.FormatInt(firstFull, 10)
+	if out := ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "first"), "--revision", rev); !strings.Contains(out, "revision  "+rev) {
+		t.Fatalf("restore of the first chain:\n%s", out)
+	}
+}
