@@ -85,6 +85,8 @@ type Store struct {
 	sse sseC
 	// versions is set when the bucket keeps versions (versions.go).
 	versions *versions
+	// objectLock: the bucket has Object Lock; uploads carry checksums.
+	objectLock bool
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -141,22 +143,27 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	o := cfg.Options
-	s.tm = transfermanager.New(s.client, func(t *transfermanager.Options) {
-		t.PartSizeBytes = o.PartSize
-		t.MultipartUploadThreshold = o.PartSize
-		t.Concurrency = o.Concurrency
-		t.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		// Abort a failed multipart upload with a fresh context: the one
-		// that failed may be the cancelled one.
-		t.FailTimeout = time.Minute
-	})
+	s.tm = s.transferManager(aws.RequestChecksumCalculationWhenRequired)
 
 	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		return nil, s.fail("open", "", err)
 	}
-	s.detectVersions(ctx)
+	s.inspectBucket(ctx)
 	return s, nil
+}
+
+// transferManager uploads through s.client with the store's parts.
+func (s *Store) transferManager(checksums aws.RequestChecksumCalculation) *transfermanager.Client {
+	o := s.cfg.Options
+	return transfermanager.New(s.client, func(t *transfermanager.Options) {
+		t.PartSizeBytes = o.PartSize
+		t.MultipartUploadThreshold = o.PartSize
+		t.Concurrency = o.Concurrency
+		t.RequestChecksumCalculation = checksums
+		// Abort a failed multipart upload with a fresh context: the one
+		// that failed may be the cancelled one.
+		t.FailTimeout = time.Minute
+	})
 }
 
 // awsConfig assembles the SDK configuration: the credential file of

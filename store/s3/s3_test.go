@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,12 +139,20 @@ func TestObjectLock(t *testing.T) {
 			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
 		t.Fatal(err)
 	}
+	spy := &checksumSpy{}
+	opts := testOptions
+	opts.Transport = spy
 	st, err := s3.New(ctx, s3.Config{Bucket: "locked", Prefix: "etcd", Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: testOptions})
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	storetest.Locked(t, st, testOptions)
+	// AWS takes uploads to a locked bucket only with a checksum; the
+	// emulator takes them either way, so the wire is checked.
+	if spy.puts.Load() == 0 || spy.without.Load() != 0 {
+		t.Fatalf("%d of %d uploads to a bucket with Object Lock carried no checksum", spy.without.Load(), spy.puts.Load())
+	}
 
 	// Someone with the same credentials replaces a snapshot and deletes it:
 	// on a versioned bucket both only add versions over the first, which
@@ -626,4 +635,24 @@ func credFile(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// checksumSpy counts the uploads (PutObject, UploadPart) and those that
+// carry no checksum of their body.
+type checksumSpy struct {
+	puts, without atomic.Int64
+}
+
+func (c *checksumSpy) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut && req.Header.Get("X-Amz-Copy-Source") == "" && !req.URL.Query().Has("tagging") {
+		c.puts.Add(1)
+		has := req.Header.Get("Content-Md5") != "" || req.Header.Get("X-Amz-Trailer") != "" || req.Header.Get("X-Amz-Sdk-Checksum-Algorithm") != ""
+		for k := range req.Header {
+			has = has || strings.HasPrefix(strings.ToLower(k), "x-amz-checksum-")
+		}
+		if !has {
+			c.without.Add(1)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(req)
 }

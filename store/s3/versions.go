@@ -32,18 +32,29 @@ type versions struct {
 	first map[string]string
 }
 
-// detectVersions asks whether the bucket keeps versions. A server or a
-// policy that does not answer leaves the store reading objects as they are
-// listed, and says so once.
-func (s *Store) detectVersions(ctx context.Context) {
+// inspectBucket asks whether the bucket keeps versions and has Object
+// Lock. A server or a policy that does not answer leaves the store reading
+// objects as they are listed, and says so once.
+func (s *Store) inspectBucket(ctx context.Context) {
 	out, err := s.client.GetBucketVersioning(ctx, &s3.GetBucketVersioningInput{Bucket: aws.String(s.cfg.Bucket)})
 	if err != nil {
 		s.cfg.Options.Logger.Warn("the bucket's versioning cannot be asked (GetBucketVersioning); objects are read as listed, so a delete marker hides a snapshot",
 			"store", s.loc, "err", err)
 		return
 	}
-	if out.Status == s3types.BucketVersioningStatusEnabled || out.Status == s3types.BucketVersioningStatusSuspended {
-		s.versions = &versions{first: map[string]string{}}
+	if out.Status != s3types.BucketVersioningStatusEnabled && out.Status != s3types.BucketVersioningStatusSuspended {
+		// Object Lock needs versions.
+		return
+	}
+	s.versions = &versions{first: map[string]string{}}
+	// S3 takes an upload to a bucket with Object Lock only with a checksum
+	// of its body (Content-MD5 or x-amz-checksum-*), which the client
+	// otherwise sends only where every operation needs one.
+	if lock, err := s.client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(s.cfg.Bucket)}); err == nil &&
+		lock.ObjectLockConfiguration != nil && lock.ObjectLockConfiguration.ObjectLockEnabled == s3types.ObjectLockEnabledEnabled {
+		s.objectLock = true
+		s.client = s3.New(s.client.Options(), func(o *s3.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported })
+		s.tm = s.transferManager(aws.RequestChecksumCalculationWhenSupported)
 	}
 }
 
