@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -67,12 +69,13 @@ func (s *Store) CopyObject(ctx context.Context, src, dst string) error {
 		kms, kmsKey = s3types.ServerSideEncryptionAwsKms, aws.String(s.cfg.KMSKeyID)
 	}
 	size := aws.ToInt64(head.ContentLength)
+	mode, until := s.lock()
 	if size <= maxCopy {
 		_, err := s.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(dname),
 			CopySource: aws.String(source), CopySourceIfMatch: head.ETag, IfNoneMatch: aws.String("*"),
 			CopySourceSSECustomerAlgorithm: s.sse.algorithm, CopySourceSSECustomerKey: s.sse.key, CopySourceSSECustomerKeyMD5: s.sse.keyMD5,
 			SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5,
-			ServerSideEncryption: kms, SSEKMSKeyId: kmsKey})
+			ServerSideEncryption: kms, SSEKMSKeyId: kmsKey, ObjectLockMode: mode, ObjectLockRetainUntilDate: until})
 		if err != nil {
 			return s.fail("put", dst, err)
 		}
@@ -80,7 +83,7 @@ func (s *Store) CopyObject(ctx context.Context, src, dst string) error {
 	}
 	up, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(s.cfg.Bucket), Key: aws.String(dname),
 		SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5,
-		ServerSideEncryption: kms, SSEKMSKeyId: kmsKey})
+		ServerSideEncryption: kms, SSEKMSKeyId: kmsKey, ObjectLockMode: mode, ObjectLockRetainUntilDate: until})
 	if err != nil {
 		return s.fail("put", dst, err)
 	}
@@ -117,3 +120,11 @@ func (s *Store) copyParts(ctx context.Context, dname, source string, etag, id *s
 }
 
 var _ store.Copier = (*Store)(nil)
+
+// lock is the retention a new object gets: none without LockFor.
+func (s *Store) lock() (s3types.ObjectLockMode, *time.Time) {
+	if s.cfg.LockFor <= 0 {
+		return "", nil
+	}
+	return s3types.ObjectLockMode(strings.ToUpper(s.cfg.LockMode)), aws.Time(time.Now().Add(s.cfg.LockFor))
+}

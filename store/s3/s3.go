@@ -66,6 +66,13 @@ type Config struct {
 	// OSS through its S3-compatible API: ALICLOUD_APPLICATION_CREDENTIALS
 	// [_JSON]). "": AWS's (AWS_APPLICATION_CREDENTIALS[_JSON]).
 	Provider string
+	// LockFor, when set, locks every object the store writes for this long
+	// from its upload (S3 Object Lock retention; the bucket must have
+	// Object Lock on), in LockMode: "governance" (the default: a user with
+	// s3:BypassGovernanceRetention may still delete) or "compliance" (no
+	// one may, root included, until it ends). URL: ?lock-for=72h&lock-mode=.
+	LockFor  time.Duration
+	LockMode string
 	// Options tune transfers and carry the logger.
 	Options store.Options
 }
@@ -99,7 +106,15 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
 	opts.EnvPrefix = q.Get("env-prefix")
+	var lockFor time.Duration
+	if v := q.Get("lock-for"); v != "" {
+		if lockFor, err = time.ParseDuration(v); err != nil || lockFor <= 0 {
+			return nil, store.BadURL(fmt.Errorf("store %s: lock-for %q: a duration above 0, such as 72h", loc, v))
+		}
+	}
 	cfg := Config{
+		LockFor:   lockFor,
+		LockMode:  q.Get("lock-mode"),
 		Bucket:    loc.Bucket,
 		Prefix:    loc.Prefix,
 		Region:    q.Get("region"),
@@ -125,6 +140,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
+	if cfg.LockMode = strings.ToLower(cmp.Or(cfg.LockMode, "governance")); cfg.LockMode != "governance" && cfg.LockMode != "compliance" {
+		return nil, store.BadURL(fmt.Errorf("store %s: lock-mode %q: governance or compliance", loc, cfg.LockMode))
+	}
 	// S3 refuses parts below 5 MiB, all but the last.
 	cfg.Options.PartSize = max(cfg.Options.PartSize, minPartSize)
 	s := &Store{cfg: cfg, loc: loc}
@@ -149,6 +167,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, s.fail("open", "", err)
 	}
 	s.inspectBucket(ctx)
+	if cfg.LockFor > 0 && !s.objectLock {
+		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: bucket %q has no Object Lock (it is turned on at the bucket's creation; GetBucketVersioning and GetObjectLockConfiguration must be allowed)", s.loc, cfg.Bucket))
+	}
 	return s, nil
 }
 
@@ -325,6 +346,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		SSECustomerAlgorithm: s.sse.algorithm, SSECustomerKey: s.sse.key, SSECustomerKeyMD5: s.sse.keyMD5}
 	if s.cfg.KMSKeyID != "" {
 		in.ServerSideEncryption, in.SSEKMSKeyID = tmtypes.ServerSideEncryptionAwsKms, aws.String(s.cfg.KMSKeyID)
+	}
+	if mode, until := s.lock(); until != nil {
+		in.ObjectLockMode, in.ObjectLockRetainUntilDate = tmtypes.ObjectLockMode(mode), until
 	}
 	if s.noConditional.Load() {
 		if _, err := s.client.HeadObject(ctx, s.head(name)); err == nil {

@@ -656,3 +656,46 @@ func (c *checksumSpy) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return http.DefaultTransport.RoundTrip(req)
 }
+
+// ?lock-for locks each object the store writes, on a bucket with Object
+// Lock and no default retention, copies included; a bucket without Object
+// Lock is refused at open.
+func TestLockFor(t *testing.T) {
+	srv := emulator.Shared(t, emulator.S3)
+	ctx := context.Background()
+	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("lockfor"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	createBucket(t, srv, "unlockable")
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	if _, err := store.Open(ctx, "s3://unlockable/p?lock-for=1h&endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1"); !errors.Is(err, store.ErrBadURL) || !strings.Contains(err.Error(), "no Object Lock") {
+		t.Fatalf("lock-for on a bucket without Object Lock: %v", err)
+	}
+	if _, err := store.Open(ctx, "s3://lockfor/p?lock-for=1h&lock-mode=forever&endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1"); !errors.Is(err, store.ErrBadURL) {
+		t.Fatalf("lock-mode forever: %v", err)
+	}
+	st, err := store.Open(ctx, "s3://lockfor/p?lock-for=1h&lock-mode=compliance&endpoint="+srv.Endpoint+"&path-style=true&region=us-east-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"v2/Full-00000000-00000010-1700000000", "v2/Full-00000000-00000010-1700000001"} {
+		if key == "v2/Full-00000000-00000010-1700000000" {
+			if err := st.Put(ctx, key, strings.NewReader("full")); err != nil {
+				t.Fatal(err)
+			}
+		} else if onServer, err := store.CopyObject(ctx, st, "v2/Full-00000000-00000010-1700000000", key); err != nil || !onServer {
+			t.Fatalf("copy: on the server %v, %v", onServer, err)
+		}
+		r, err := cli.GetObjectRetention(ctx, &awss3.GetObjectRetentionInput{Bucket: aws.String("lockfor"), Key: aws.String("p/" + key)})
+		if err != nil || r.Retention == nil || r.Retention.Mode != s3types.ObjectLockRetentionModeCompliance ||
+			time.Until(aws.ToTime(r.Retention.RetainUntilDate)) < 50*time.Minute {
+			t.Fatalf("retention of %s: %+v, %v", key, r, err)
+		}
+		if err := st.Delete(ctx, key); !errors.Is(err, store.ErrLocked) {
+			t.Fatalf("delete of %s locked an hour: %v", key, err)
+		}
+	}
+}
