@@ -234,10 +234,18 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	if s.second != nil {
 		body.Secondary = s.second.state()
 	}
+	if s.writeOnce != nil {
+		body.WriteOnce = s.writeOnce.current()
+	}
 	if st.Refused != "" {
 		// Waiting does not help: not ready at once.
 		body.Ready, body.Refused = false, string(st.Refused)
 		body.Error = "the backups are refused: " + st.LastError
+		return body, http.StatusServiceUnavailable, nil
+	}
+	if s.opts.RequireWriteOnce && body.WriteOnce != nil && body.WriteOnce.Error == "" && !body.WriteOnce.DeletesRefused {
+		body.Ready = false
+		body.Error = "the store deleted the probe " + body.WriteOnce.Probe + ": nothing locks the backups, and write-once is required (turn the bucket's lock on)"
 		return body, http.StatusServiceUnavailable, nil
 	}
 	if failingFor > s.opts.MaxBackupAge {

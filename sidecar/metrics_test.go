@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,7 +25,7 @@ var descName = regexp.MustCompile(`fqName: "(etcdkit_[a-z_]+)"`)
 func TestMetricsListIsTheRegistrys(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	s := newSetup(t)
-	sc, err := sidecar.New(sidecar.Options{Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir()})
+	sc, err := sidecar.New(sidecar.Options{Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(), WriteOncePeriod: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,14 @@ type Options struct {
 	// backups have failed, or its Snapshotter has been stopped, for longer.
 	// Default 10 min.
 	MaxBackupAge time.Duration
+	// WriteOncePeriod is how often the uploading sidecar asks the store
+	// whether it refuses deletes (snapshot.ProbeProtection), shown in
+	// /readyz and etcdkit_store_write_once. 0: never (etcd-backup serve's
+	// --write-once-check-period defaults to 1 h).
+	WriteOncePeriod time.Duration
+	// RequireWriteOnce: /readyz answers 503 while the store's last answer
+	// is that it deletes what it holds (no write-once lock).
+	RequireWriteOnce bool
 	// Follow is how often the member is asked who leads.
 	Follow member.FollowOptions
 	// Promote bounds the promotion of this sidecar's member when it is a
@@ -154,7 +162,9 @@ type Sidecar struct {
 	peerHTTP *http.Client
 	jobs     *jobs
 	second   *secondary // nil: no second site
-	member   observed
+	// writeOnce asks whether the store refuses deletes; nil: never.
+	writeOnce *writeOnce
+	member    observed
 	// compactions asks Run's compaction loop for one (the chain passed
 	// its threshold).
 	compactions chan struct{}
@@ -252,6 +262,9 @@ func New(o Options) (*Sidecar, error) {
 	if o.Secondary != nil {
 		s.second = newSecondary(o, o.Registry, o.Logger)
 	}
+	if o.Store != nil && o.WriteOncePeriod > 0 {
+		s.writeOnce = newWriteOnce(o.Store, o.WriteOncePeriod, o.Registry, o.Logger)
+	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
 }
@@ -274,6 +287,9 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	if s.second != nil {
 		wg.Go(func() { s.second.loop(ctx, s.up.active) })
+	}
+	if s.writeOnce != nil {
+		wg.Go(func() { s.writeOnce.loop(ctx, s.up.active) })
 	}
 	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
 		if ctx.Err() == nil {

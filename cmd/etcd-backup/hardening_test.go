@@ -38,6 +38,15 @@ func startServe(t *testing.T, conn []string, storeURL string, extra ...string) *
 // startServeIn is startServe with cwd as the working directory.
 func startServeIn(t *testing.T, cwd string, conn []string, storeURL string, extra ...string) *sidecarProc {
 	t.Helper()
+	p := serveProc(t, cwd, conn, storeURL, extra...)
+	p.start(t)
+	return p
+}
+
+// serveProc is startServeIn's process, not started yet: its env may be
+// set first.
+func serveProc(t *testing.T, cwd string, conn []string, storeURL string, extra ...string) *sidecarProc {
+	t.Helper()
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	if err := os.WriteFile(token, []byte("tok"), 0o600); err != nil {
@@ -51,7 +60,6 @@ func startServeIn(t *testing.T, cwd string, conn []string, storeURL string, extr
 	p.args = append(append([]string{"serve", "--store", storeURL, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--token-file", token, "--delta-period", "200ms", "--full-schedule", "@every 1h", "--gc-period", "0s",
 		"--follow-interval", "100ms", "--work-dir", filepath.Join(dir, "work")}, conn...), extra...)
-	p.start(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("serve's log:\n%s", p.logs.String())

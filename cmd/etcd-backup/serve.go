@@ -158,6 +158,8 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	cli.KeepMovedAside(f, &o.KeepMovedAside)
 	f.StringToStringVar(&o.Peers, "peers", nil, "other members' sidecars, name=URL, where mutating calls are forwarded")
 	f.DurationVar(&o.MaxBackupAge, "max-backup-age", 10*time.Minute, "/readyz answers 503 once this sidecar uploads and its backups have failed for longer")
+	f.DurationVar(&o.WriteOncePeriod, "write-once-check-period", time.Hour, "how often the uploader asks whether the store refuses deletes, with a probe object under etcdkit/lock-probe/ (/readyz write_once; 0: never)")
+	f.BoolVar(&o.RequireWriteOnce, "require-write-once", false, "/readyz answers 503 while the store deletes what it holds (no write-once lock on the bucket)")
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	leases.flags(f)
@@ -172,7 +174,7 @@ func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, 
 		{"delta-period", deltaPeriod, true}, {"gc-period", gcPeriod, true}, {"follow-interval", followInterval, false},
 		{"shutdown-timeout", shutdown, false}, {"max-backup-age", o.MaxBackupAge, false},
 		{"defrag-pause", o.Defrag.Pause, true}, {"defrag-timeout", o.Defrag.Timeout, false},
-		{"max-restore-time", o.MaxRestoreTime, true}, {"drill-period", o.DrillPeriod, true},
+		{"max-restore-time", o.MaxRestoreTime, true}, {"drill-period", o.DrillPeriod, true}, {"write-once-check-period", o.WriteOncePeriod, true},
 	}).Check(); err != nil {
 		return err
 	}

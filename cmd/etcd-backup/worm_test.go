@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -25,21 +28,7 @@ import (
 func TestWriteOnceBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := emulator.Shared(t, emulator.S3)
-	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	bucket := emulator.Bucket(t)
-	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
-		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
-			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
-		t.Fatal(err)
-	}
-	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
-	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
-		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
+	url, env := lockedBucketURL(t)
 
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true})
 	cli := c.Client(t)
@@ -87,4 +76,63 @@ func TestWriteOnceBucket(t *testing.T) {
 	if out := ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "first"), "--revision", rev); !strings.Contains(out, "revision  "+rev) {
 		t.Fatalf("restore of the first chain:\n%s", out)
 	}
+}
+
+// serve says in /readyz whether the store refuses deletes: yes on the
+// locked bucket; on a file store no, and not ready with
+// --require-write-once.
+func TestServeSaysWriteOnce(t *testing.T) {
+	t.Parallel()
+	url, env := lockedBucketURL(t)
+	_, conn := secureMember(t)
+	readyz := func(p *sidecarProc, want func(int, map[string]any) bool) map[string]any {
+		t.Helper()
+		var body map[string]any
+		etcdtest.Eventually(t, "serve has asked the store", 30*time.Second, func() bool {
+			resp, err := http.Get(p.url + "/readyz")
+			if err != nil {
+				return false
+			}
+			defer func() { _ = resp.Body.Close() }()
+			body = map[string]any{}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			return body["write_once"] != nil && want(resp.StatusCode, body)
+		})
+		return body
+	}
+	locked := serveProc(t, "", conn, url, "--write-once-check-period", "1s", "--require-write-once")
+	locked.env = env
+	locked.start(t)
+	body := readyz(locked, func(code int, b map[string]any) bool { return code == http.StatusOK })
+	if w := body["write_once"].(map[string]any); w["deletes_refused"] != true {
+		t.Fatalf("/readyz on a locked bucket: %v", body)
+	}
+	open := startServe(t, conn, "file://"+t.TempDir(), "--write-once-check-period", "1s", "--require-write-once")
+	body = readyz(open, func(code int, _ map[string]any) bool { return code == http.StatusServiceUnavailable })
+	if w := body["write_once"].(map[string]any); w["deletes_refused"] != false || !strings.Contains(fmt.Sprint(body["error"]), "write-once is required") {
+		t.Fatalf("/readyz on a file store: %v", body)
+	}
+}
+
+// lockedBucketURL is the URL of a new S3 bucket with Object Lock and a
+// day's compliance retention, and the environment with its keys.
+func lockedBucketURL(t *testing.T) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	srv := emulator.Shared(t, emulator.S3)
+	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	bucket := emulator.Bucket(t)
+	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
+		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
+			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
+	return url, env
 }

@@ -186,6 +186,19 @@ type Readiness struct {
 	// Secondary is the second site's state, while this sidecar uploads
 	// and copies to one.
 	Secondary *SecondaryState `json:"secondary,omitempty"`
+	// WriteOnce is whether the store refuses deletes, once this sidecar
+	// has asked it (while it uploads).
+	WriteOnce *WriteOnceState `json:"write_once,omitempty"`
+}
+
+// WriteOnceState is the last answer to whether the store refuses deletes:
+// the delete of Probe was refused (a write-once lock holds) or not, at
+// Checked; Error when the question failed.
+type WriteOnceState struct {
+	DeletesRefused bool      `json:"deletes_refused"`
+	Probe          string    `json:"probe,omitempty"`
+	Checked        time.Time `json:"checked"`
+	Error          string    `json:"error,omitempty"`
 }
 
 // SecondaryState is how far the second site is behind the store: the
