@@ -49,6 +49,13 @@ type Object struct {
 	Modified time.Time
 }
 
+// ExcludeTag is etcd-backup-restore's mark of a snapshot an operator
+// takes out of the backups on a bucket where it cannot be deleted: with
+// the value "true" (GCS custom metadata, an Azure blob index tag, an S3
+// tag on the first version under a delete marker) the object is not
+// listed, so no restore, compaction or retention uses it.
+const ExcludeTag = "x-etcd-snapshot-exclude"
+
 var (
 	// ErrNotFound is returned by Get for a key with no object.
 	ErrNotFound = errors.New("object not found")

@@ -368,7 +368,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 	if err != nil {
 		return nil, err
 	}
-	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full})
+	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Tags: true}})
 	var objs []store.Object
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -376,6 +376,9 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 			return nil, s.fail("list", prefix, err)
 		}
 		for _, b := range page.Segment.BlobItems {
+			if excluded(b) {
+				continue
+			}
 			o := store.Object{Key: s.loc.Key(*b.Name)}
 			if p := b.Properties; p != nil {
 				if p.ContentLength != nil {
@@ -441,4 +444,18 @@ func (s *Store) fail(op, key string, err error) error {
 			s.loc, what, store.ErrAccessDenied, s.cfg.Container, err)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
+}
+
+// excluded says whether an operator took the blob out of the backups with
+// the index tag store.ExcludeTag=true, as etcd-backup-restore reads it.
+func excluded(b *container.BlobItem) bool {
+	if b.BlobTags == nil {
+		return false
+	}
+	for _, t := range b.BlobTags.BlobTagSet {
+		if t != nil && t.Key != nil && t.Value != nil && *t.Key == store.ExcludeTag && *t.Value == "true" {
+			return true
+		}
+	}
+	return false
 }

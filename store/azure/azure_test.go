@@ -176,3 +176,35 @@ func TestCredentialSources(t *testing.T) {
 		}
 	})
 }
+
+// A blob whose index tag says x-etcd-snapshot-exclude=true is not listed,
+// as etcd-backup-restore reads an Azure container.
+func TestExcludeTag(t *testing.T) {
+	ctx := context.Background()
+	srv := emulator.Shared(t, emulator.Azure)
+	createContainer(t, srv, "exclude")
+	st, err := azure.New(ctx, azure.Config{Container: "exclude", Prefix: "etcd", Account: srv.Account, AccountKey: srv.Key, Endpoint: srv.Endpoint, Options: testOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"v2/Full-00000000-00000010-1700000000", "v2/Full-00000000-00000020-1700000100"} {
+		if err := st.Put(ctx, key, strings.NewReader("full")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cred, err := container.NewSharedKeyCredential(srv.Account, srv.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClientWithSharedKeyCredential(srv.Endpoint+"/exclude", cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NewBlobClient("etcd/v2/Full-00000000-00000020-1700000100").SetTags(ctx, map[string]string{store.ExcludeTag: "true"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := st.List(ctx, "v2/")
+	if err != nil || len(objs) != 1 || objs[0].Key != "v2/Full-00000000-00000010-1700000000" {
+		t.Fatalf("listed %+v, %v; want the untagged full alone", objs, err)
+	}
+}

@@ -382,7 +382,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 		return nil, err
 	}
 	q := &storage.Query{Prefix: full}
-	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated"}); err != nil {
+	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated", "Metadata"}); err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	it := s.bucket.Objects(ctx, q)
@@ -394,6 +394,11 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 		}
 		if err != nil {
 			return nil, s.fail("list", prefix, err)
+		}
+		if a.Metadata[store.ExcludeTag] == "true" {
+			// Taken out of the backups by an operator, as etcd-backup-restore
+			// reads it.
+			continue
 		}
 		objs = append(objs, store.Object{Key: s.loc.Key(a.Name), Size: a.Size, Modified: a.Updated})
 	}

@@ -186,3 +186,33 @@ func TestOpenFromURL(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// An object whose custom metadata says x-etcd-snapshot-exclude=true is not
+// listed, as etcd-backup-restore reads a GCS bucket.
+func TestExcludeTag(t *testing.T) {
+	ctx := context.Background()
+	srv := emulator.Shared(t, emulator.GCS)
+	createBucket(t, srv, "exclude")
+	st, err := gcs.New(ctx, gcs.Config{Bucket: "exclude", Prefix: "etcd", Endpoint: srv.Endpoint, Options: testOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"v2/Full-00000000-00000010-1700000000", "v2/Full-00000000-00000020-1700000100"} {
+		if err := st.Put(ctx, key, strings.NewReader("full")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := storage.NewClient(ctx, option.WithEndpoint(srv.Endpoint+"/storage/v1/"), option.WithoutAuthentication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	if _, err := cli.Bucket("exclude").Object("etcd/v2/Full-00000000-00000020-1700000100").Update(ctx,
+		storage.ObjectAttrsToUpdate{Metadata: map[string]string{store.ExcludeTag: "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := st.List(ctx, "v2/")
+	if err != nil || len(objs) != 1 || objs[0].Key != "v2/Full-00000000-00000010-1700000000" {
+		t.Fatalf("listed %+v, %v; want the untagged full alone", objs, err)
+	}
+}

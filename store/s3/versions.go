@@ -14,11 +14,9 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// ExcludeTag is etcd-backup-restore's tag of a snapshot an operator wants
-// no restore, compaction or retention to use: on a versioned bucket, an
-// object under a delete marker whose first version carries
-// x-etcd-snapshot-exclude=true is not listed.
-const ExcludeTag = "x-etcd-snapshot-exclude"
+// ExcludeTag is store.ExcludeTag: on a versioned bucket, a name under a
+// delete marker whose first version carries it is not listed.
+const ExcludeTag = store.ExcludeTag
 
 // versions is how the store reads a bucket that keeps versions (Object
 // Lock turns versioning on). An object is its first version: what the
