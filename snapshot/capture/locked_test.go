@@ -2,6 +2,7 @@ package capture_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -25,6 +26,14 @@ import (
 // retention of a day: every object is locked as it is written.
 func lockedBucket(t *testing.T) store.Store {
 	t.Helper()
+	return objectLockBucket(t, true, 0)
+}
+
+// objectLockBucket is an S3 bucket with Object Lock, a day's default
+// retention when defaultRetention, and each object locked lockFor by the
+// store when set.
+func objectLockBucket(t *testing.T, defaultRetention bool, lockFor time.Duration) store.Store {
+	t.Helper()
 	ctx := context.Background()
 	srv := emulator.Shared(t, emulator.S3)
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
@@ -32,6 +41,10 @@ func lockedBucket(t *testing.T) store.Store {
 	bucket := emulator.Bucket(t)
 	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
 		t.Fatal(err)
+	}
+	if !defaultRetention {
+		return opened(t)(store.Opened(s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
+			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, LockFor: lockFor, LockMode: "compliance"})))
 	}
 	if _, err := cli.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
 		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
@@ -90,4 +103,91 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 			t.Fatalf("restore to %d: %+v, %v", end, got.Revision, err)
 		}
 	}
+}
+
+// A day of backups on a bucket whose objects are each locked for a while,
+// compressed an hour to a second: 24 fulls, deltas every 100 ms under steady
+// writes, retention every 300 ms keeping two fulls, and each object locked
+// three seconds from its upload (a few days' lock, in the same scale). No
+// write and no retention run fails; expired snapshots are reported locked
+// and deleted by a later run once their lock ends; every chain left on the
+// store restores to its end.
+func TestADayOnABucketOfLockedObjects(t *testing.T) {
+	ctx := ctxT(t)
+	st := objectLockBucket(t, false, 3*time.Second)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	r := start(t, cli, st, capture.Options{DeltaPeriod: 100 * time.Millisecond, FullSchedule: "@every 1s", RetentionPeriod: 300 * time.Millisecond,
+		Retention: snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 2}})
+	wctx, stopWrites := context.WithCancel(ctx)
+	writes := make(chan error, 1)
+	go func() {
+		for seed := uint64(200); wctx.Err() == nil; seed++ {
+			if _, err := (etcdtest.Workload{Ops: 20, Prefix: "/day/", Seed: seed}).Run(wctx, cli); err != nil && wctx.Err() == nil {
+				writes <- err
+				return
+			}
+		}
+		writes <- nil
+	}()
+	// Until retention met a lock, and later deleted a full whose lock
+	// had ended: the retry is what the day is for.
+	var fulls, lockedRuns int
+	deletedAfterLock := false
+	lockedKeys := map[string]bool{}
+	for !deletedAfterLock || fulls < 24 {
+		select {
+		case res := <-r.results:
+			switch {
+			case res.Err != nil:
+				t.Fatalf("%s (%s) failed on a bucket of locked objects: %v", res.Op, res.Reason, res.Err)
+			case res.Op == capture.OpFull:
+				fulls++
+			case res.Op == capture.OpGC:
+				if len(res.Locked) > 0 {
+					lockedRuns++
+				}
+				for _, s := range res.Locked {
+					lockedKeys[s.Key] = true
+				}
+				for _, s := range res.Expired {
+					deletedAfterLock = deletedAfterLock || lockedKeys[s.Key]
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("after %d fulls and %d retention runs that met a lock, no locked full was deleted once its lock ended", fulls, lockedRuns)
+		}
+	}
+	stopWrites()
+	if err := <-writes; err != nil {
+		t.Fatal(err)
+	}
+	r.stop(t)
+	for _, res := range r.all {
+		// A retention run the stop cut short is the stop's, not a failure.
+		if res.Err != nil && (res.Op != capture.OpGC || !errors.Is(res.Err, context.Canceled)) {
+			t.Fatalf("%s (%s) failed: %v", res.Op, res.Reason, res.Err)
+		}
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := cat.AllChains()
+	for _, ch := range chains {
+		if len(ch.Deltas) == 0 && ch.Full.Key == "" {
+			continue
+		}
+		whole, err := ch.Check()
+		if err != nil {
+			t.Fatalf("chain of %s: %v", ch.Full.Key, err)
+		}
+		end := whole.LastRevision()
+		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Source: restore.Source{Target: restore.Target{Revision: end}}})
+		if err != nil || got.Revision != end {
+			t.Fatalf("restore of the chain of %s to %d: %d, %v", ch.Full.Key, end, got.Revision, err)
+		}
+	}
+	t.Logf("%d fulls, %d deltas, %d retention runs (%d met a lock), no failure; %d chains on the store, each restored",
+		fulls, len(r.written(capture.OpDelta)), len(r.written(capture.OpGC)), lockedRuns, len(chains))
 }
