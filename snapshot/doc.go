@@ -27,8 +27,10 @@
 //
 // And the catalog (List, a timeline's view, Chain selection and Check),
 // retention (GC with the Exponential and LimitBased policies, each timeline
-// apart), Full (one full snapshot streamed from a member) and WriteDelta
-// (events written as a delta).
+// apart; what a write-once lock keeps is reported, not failed), Full (one
+// full snapshot streamed from a member), WriteDelta (events written as a
+// delta), Extend (the latest full copied to renew its lock) and
+// ProbeProtection (whether the store refuses deletes).
 //
 // It does not watch etcd: the Snapshotter loop and delta capture, with the
 // lease and auth records a delta carries and the checks before each

@@ -15,8 +15,14 @@
 // a Stager: the file store then takes such a file by renaming it instead of
 // copying it.
 //
+// A backend that copies objects on its server is a Copier (CopyObject
+// falls back to Get and Put elsewhere). Write-once locks are the
+// backends' to report: a delete a lock refuses is ErrLocked, and
+// ExcludeTag is the mark by which an operator takes an object out of a
+// locked bucket's listing.
+//
 // Cloud backends live in their own packages (store/s3, store/gcs,
-// store/azure) and register their scheme when imported; store/storetest is
+// store/azure, store/swift) and register their scheme when imported; store/storetest is
 // the one conformance suite every backend passes.
 //
 // It does not know what the objects mean: snapshot names, chains and codecs
