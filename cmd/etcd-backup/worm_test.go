@@ -11,11 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 )
@@ -120,15 +115,8 @@ func lockedBucketURL(t *testing.T) (string, []string) {
 	t.Helper()
 	ctx := context.Background()
 	srv := emulator.Shared(t, emulator.S3)
-	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 	bucket := emulator.Bucket(t)
-	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := raw.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
-		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
-			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+	if err := srv.CreateLockedS3Bucket(ctx, bucket, 1); err != nil {
 		t.Fatal(err)
 	}
 	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"

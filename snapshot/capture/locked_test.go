@@ -8,11 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
-	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
-
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
@@ -26,33 +21,22 @@ import (
 // retention of a day: every object is locked as it is written.
 func lockedBucket(t *testing.T) store.Store {
 	t.Helper()
-	return objectLockBucket(t, true, 0)
+	return objectLockBucket(t, 1, 0)
 }
 
-// objectLockBucket is an S3 bucket with Object Lock, a day's default
-// retention when defaultRetention, and each object locked lockFor by the
-// store when set.
-func objectLockBucket(t *testing.T, defaultRetention bool, lockFor time.Duration) store.Store {
+// objectLockBucket is an S3 bucket with Object Lock, every object locked
+// defaultDays by the bucket's default retention when above 0, and each
+// object locked lockFor by the store when set.
+func objectLockBucket(t *testing.T, defaultDays int32, lockFor time.Duration) store.Store {
 	t.Helper()
 	ctx := context.Background()
 	srv := emulator.Shared(t, emulator.S3)
-	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 	bucket := emulator.Bucket(t)
-	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
-		t.Fatal(err)
-	}
-	if !defaultRetention {
-		return opened(t)(store.Opened(s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
-			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, LockFor: lockFor, LockMode: "compliance"})))
-	}
-	if _, err := cli.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String(bucket),
-		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
-			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+	if err := srv.CreateLockedS3Bucket(ctx, bucket, defaultDays); err != nil {
 		t.Fatal(err)
 	}
 	return opened(t)(store.Opened(s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})))
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, LockFor: lockFor, LockMode: "compliance"})))
 }
 
 // Backups on a write-once bucket, with a retention that expires all but
@@ -114,7 +98,7 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 // store restores to its end.
 func TestADayOnABucketOfLockedObjects(t *testing.T) {
 	ctx := ctxT(t)
-	st := objectLockBucket(t, false, 3*time.Second)
+	st := objectLockBucket(t, 0, 3*time.Second)
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
 	r := start(t, cli, st, capture.Options{DeltaPeriod: 100 * time.Millisecond, FullSchedule: "@every 1s", RetentionPeriod: 300 * time.Millisecond,

@@ -131,12 +131,7 @@ func TestObjectLock(t *testing.T) {
 	ctx := context.Background()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("locked"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.PutObjectLockConfiguration(ctx, &awss3.PutObjectLockConfigurationInput{Bucket: aws.String("locked"),
-		ObjectLockConfiguration: &s3types.ObjectLockConfiguration{ObjectLockEnabled: s3types.ObjectLockEnabledEnabled,
-			Rule: &s3types.ObjectLockRule{DefaultRetention: &s3types.DefaultRetention{Mode: s3types.ObjectLockRetentionModeCompliance, Days: aws.Int32(1)}}}}); err != nil {
+	if err := srv.CreateLockedS3Bucket(ctx, "locked", 1); err != nil {
 		t.Fatal(err)
 	}
 	spy := &checksumSpy{}
@@ -665,7 +660,7 @@ func TestLockFor(t *testing.T) {
 	ctx := context.Background()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("lockfor"), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {
+	if err := srv.CreateLockedS3Bucket(ctx, "lockfor", 0); err != nil {
 		t.Fatal(err)
 	}
 	createBucket(t, srv, "unlockable")
