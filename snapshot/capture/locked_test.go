@@ -175,3 +175,49 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 	t.Logf("%d fulls, %d deltas, %d retention runs (%d met a lock), no failure; %d chains on the store, each restored",
 		fulls, len(r.written(capture.OpDelta)), len(r.written(capture.OpGC)), lockedRuns, len(chains))
 }
+
+// A second site on a locked bucket: the chains are copied there (again:
+// nothing), its retention reports the expired fulls locked and fails
+// nothing, and the newest chain restores from it.
+func TestCopyToALockedBucket(t *testing.T) {
+	ctx := ctxT(t)
+	dst := lockedBucket(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	src := newStore(t)
+	r := start(t, cli, src, capture.Options{DeltaPeriod: 100 * time.Millisecond})
+	r.await(t, capture.OpFull)
+	var end int64
+	for i := range 2 {
+		res, err := (etcdtest.Workload{Ops: 40, Seed: 80 + uint64(i)}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = res.LastRevision
+		for r.Status().LastRevision < end {
+			r.await(t, capture.OpDelta)
+		}
+		if i == 0 {
+			if _, err := r.TakeFull(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.stop(t)
+	first, err := snapshot.Copy(ctx, src, dst, snapshot.CopyOptions{})
+	if err != nil || len(first.Copied) == 0 {
+		t.Fatalf("copy to a locked bucket: %+v, %v", first, err)
+	}
+	again, err := snapshot.Copy(ctx, src, dst, snapshot.CopyOptions{})
+	if err != nil || len(again.Copied) != 0 {
+		t.Fatalf("copy again: copied %v, %v", again.Copied, err)
+	}
+	gc, err := snapshot.GC(ctx, dst, snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}, snapshot.GCOptions{})
+	if err != nil || len(gc.Locked) == 0 || len(gc.Deleted) != 0 {
+		t.Fatalf("retention on the locked copy: deleted %d, locked %d, %v", len(gc.Deleted), len(gc.Locked), err)
+	}
+	got, err := restore.Restore(ctx, dst, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	if err != nil || got.Revision != end {
+		t.Fatalf("restore from the locked copy: %d, %v; want %d", got.Revision, err, end)
+	}
+}
