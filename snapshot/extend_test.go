@@ -15,7 +15,8 @@ import (
 // GCFrom the earlier copies go, the full taken before hibernation stays,
 // and a copy a lock keeps is reported.
 func TestExtend(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	mem := store.NewMem()
 	before := full(500, t0)
 	for key, body := range map[string]string{

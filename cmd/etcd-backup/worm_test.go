@@ -22,7 +22,8 @@ import (
 // says it locks nothing.
 func TestWriteOnceBucket(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	url, env := lockedBucketURL(t)
 
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true})
@@ -113,7 +114,8 @@ func TestServeSaysWriteOnce(t *testing.T) {
 // day's compliance retention, and the environment with its keys.
 func lockedBucketURL(t *testing.T) (string, []string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
 	bucket := emulator.Bucket(t)
 	if err := srv.CreateLockedS3Bucket(ctx, bucket, 1); err != nil {

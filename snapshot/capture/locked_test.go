@@ -29,7 +29,8 @@ func lockedBucket(t *testing.T) store.Store {
 // object locked lockFor by the store when set.
 func objectLockBucket(t *testing.T, defaultDays int32, lockFor time.Duration) store.Store {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
 	bucket := emulator.Bucket(t)
 	if err := srv.CreateLockedS3Bucket(ctx, bucket, defaultDays); err != nil {

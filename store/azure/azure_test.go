@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
@@ -180,7 +181,8 @@ func TestCredentialSources(t *testing.T) {
 // A blob whose index tag says x-etcd-snapshot-exclude=true is not listed,
 // as etcd-backup-restore reads an Azure container.
 func TestExcludeTag(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	srv := emulator.Shared(t, emulator.Azure)
 	createContainer(t, srv, "exclude")
 	st, err := azure.New(ctx, azure.Config{Container: "exclude", Prefix: "etcd", Account: srv.Account, AccountKey: srv.Key, Endpoint: srv.Endpoint, Options: testOptions})

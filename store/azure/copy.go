@@ -39,28 +39,29 @@ func (s *Store) CopyObject(ctx context.Context, src, dst string) error {
 	for status != nil && *status == blob.CopyStatusTypePending {
 		select {
 		case <-ctx.Done():
-			s.dropCopy(to, resp.CopyID)
+			s.dropCopy(ctx, to, resp.CopyID)
 			return s.fail("put", dst, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
 		p, err := to.GetProperties(ctx, nil)
 		if err != nil {
-			s.dropCopy(to, resp.CopyID)
+			s.dropCopy(ctx, to, resp.CopyID)
 			return s.fail("put", dst, err)
 		}
 		status = p.CopyStatus
 	}
 	if status != nil && *status != blob.CopyStatusTypeSuccess {
-		s.dropCopy(to, resp.CopyID)
+		s.dropCopy(ctx, to, resp.CopyID)
 		return s.fail("put", dst, fmt.Errorf("the copy ended %s", *status))
 	}
 	return nil
 }
 
-// dropCopy aborts a copy that did not finish and deletes what it left.
-func (s *Store) dropCopy(to *blob.Client, id *string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// dropCopy aborts a copy that did not finish and deletes what it left,
+// with a deadline of its own: ctx may be the one that ended.
+func (s *Store) dropCopy(ctx context.Context, to *blob.Client, id *string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if id != nil {
 		_, _ = to.AbortCopyFromURL(ctx, *id, nil)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/option"
@@ -190,7 +191,8 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // An object whose custom metadata says x-etcd-snapshot-exclude=true is not
 // listed, as etcd-backup-restore reads a GCS bucket.
 func TestExcludeTag(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	srv := emulator.Shared(t, emulator.GCS)
 	createBucket(t, srv, "exclude")
 	st, err := gcs.New(ctx, gcs.Config{Bucket: "exclude", Prefix: "etcd", Endpoint: srv.Endpoint, Options: testOptions})

@@ -102,7 +102,9 @@ func TestVersionedConformance(t *testing.T) {
 	createBucket(t, srv, "versioned")
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if _, err := cli.PutBucketVersioning(context.Background(), &awss3.PutBucketVersioningInput{Bucket: aws.String("versioned"),
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if _, err := cli.PutBucketVersioning(ctx, &awss3.PutBucketVersioningInput{Bucket: aws.String("versioned"),
 		VersioningConfiguration: &s3types.VersioningConfiguration{Status: s3types.BucketVersioningStatusEnabled}}); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,8 @@ func TestVersionedConformance(t *testing.T) {
 // so what the backups wrote survives whoever writes over it.
 func TestObjectLock(t *testing.T) {
 	srv := emulator.Shared(t, emulator.S3)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 	if err := srv.CreateLockedS3Bucket(ctx, "locked", 1); err != nil {
@@ -657,7 +660,8 @@ func (c *checksumSpy) RoundTrip(req *http.Request) (*http.Response, error) {
 // Lock is refused at open.
 func TestLockFor(t *testing.T) {
 	srv := emulator.Shared(t, emulator.S3)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
 	if err := srv.CreateLockedS3Bucket(ctx, "lockfor", 0); err != nil {
