@@ -3,17 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
+	"github.com/etcdkit/etcdkit/store/storetest"
 )
 
 // extendBench times extend-immutability of a cfg.dbMiB full on an S3
@@ -38,7 +36,7 @@ func extendBench(ctx context.Context, cfg config) ([]row, error) {
 	if err := srv.CreateLockedS3Bucket(ctx, "locked", 1); err != nil {
 		return nil, err
 	}
-	wire := &countingTransport{base: http.DefaultTransport}
+	wire := &storetest.Wire{}
 	st, err := s3.New(ctx, s3.Config{Bucket: "locked", Prefix: "etcd-main", Endpoint: srv.Endpoint, PathStyle: true,
 		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: store.Options{Transport: wire}})
 	if err != nil {
@@ -60,25 +58,27 @@ func extendBench(ctx context.Context, cfg config) ([]row, error) {
 	var oursBytes, refBytes int64
 	ours := func() error {
 		clock = clock.Add(time.Second)
-		before := wire.n.Load()
+		before := wire.Counts()
 		res, err := snapshot.Extend(ctx, st, snapshot.ExtendOptions{Now: func() time.Time { return clock }})
 		if err == nil && !res.OnServer {
 			err = fmt.Errorf("the copy went through the process")
 		}
-		oursBytes = wire.n.Load() - before
+		moved := wire.Counts().Sub(before)
+		oursBytes = moved.BytesUp + moved.BytesDown
 		return err
 	}
 	n := 0
 	ref := func() error {
 		n++
-		before := wire.n.Load()
+		before := wire.Counts()
 		rc, err := st.Get(ctx, full)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = rc.Close() }()
 		err = st.Put(ctx, fmt.Sprintf("v2/Full-00000000-00100000-%d", clock.Add(time.Duration(1000+n)*time.Second).Unix()), rc)
-		refBytes = wire.n.Load() - before
+		moved := wire.Counts().Sub(before)
+		refBytes = moved.BytesUp + moved.BytesDown
 		return err
 	}
 	o, r, err := measure(cfg.runs, ours, ref)
@@ -90,30 +90,4 @@ func extendBench(ctx context.Context, cfg config) ([]row, error) {
 		Ours: o, Reference: "download and upload through the process (DEP-06's re-upload)", Ref: r,
 		Note: fmt.Sprintf("bytes through the process: %d (ours), %d (the re-upload)", oursBytes, refBytes),
 	}}, nil
-}
-
-// countingTransport counts the bytes of request and response bodies.
-type countingTransport struct {
-	base http.RoundTripper
-	n    atomic.Int64
-}
-
-func (c *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.n.Add(max(req.ContentLength, 0))
-	resp, err := c.base.RoundTrip(req)
-	if err == nil && resp.Body != nil {
-		resp.Body = &countedBody{ReadCloser: resp.Body, n: &c.n}
-	}
-	return resp, err
-}
-
-type countedBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }

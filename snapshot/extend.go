@@ -68,9 +68,9 @@ func Extend(ctx context.Context, st store.Store, opts ExtendOptions) (ExtendResu
 		// Two copies in one second would share a name.
 		created = from.Created.Add(time.Second)
 	}
-	to := newSnapshot(KindFull, from.StartRevision, from.LastRevision, created,
-		Codec{Compression: from.Compression}, from.Final)
-	to.Encrypted = from.Encrypted
+	// The same revisions, codec and suffixes; a v1 full's copy is v2.
+	to := from
+	to.Created, to.Size = created, 0
 	to.Key = dirV2 + "/" + to.Name()
 	if res.OnServer, err = store.CopyObject(ctx, st, from.Key, to.Key); err != nil {
 		return res, fmt.Errorf("extend: copy %s to %s: %w", from.Key, to.Key, err)

@@ -171,15 +171,17 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	}
 }
 
-// lockedStore refuses to delete the keys it locks, as a write-once bucket
-// does (store.ErrLocked), until they are unlocked.
+// lockedStore refuses to delete the keys it locks, or every key with
+// all, as a write-once bucket does (store.ErrLocked), until they are
+// unlocked.
 type lockedStore struct {
 	store.Store
 	locked map[string]bool
+	all    bool
 }
 
 func (l lockedStore) Delete(ctx context.Context, key string) error {
-	if l.locked[key] {
+	if l.all || l.locked[key] {
 		return fmt.Errorf("store mem://: delete %s: %w", key, store.ErrLocked)
 	}
 	return l.Store.Delete(ctx, key)
@@ -189,7 +191,8 @@ func (l lockedStore) Delete(ctx context.Context, key string) error {
 // not fail, keeps them and the deltas of a locked full's chain, asks again
 // on each run, and deletes them once the lock ends.
 func TestGCKeepsLockedSnapshots(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	now := t0.Add(40 * 24 * time.Hour)
 	mem := store.NewMem()
 	cat := weeks(now)
@@ -263,7 +266,8 @@ func TestGCKeepsLockedSnapshots(t *testing.T) {
 // The probe says whether a store refuses deletes, and leaves at most one
 // locked object behind, asked again next time.
 func TestProbeProtection(t *testing.T) {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	mem := store.NewMem()
 	p, err := snapshot.ProbeProtection(ctx, mem)
 	if err != nil || p.DeletesRefused {
@@ -272,7 +276,7 @@ func TestProbeProtection(t *testing.T) {
 	if objs, _ := mem.List(ctx, ""); len(objs) != 0 {
 		t.Fatalf("an unlocked store keeps %d probes", len(objs))
 	}
-	locking := &lockingStore{Store: mem}
+	locking := lockedStore{Store: mem, all: true}
 	first, err := snapshot.ProbeProtection(ctx, locking)
 	if err != nil || !first.DeletesRefused {
 		t.Fatalf("a store that locks: %+v, %v", first, err)
@@ -292,11 +296,4 @@ func TestProbeProtection(t *testing.T) {
 	if objs, _ := mem.List(ctx, ""); len(objs) != 0 {
 		t.Fatalf("%d probes left once the lock ended", len(objs))
 	}
-}
-
-// lockingStore refuses every delete, as a bucket with a default retention.
-type lockingStore struct{ store.Store }
-
-func (lockingStore) Delete(_ context.Context, key string) error {
-	return fmt.Errorf("store mem://: delete %s: %w", key, store.ErrLocked)
 }
