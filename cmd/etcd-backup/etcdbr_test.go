@@ -29,6 +29,9 @@ import (
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/store/s3"
 )
 
 // The flags of etcd-backup server, copy and compact are etcd-backup-restore's:
@@ -180,6 +183,9 @@ type druid struct {
 	// storeless: the Etcd has no backup store, so etcd-druid passes no
 	// store flags.
 	storeless bool
+	// storeArgs, when set, stand for the Local provider's flag, and env
+	// is added to the servers' environment (another store's credentials).
+	storeArgs, env []string
 	// kube is the API server, with etcd-druid's Role, service account
 	// and leases of the reference manifest; kubeconfig is that service
 	// account's, as the pods hold it.
@@ -325,10 +331,15 @@ func (d *druid) startServer(m *druidMember) {
 			return strings.HasPrefix(a, "--storage-provider=") || strings.HasPrefix(a, "--store-prefix=")
 		})
 	}
+	if d.storeArgs != nil {
+		i := slices.Index(args, "--storage-provider=Local")
+		args = slices.Insert(slices.Delete(args, i, i+1), i, d.storeArgs...)
+	}
 	p := &sidecarProc{name: m.pod + "-br", url: d.base(m), args: args}
 	p.env = []string{"POD_NAME=" + m.pod, "POD_NAMESPACE=" + druidNamespace, "KUBECONFIG=" + d.kubeconfig,
 		"ETCD_CONF=" + m.conf, "STORAGE_CONTAINER=backups",
 		"HOME=" + d.storeDir, "ETCDKIT_LISTEN=" + net.JoinHostPort(m.host, strconv.Itoa(d.port))}
+	p.env = append(p.env, d.env...)
 	p.start(d.t)
 	m.server = p
 	d.t.Cleanup(func() {
@@ -465,13 +476,26 @@ func checkSnapshotJSON(t *testing.T, body, kind, prefix string, final bool) (sta
 // clients, its peers and the sidecar: what etcd-backup-restore answers
 // (status code, body bytes, content type) is what etcd-backup server
 // answers. Then the data dir is wiped and the same wrapper brings it back
-// from the backups.
+// from the backups. The store is an S3 bucket that refuses overwrites and
+// deletes (Object Lock, a day's compliance retention) and ETCDKIT_LOCK_FOR
+// locks each object for two: every write goes through, retention meets
+// only locks and fails none, and the restore reads the locked chain.
 func TestServerContract(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	srv, bucket := lockedBucket(t)
+	creds := filepath.Join(t.TempDir(), "aws.json")
+	if err := os.WriteFile(creds, fmt.Appendf(nil, `{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
+		srv.AccessKey, srv.SecretKey, srv.Endpoint), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := newDruid(t, 1)
+	d.storeArgs = []string{"--storage-provider=S3", "--store-container=" + bucket}
+	d.env = []string{"AWS_APPLICATION_CREDENTIALS_JSON=" + creds, "ETCDKIT_LOCK_FOR=48h"}
 	m := d.members[0]
+	// Retention every second, to keep one full: it meets the first, locked.
+	m.extraServerFlags = []string{"--garbage-collection-period=1s", "--max-backups=1"}
 	d.startServer(m)
 	waitServing(t, d, m)
 
@@ -550,9 +574,30 @@ func TestServerContract(t *testing.T) {
 	for _, series := range []string{`etcdbr_snapshot_latest_revision{kind="Incr"} ` + strconv.FormatInt(dlast, 10),
 		`etcdbr_snapshot_duration_seconds_count{kind="Full",succeeded="true"}`, `etcdbr_validation_duration_seconds_count{succeeded="true"} 1`,
 		`etcdbr_cluster_size 1`, `etcdbr_snapstore_latest_deltas_total 1`, `etcdbr_snapshot_gc_total{kind="Incr",succeeded="true"} 0`,
-		`etcdkit_uploader 1`} {
+		`etcdkit_uploader 1`, `etcdkit_store_write_once 1`} {
 		if !strings.Contains(metrics, series) {
 			t.Errorf("/metrics lacks %s", series)
+		}
+	}
+	etcdtest.Eventually(t, "retention meets the locked first full", time.Minute, func() bool {
+		_, _, metrics := d.get(m, "/metrics")
+		return regexp.MustCompile(`(?m)^etcdkit_gc_locked_total [1-9]`).MatchString(metrics)
+	})
+	if _, _, metrics := d.get(m, "/metrics"); regexp.MustCompile(`(?m)^etcdbr_snapshot_gc_total\{[^}]*succeeded="false"\} [1-9]`).MatchString(metrics) {
+		t.Errorf("a retention run failed on the locked bucket:\n%s", grepLines(metrics, "gc"))
+	}
+	st, err := s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd-main", Endpoint: srv.Endpoint, PathStyle: true, Region: "us-east-1",
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cat.All() {
+		if until, err := store.LockedUntil(ctx, st, s.Key); err != nil || time.Until(until) < 47*time.Hour {
+			t.Errorf("%s is locked until %v (%v), want two days from its upload", s.Key, until, err)
 		}
 	}
 

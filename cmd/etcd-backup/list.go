@@ -3,14 +3,17 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
@@ -76,6 +79,17 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 				}
 				chains = append(chains, out)
 			}
+			var views []*api.SnapshotView
+			for i := range chains {
+				views = append(views, &chains[i].Full)
+				for j := range chains[i].Deltas {
+					views = append(views, &chains[i].Deltas[j])
+				}
+			}
+			locked, err := lockedUntil(ctx, st, views)
+			if err != nil {
+				return err
+			}
 			now := time.Now()
 			problems := 0
 			for _, c := range chains {
@@ -102,12 +116,24 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 				out["write_once"] = map[string]any{"deletes_refused": p.DeletesRefused, "probe": p.Probe, "error": errString(perr)}
 			}
 			err = g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\tKEY")
+				// The lock's column only where the store tells of one, so the
+				// table of an unlocked store stays as it was.
+				lockCol, lockHead := func(api.SnapshotView) string { return "" }, ""
+				if locked {
+					lockHead = "LOCKED UNTIL\t"
+					lockCol = func(v api.SnapshotView) string {
+						if v.LockedUntil.IsZero() {
+							return "-\t"
+						}
+						return v.LockedUntil.UTC().Format("2006-01-02T15:04Z") + "\t"
+					}
+				}
+				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\t"+lockHead+"KEY")
 				for i, c := range chains {
 					cluster := cmp.Or(c.ClusterID, "-")
 					row := func(v api.SnapshotView) {
-						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s\n", c.Timeline, i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
-							size(v.Size), age(now.Sub(v.Created)), codecOf(v), v.Key)
+						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s%s\n", c.Timeline, i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
+							size(v.Size), age(now.Sub(v.Created)), codecOf(v), lockCol(v), v.Key)
 					}
 					row(c.Full)
 					for _, d := range c.Deltas {
@@ -115,10 +141,14 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 					}
 					// Every row has every column, so the table stays aligned
 					// across chains.
+					blank := "\t\t\t\t\t"
+					if locked {
+						blank += "\t"
+					}
 					if c.Problem != "" {
-						fmt.Fprintf(w, "%s\t%d\t%s\t!\t\t\t\t\t%s\n", c.Timeline, i+1, cluster, c.Problem)
+						fmt.Fprintf(w, "%s\t%d\t%s\t!%s%s\n", c.Timeline, i+1, cluster, blank, c.Problem)
 					} else {
-						fmt.Fprintf(w, "%s\t%d\t%s\t~\t\t\t\t\trestores in about %s\n", c.Timeline, i+1, cluster, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
+						fmt.Fprintf(w, "%s\t%d\t%s\t~%srestores in about %s\n", c.Timeline, i+1, cluster, blank, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
 					}
 				}
 				if len(timelines) > 1 {
@@ -164,6 +194,28 @@ func damage(ctx context.Context, st store.Store, c snapshot.Chain, codec snapsho
 		}
 	}
 	return strings.Join(bad, "; "), nil
+}
+
+// lockedUntil asks the store when each shown snapshot's write-once lock
+// ends, a few at a time, and says whether any is locked.
+func lockedUntil(ctx context.Context, st store.Store, views []*api.SnapshotView) (bool, error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, v := range views {
+		g.Go(func() error {
+			until, err := store.LockedUntil(gctx, st, v.Key)
+			if errors.Is(err, store.ErrNotFound) {
+				// Deleted since the listing: retention's doing.
+				return nil
+			}
+			v.LockedUntil = until
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(views, func(v *api.SnapshotView) bool { return !v.LockedUntil.IsZero() }), nil
 }
 
 func codecOf(v api.SnapshotView) string {

@@ -54,6 +54,7 @@ type globals struct {
 	logFlags     cli.Log
 	output       string
 	codec        cli.Codec
+	lock         cli.LockFlags
 	log          *slog.Logger
 	// progress is stderr: the restore's bar, and the log written above it.
 	progress *cli.Progress
@@ -106,6 +107,7 @@ Exit codes:
 	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
+	g.lock.Flags(pf)
 	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g),
 		cli.Version(func() bool { return g.output == "json" }))
 	cli.Strict(root)
@@ -133,7 +135,11 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if g.storeURL == "" {
 		return nil, cli.Usage(errors.New("--store is required"))
 	}
-	return cli.OpenStore(ctx, g.storeURL, g.storeTimeout, g.log)
+	u, err := g.lock.URL(g.storeURL)
+	if err != nil {
+		return nil, err
+	}
+	return cli.OpenStore(ctx, u, g.storeTimeout, g.log)
 }
 
 // snapshotCodec builds the codec from the flags.

@@ -256,6 +256,7 @@ authentication on --server-port, with HTTPS when --server-cert and --server-key 
 pod network alone reaches it. With --enable-member-lease-renewal and
 --enable-snapshot-lease-renewal it renews the Kubernetes leases etcd-druid made, in
 POD_NAMESPACE, on the API server of the pod's service account (or $KUBECONFIG).
+ETCDKIT_LOCK_FOR and ETCDKIT_LOCK_MODE lock each object it writes (--lock-for, --lock-mode).
 "server --help" lists the flags; those that mean nothing to etcdkit are accepted and
 logged as ignored.`,
 		// The flags are etcd-backup-restore's, some of them named like
@@ -287,6 +288,13 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	storeURL, err := b.store.url("STORAGE_CONTAINER")
 	if err != nil {
 		return cli.Usage(err)
+	}
+	if storeURL != "" {
+		// etcd-backup-restore has no per-object lock: ETCDKIT_LOCK_FOR
+		// and ETCDKIT_LOCK_MODE give one.
+		if storeURL, err = g.lock.URL(storeURL); err != nil {
+			return err
+		}
 	}
 	var st store.Store
 	if storeURL == "" {
@@ -358,7 +366,10 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		DefragSchedule: b.defragSchedule,
 		Defrag:         defrag.Options{Timeout: b.defragTimeout},
 		Secondary:      second, SecondaryPeriod: b.syncPeriod,
-		PeerTLS: tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
+		// As serve's default: /readyz and etcdkit_store_write_once say
+		// whether the bucket's lock is really on.
+		WriteOncePeriod: time.Hour,
+		PeerTLS:         tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
 	}
 	if b.deltaPeriod < time.Second {
 		// etcd-backup-restore: under a second, no deltas.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +39,12 @@ func TestWriteOnceBucket(t *testing.T) {
 		if i == 0 {
 			firstFull = res.LastRevision
 		}
-		ok(t, env, append([]string{"snapshot"}, base...)...)
+		snap := []string{"snapshot"}
+		if i == 1 {
+			// The second full is locked for two days, past the bucket's one.
+			snap = append(snap, "--lock-for", "48h", "--lock-mode", "compliance")
+		}
+		ok(t, env, append(snap, base...)...)
 		if _, err := (etcdtest.Workload{Ops: 50, Prefix: "/worm2/", Seed: 95 + uint64(i)}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
@@ -57,8 +63,23 @@ func TestWriteOnceBucket(t *testing.T) {
 	if len(gc.Snapshots) != 0 || len(gc.Locked) != 2 || len(gc.Kept) == 0 {
 		t.Fatalf("gc on a locked bucket: deleted %v, locked %v, kept with a locked full %v", gc.Snapshots, gc.Locked, gc.Kept)
 	}
-	if out := ok(t, env, "list", "--check", "--store", url); !strings.Contains(out, "write-once: yes: the store refused to delete etcdkit/lock-probe/") {
-		t.Fatalf("list --check on a locked bucket:\n%s", out)
+	// Each snapshot is shown locked for the bucket's day, the second full
+	// for its two.
+	out := ok(t, env, "list", "--check", "--store", url)
+	day, twoDays := 0, 0
+	for _, m := range regexp.MustCompile(`  (\d{4}-\d\d-\d\dT\d\d:\d\dZ)  v2/`).FindAllStringSubmatch(out, -1) {
+		until, err := time.Parse("2006-01-02T15:04Z", m[1])
+		switch left := time.Until(until); {
+		case err != nil:
+			t.Fatal(err)
+		case left > 23*time.Hour && left < 25*time.Hour:
+			day++
+		case left > 47*time.Hour && left < 49*time.Hour:
+			twoDays++
+		}
+	}
+	if !strings.Contains(out, "write-once: yes: the store refused to delete etcdkit/lock-probe/") || day < 4 || twoDays != 1 {
+		t.Fatalf("list --check on a locked bucket (%d locked a day, %d two):\n%s", day, twoDays, out)
 	}
 	if out := ok(t, nil, "list", "--check", "--store", "file://"+t.TempDir()); !strings.Contains(out, "write-once: no") {
 		t.Fatalf("list --check on a file store:\n%s", out)
@@ -114,6 +135,17 @@ func TestServeSaysWriteOnce(t *testing.T) {
 // day's compliance retention, and the environment with its keys.
 func lockedBucketURL(t *testing.T) (string, []string) {
 	t.Helper()
+	srv, bucket := lockedBucket(t)
+	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
+	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
+		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
+	return url, env
+}
+
+// lockedBucket makes a new S3 bucket with Object Lock and a day's
+// compliance retention.
+func lockedBucket(t *testing.T) (*emulator.Server, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
@@ -121,8 +153,5 @@ func lockedBucketURL(t *testing.T) (string, []string) {
 	if err := srv.CreateLockedS3Bucket(ctx, bucket, 1); err != nil {
 		t.Fatal(err)
 	}
-	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
-	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
-		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
-	return url, env
+	return srv, bucket
 }

@@ -19,6 +19,9 @@ type SnapshotView struct {
 	Size          int64     `json:"size"`
 	Compression   string    `json:"compression,omitempty"`
 	Encrypted     bool      `json:"encrypted,omitempty"`
+	// LockedUntil is when the object's write-once lock ends, where the
+	// store tells (etcd-backup list); zero: no lock known.
+	LockedUntil time.Time `json:"locked_until,omitzero"`
 }
 
 // TimelineView is one history of the store's backups: the first, or one

@@ -37,7 +37,7 @@ func objectLockBucket(t *testing.T, defaultDays int32, lockFor time.Duration) st
 		t.Fatal(err)
 	}
 	return opened(t)(store.Opened(s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, LockFor: lockFor, LockMode: "compliance"})))
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Lock: store.Lock{For: lockFor, Compliance: true}})))
 }
 
 // Backups on a write-once bucket, with a retention that expires all but

@@ -54,6 +54,11 @@ type Config struct {
 	AccountKey string
 	// ConnectionString, when set, gives account, key and endpoint at once.
 	ConnectionString string
+	// Lock, when set, gives every blob the store writes a version-level
+	// immutability policy of Lock.For from its upload ("Unlocked", or
+	// "Locked" for compliance); the container must have version-level
+	// immutability on. URL: ?lock-for=72h&lock-mode=.
+	Lock store.Lock
 	// Options tune transfers and carry the logger.
 	Options store.Options
 }
@@ -71,7 +76,11 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		return nil, err
 	}
 	opts.EnvPrefix = q.Get("env-prefix")
-	cfg := Config{Container: loc.Bucket, Prefix: loc.Prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Options: opts}
+	lock, err := store.ParseLock(loc, q)
+	if err != nil {
+		return nil, err
+	}
+	cfg := Config{Container: loc.Bucket, Prefix: loc.Prefix, Account: q.Get("account"), Endpoint: q.Get("endpoint"), Lock: lock, Options: opts}
 	if err := q.Unused(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
@@ -93,8 +102,12 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	s.container = client
-	if _, err := s.container.GetProperties(ctx, nil); err != nil {
+	props, err := s.container.GetProperties(ctx, nil)
+	if err != nil {
 		return nil, s.fail("open", "", err)
+	}
+	if cfg.Lock.For > 0 && (props.IsImmutableStorageWithVersioningEnabled == nil || !*props.IsImmutableStorageWithVersioningEnabled) {
+		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: container %q has no version-level immutability (turn it on for the container or its account)", s.loc, cfg.Container))
 	}
 	return s, nil
 }
@@ -238,6 +251,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 		return err
 	}
 	bb := s.container.NewBlockBlobClient(name)
+	mode, until := s.lock()
 	src := xfer.ContextReader(ctx, r)
 	size := s.cfg.Options.PartSize
 
@@ -245,7 +259,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	n, err := io.ReadFull(src, first)
 	switch {
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		_, err = bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(first[:n])), &blockblob.UploadOptions{AccessConditions: createOnly})
+		_, err = bb.Upload(ctx, streaming.NopCloser(bytes.NewReader(first[:n])), &blockblob.UploadOptions{AccessConditions: createOnly,
+			ImmutabilityPolicyMode: mode, ImmutabilityPolicyExpiryTime: until})
 		if err != nil {
 			return s.fail("put", key, err)
 		}
@@ -318,7 +333,8 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	if err := context.Cause(ctx); err != nil {
 		return s.fail("put", key, err)
 	}
-	if _, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{AccessConditions: createOnly}); err != nil {
+	if _, err := bb.CommitBlockList(ctx, ids, &blockblob.CommitBlockListOptions{AccessConditions: createOnly,
+		ImmutabilityPolicyMode: mode, ImmutabilityPolicyExpiryTime: until}); err != nil {
 		return s.fail("put", key, err)
 	}
 	return nil

@@ -30,7 +30,9 @@ func (s *Store) CopyObject(ctx context.Context, src, dst string) error {
 		return s.fail("copy", src, err)
 	}
 	to := s.container.NewBlobClient(dname)
+	mode, until := s.lock()
 	resp, err := to.StartCopyFromURL(ctx, from.URL(), &blob.StartCopyFromURLOptions{AccessConditions: createOnly,
+		ImmutabilityPolicyMode: mode, ImmutabilityPolicyExpiry: until,
 		SourceModifiedAccessConditions: &blob.SourceModifiedAccessConditions{SourceIfMatch: props.ETag}})
 	if err != nil {
 		return s.fail("put", dst, err)

@@ -35,6 +35,9 @@ func (s *Store) CopyObject(ctx context.Context, src, dst string) error {
 		return s.fail("put", dst, err)
 	}
 	c := to.If(storage.Conditions{DoesNotExist: true}).CopierFrom(from.Generation(attrs.Generation))
+	// A rewrite gives the copy attributes of its own, not the source's
+	// lock: the copy's starts now.
+	c.Retention = s.retention()
 	if _, err := c.Run(ctx); err != nil {
 		return s.fail("put", dst, err)
 	}

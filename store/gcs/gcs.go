@@ -50,6 +50,12 @@ type Config struct {
 	// credentials. A plain-HTTP Endpoint without credentials is taken for
 	// an emulator and used without authentication.
 	CredentialsFile string
+	// Lock, when set, gives every object the store writes an object
+	// retention of Lock.For from its upload ("Unlocked", which a user
+	// with storage.objects.overrideUnlockedRetention may lift, or
+	// "Locked" for compliance); the bucket must have object retention on.
+	// URL: ?lock-for=72h&lock-mode=.
+	Lock store.Lock
 	// Options tune transfers and carry the logger.
 	Options store.Options
 }
@@ -68,7 +74,11 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		return nil, err
 	}
 	opts.EnvPrefix = q.Get("env-prefix")
-	cfg := Config{Bucket: loc.Bucket, Prefix: loc.Prefix, Endpoint: q.Get("endpoint"), Options: opts}
+	lock, err := store.ParseLock(loc, q)
+	if err != nil {
+		return nil, err
+	}
+	cfg := Config{Bucket: loc.Bucket, Prefix: loc.Prefix, Endpoint: q.Get("endpoint"), Lock: lock, Options: opts}
 	if err := q.Unused(); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
@@ -104,9 +114,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		storage.WithMaxAttempts(6),
 	)
 	s.bucket = s.client.Bucket(cfg.Bucket)
-	if _, err := s.bucket.Attrs(ctx); err != nil {
+	attrs, err := s.bucket.Attrs(ctx)
+	if err != nil {
 		_ = s.client.Close()
 		return nil, s.fail("open", "", err)
+	}
+	if cfg.Lock.For > 0 && attrs.ObjectRetentionMode != "Enabled" {
+		_ = s.client.Close()
+		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: bucket %q has no object retention (it is turned on at the bucket's creation, --enable-per-object-retention)", s.loc, cfg.Bucket))
 	}
 	return s, nil
 }
@@ -326,6 +341,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := obj.If(storage.Conditions{DoesNotExist: true}).NewWriter(wctx)
+	w.Retention = s.retention()
 	w.ChunkSize = s.chunkSize()
 	w.ChunkRetryDeadline = 2 * time.Minute
 	if _, err := io.Copy(w, xfer.ContextReader(ctx, r)); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -121,10 +120,14 @@ func (s *Store) copyParts(ctx context.Context, dname, source string, etag, id *s
 
 var _ store.Copier = (*Store)(nil)
 
-// lock is the retention a new object gets: none without LockFor.
+// lock is the retention a new object gets: none without Lock.
 func (s *Store) lock() (s3types.ObjectLockMode, *time.Time) {
-	if s.cfg.LockFor <= 0 {
+	if s.cfg.Lock.For <= 0 {
 		return "", nil
 	}
-	return s3types.ObjectLockMode(strings.ToUpper(s.cfg.LockMode)), aws.Time(time.Now().Add(s.cfg.LockFor))
+	mode := s3types.ObjectLockModeGovernance
+	if s.cfg.Lock.Compliance {
+		mode = s3types.ObjectLockModeCompliance
+	}
+	return mode, aws.Time(s.cfg.Lock.Until(time.Now()))
 }

@@ -66,13 +66,12 @@ type Config struct {
 	// OSS through its S3-compatible API: ALICLOUD_APPLICATION_CREDENTIALS
 	// [_JSON]). "": AWS's (AWS_APPLICATION_CREDENTIALS[_JSON]).
 	Provider string
-	// LockFor, when set, locks every object the store writes for this long
+	// Lock, when set, locks every object the store writes for Lock.For
 	// from its upload (S3 Object Lock retention; the bucket must have
-	// Object Lock on), in LockMode: "governance" (the default: a user with
-	// s3:BypassGovernanceRetention may still delete) or "compliance" (no
+	// Object Lock on), in governance mode (a user with
+	// s3:BypassGovernanceRetention may still delete) or compliance (no
 	// one may, root included, until it ends). URL: ?lock-for=72h&lock-mode=.
-	LockFor  time.Duration
-	LockMode string
+	Lock store.Lock
 	// Options tune transfers and carry the logger.
 	Options store.Options
 }
@@ -94,6 +93,9 @@ type Store struct {
 	versions *versions
 	// objectLock: the bucket has Object Lock; uploads carry checksums.
 	objectLock bool
+	// defaultRetention is the Object Lock default of the bucket; zero:
+	// none.
+	defaultRetention time.Duration
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -106,15 +108,12 @@ func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, err
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
 	opts.EnvPrefix = q.Get("env-prefix")
-	var lockFor time.Duration
-	if v := q.Get("lock-for"); v != "" {
-		if lockFor, err = time.ParseDuration(v); err != nil || lockFor <= 0 {
-			return nil, store.BadURL(fmt.Errorf("store %s: lock-for %q: a duration above 0, such as 72h", loc, v))
-		}
+	lock, err := store.ParseLock(loc, q)
+	if err != nil {
+		return nil, err
 	}
 	cfg := Config{
-		LockFor:   lockFor,
-		LockMode:  q.Get("lock-mode"),
+		Lock:      lock,
 		Bucket:    loc.Bucket,
 		Prefix:    loc.Prefix,
 		Region:    q.Get("region"),
@@ -140,9 +139,6 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	cfg.Prefix = loc.Prefix
 	cfg.Options = cfg.Options.WithDefaults()
-	if cfg.LockMode = strings.ToLower(cmp.Or(cfg.LockMode, "governance")); cfg.LockMode != "governance" && cfg.LockMode != "compliance" {
-		return nil, store.BadURL(fmt.Errorf("store %s: lock-mode %q: governance or compliance", loc, cfg.LockMode))
-	}
 	// S3 refuses parts below 5 MiB, all but the last.
 	cfg.Options.PartSize = max(cfg.Options.PartSize, minPartSize)
 	s := &Store{cfg: cfg, loc: loc}
@@ -167,7 +163,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, s.fail("open", "", err)
 	}
 	s.inspectBucket(ctx)
-	if cfg.LockFor > 0 && !s.objectLock {
+	if cfg.Lock.For > 0 && !s.objectLock {
 		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: bucket %q has no Object Lock (it is turned on at the bucket's creation; GetBucketVersioning and GetObjectLockConfiguration must be allowed)", s.loc, cfg.Bucket))
 	}
 	return s, nil

@@ -195,6 +195,10 @@ func TestObjectLock(t *testing.T) {
 	if !listed() {
 		t.Fatal("a delete marker hid the first version from the listing")
 	}
+	// The lock told is the first version's, from the bucket's default.
+	if until, err := store.LockedUntil(ctx, st, key); err != nil || time.Until(until) < 23*time.Hour || time.Until(until) > 25*time.Hour {
+		t.Fatalf("LockedUntil(%s) = %v, %v; want a day from now", key, until, err)
+	}
 	// etcd-backup-restore's way to skip a snapshot on such a bucket: a
 	// delete marker and the tag on its first version.
 	vs, err := cli.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: aws.String("locked"), Prefix: aws.String(name)})
@@ -692,6 +696,9 @@ func TestLockFor(t *testing.T) {
 		if err != nil || r.Retention == nil || r.Retention.Mode != s3types.ObjectLockRetentionModeCompliance ||
 			time.Until(aws.ToTime(r.Retention.RetainUntilDate)) < 50*time.Minute {
 			t.Fatalf("retention of %s: %+v, %v", key, r, err)
+		}
+		if until, err := store.LockedUntil(ctx, st, key); err != nil || until.Sub(aws.ToTime(r.Retention.RetainUntilDate)).Abs() > time.Second {
+			t.Fatalf("LockedUntil(%s) = %v, %v; the object says %v", key, until, err, aws.ToTime(r.Retention.RetainUntilDate))
 		}
 		if err := st.Delete(ctx, key); !errors.Is(err, store.ErrLocked) {
 			t.Fatalf("delete of %s locked an hour: %v", key, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -51,6 +52,10 @@ func (s *Store) inspectBucket(ctx context.Context) {
 	if lock, err := s.client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(s.cfg.Bucket)}); err == nil &&
 		lock.ObjectLockConfiguration != nil && lock.ObjectLockConfiguration.ObjectLockEnabled == s3types.ObjectLockEnabledEnabled {
 		s.objectLock = true
+		if r := lock.ObjectLockConfiguration.Rule; r != nil && r.DefaultRetention != nil {
+			d := r.DefaultRetention
+			s.defaultRetention = time.Duration(aws.ToInt32(d.Days))*24*time.Hour + time.Duration(aws.ToInt32(d.Years))*365*24*time.Hour
+		}
 		s.client = s3.New(s.client.Options(), func(o *s3.Options) { o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenSupported })
 		s.tm = s.transferManager(aws.RequestChecksumCalculationWhenSupported)
 	}
