@@ -69,6 +69,15 @@ func gcCmd(g *globals) *cobra.Command {
 			}
 			res, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
 			views, locked, kept := viewsOf(res.Deleted), viewsOf(res.Locked), viewsOf(res.KeptForLock)
+			// When each lock ends, where the store tells: a question
+			// unanswered leaves the column empty, not the run failed.
+			ptrs := make([]*api.SnapshotView, len(locked))
+			for i := range locked {
+				ptrs[i] = &locked[i]
+			}
+			if _, lerr := lockedUntil(ctx, st, ptrs); lerr != nil {
+				g.log.Warn("gc: when the locks end is not known", "err", lerr)
+			}
 			verb := "deleted"
 			if dryRun {
 				verb = "would delete"
@@ -83,7 +92,11 @@ func gcCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "%s\t%s\t%s\n", verb, v.Key, age(time.Since(v.Created)))
 				}
 				for _, v := range locked {
-					fmt.Fprintf(w, "locked\t%s\t%s\n", v.Key, age(time.Since(v.Created)))
+					until := ""
+					if !v.LockedUntil.IsZero() {
+						until = "until " + v.LockedUntil.UTC().Format(lockTime)
+					}
+					fmt.Fprintf(w, "locked\t%s\t%s\t%s\n", v.Key, age(time.Since(v.Created)), until)
 				}
 				for _, v := range kept {
 					fmt.Fprintf(w, "kept with its locked full\t%s\t%s\n", v.Key, age(time.Since(v.Created)))

@@ -125,7 +125,7 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 						if v.LockedUntil.IsZero() {
 							return "-\t"
 						}
-						return v.LockedUntil.UTC().Format("2006-01-02T15:04Z") + "\t"
+						return v.LockedUntil.UTC().Format(lockTime) + "\t"
 					}
 				}
 				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\t"+lockHead+"KEY")
@@ -195,6 +195,9 @@ func damage(ctx context.Context, st store.Store, c snapshot.Chain, codec snapsho
 	}
 	return strings.Join(bad, "; "), nil
 }
+
+// lockTime is how a lock's end is shown: to the minute, in UTC.
+const lockTime = "2006-01-02T15:04Z"
 
 // lockedUntil asks the store when each shown snapshot's write-once lock
 // ends, a few at a time, and says whether any is locked.

@@ -54,13 +54,16 @@ func TestWriteOnceBucket(t *testing.T) {
 
 	var gc struct {
 		Snapshots []struct{ Key string }
-		Locked    []struct{ Key string }
-		Kept      []struct{ Key string } `json:"kept_for_lock"`
+		Locked    []struct {
+			Key         string
+			LockedUntil time.Time `json:"locked_until"`
+		}
+		Kept []struct{ Key string } `json:"kept_for_lock"`
 	}
 	if err := json.Unmarshal([]byte(ok(t, env, "gc", "--store", url, "--retention-policy", "limit-based", "--max-fulls", "1", "-o", "json")), &gc); err != nil {
 		t.Fatal(err)
 	}
-	if len(gc.Snapshots) != 0 || len(gc.Locked) != 2 || len(gc.Kept) == 0 {
+	if len(gc.Snapshots) != 0 || len(gc.Locked) != 2 || len(gc.Kept) == 0 || time.Until(gc.Locked[0].LockedUntil) < 23*time.Hour {
 		t.Fatalf("gc on a locked bucket: deleted %v, locked %v, kept with a locked full %v", gc.Snapshots, gc.Locked, gc.Kept)
 	}
 	// Each snapshot is shown locked for the bucket's day, the second full
