@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,13 @@ func uploaderKey(seq int64) string { return fmt.Sprintf("%s/%010d.json", uploade
 // Key is where u is recorded.
 func (u Uploader) Key() string { return uploaderKey(u.Seq) }
 
+// uploaderSeqs are the numbers of the records that can be this project's:
+// named as uploaderKey names them, and each one's number follows another
+// record's (or is the lowest kept). Runs take numbers one after another
+// and retention deletes only the oldest, so a record far past the others
+// (one anyone with the bucket's credentials can add, and no one can
+// delete on a locked bucket) is not believed: it would otherwise stop
+// every uploader for good, even one restarted to take over.
 func uploaderSeqs(ctx context.Context, st store.Store) ([]int64, error) {
 	objs, err := st.List(ctx, uploaderDir+"/")
 	if err != nil {
@@ -50,12 +58,22 @@ func uploaderSeqs(ctx context.Context, st store.Store) ([]int64, error) {
 	var seqs []int64
 	for _, o := range objs {
 		n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(o.Key, uploaderDir+"/"), ".json"), 10, 64)
-		if err == nil && n > 0 {
+		if err == nil && n > 0 && n < maxUploaderSeq && o.Key == uploaderKey(n) {
 			seqs = append(seqs, n)
 		}
 	}
-	return seqs, nil
+	slices.Sort(seqs)
+	believed := seqs[:min(len(seqs), 1)]
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] == seqs[i-1]+1 {
+			believed = append(believed, seqs[i])
+		}
+	}
+	return believed, nil
 }
+
+// maxUploaderSeq bounds the numbers uploaderKey writes in its ten digits.
+const maxUploaderSeq = 1e10 - 1
 
 // RegisterUploader records u as the newest uploader of st and removes the
 // records older than the kept ones. The newest uploader is the one that
