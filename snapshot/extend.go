@@ -16,8 +16,9 @@ type ExtendOptions struct {
 	// GCFrom, when set, is when the extensions began (etcd-druid's task's
 	// creation, etcd-backup-restore's --gc-from-timestamp): the copies of
 	// the latest full's revision created since then, but the new one, are
-	// deleted once it is written. A full older than GCFrom, the one the
-	// cluster took before it hibernated, is never deleted here.
+	// deleted once it is written. The full the cluster took before it
+	// hibernated (the first of these revisions) is never deleted here,
+	// even when GCFrom is before it.
 	GCFrom time.Time
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -86,8 +87,16 @@ func Extend(ctx context.Context, st store.Store, opts ExtendOptions) (ExtendResu
 			"full", from.Key, "deltas", res.DeltasAfter)
 	}
 	if !opts.GCFrom.IsZero() {
+		// The first full of these revisions is the one the cluster took,
+		// not a copy: kept whatever GCFrom says (a wrong one, such as 0).
+		original := from
 		for _, s := range cat.Fulls() {
-			if s.LastRevision != from.LastRevision || s.Created.Before(opts.GCFrom) || s.Key == to.Key {
+			if s.LastRevision == from.LastRevision && s.Created.Before(original.Created) {
+				original = s
+			}
+		}
+		for _, s := range cat.Fulls() {
+			if s.LastRevision != from.LastRevision || s.Created.Before(opts.GCFrom) || s.Key == to.Key || s.Key == original.Key {
 				continue
 			}
 			switch err := st.Delete(ctx, s.Key); {

@@ -79,4 +79,13 @@ func TestExtend(t *testing.T) {
 	if err != nil || len(third.Locked) != 1 || third.Locked[0].Key != second.To.Key || len(third.Deleted) != 0 {
 		t.Fatalf("third extension, the second copy locked: locked %v, deleted %v, %v", keys(third.Locked), keys(third.Deleted), err)
 	}
+	// A task time given wrong (0: the epoch) deletes the copies, and
+	// still not the full the cluster took.
+	fourth, err := snapshot.Extend(ctx, st, snapshot.ExtendOptions{Now: at(96 * time.Hour), GCFrom: time.Unix(0, 0)})
+	if err != nil || len(fourth.Deleted) != 1 || fourth.Deleted[0].Key != third.To.Key {
+		t.Fatalf("fourth extension from the epoch: deleted %v, locked %v, %v", keys(fourth.Deleted), keys(fourth.Locked), err)
+	}
+	if _, err := mem.Get(ctx, before.Key); err != nil {
+		t.Fatalf("the full before hibernation, after an extension from the epoch: %v", err)
+	}
 }
