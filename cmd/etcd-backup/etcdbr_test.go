@@ -484,7 +484,7 @@ func TestServerContract(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv, bucket := lockedBucket(t)
+	srv, bucket := lockedBucket(t, 1)
 	creds := filepath.Join(t.TempDir(), "aws.json")
 	if err := os.WriteFile(creds, fmt.Appendf(nil, `{"accessKeyID":%q,"secretAccessKey":%q,"region":"us-east-1","endpoint":%q,"s3ForcePathStyle":true}`,
 		srv.AccessKey, srv.SecretKey, srv.Endpoint), 0o600); err != nil {

@@ -110,10 +110,17 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 					writeOnce = "unknown: " + perr.Error()
 				case p.DeletesRefused:
 					writeOnce = "yes: the store refused to delete " + p.Probe
+				case lockedViews(views) > 0:
+					// Per-object locks (--lock-for) hold on what the
+					// backups wrote; this command's probe had none.
+					writeOnce = fmt.Sprintf("partly: the store deleted %s, written without a lock: the bucket has no default lock, "+
+						"and %d of %d snapshots carry a lock of their own (--lock-for); give list the --lock-for the backups use to probe as they write",
+						p.Probe, lockedViews(views), len(views))
 				default:
 					writeOnce = "no: the store deleted " + p.Probe + "; nothing locks what it holds"
 				}
-				out["write_once"] = map[string]any{"deletes_refused": p.DeletesRefused, "probe": p.Probe, "error": errString(perr)}
+				out["write_once"] = map[string]any{"deletes_refused": p.DeletesRefused, "probe": p.Probe, "error": errString(perr),
+					"locked_snapshots": lockedViews(views)}
 			}
 			err = g.print(out, func(w *tabwriter.Writer) {
 				// The lock's column only where the store tells of one, so the
@@ -194,6 +201,17 @@ func damage(ctx context.Context, st store.Store, c snapshot.Chain, codec snapsho
 		}
 	}
 	return strings.Join(bad, "; "), nil
+}
+
+// lockedViews counts the snapshots whose lock has not ended.
+func lockedViews(views []*api.SnapshotView) int {
+	n := 0
+	for _, v := range views {
+		if v.LockedUntil.After(time.Now()) {
+			n++
+		}
+	}
+	return n
 }
 
 // lockTime is how a lock's end is shown: to the minute, in UTC.

@@ -84,6 +84,17 @@ func TestWriteOnceBucket(t *testing.T) {
 	if !strings.Contains(out, "write-once: yes: the store refused to delete etcdkit/lock-probe/") || day < 4 || twoDays != 1 {
 		t.Fatalf("list --check on a locked bucket (%d locked a day, %d two):\n%s", day, twoDays, out)
 	}
+	// A bucket with Object Lock and no default: the backups lock what
+	// they write, and list --check probes as they do only when told.
+	srv, lockOnly := lockedBucket(t, 0)
+	lockOnlyURL := "s3://" + lockOnly + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
+	ok(t, env, append([]string{"snapshot", "--lock-for", "1h"}, append(base[2:], "--store", lockOnlyURL)...)...)
+	if out := ok(t, env, "list", "--check", "--store", lockOnlyURL); !strings.Contains(out, "write-once: partly:") || !strings.Contains(out, "1 of 1 snapshots carry a lock of their own") {
+		t.Fatalf("list --check, without the backups' --lock-for, on a bucket without a default lock:\n%s", out)
+	}
+	if out := ok(t, env, "list", "--check", "--store", lockOnlyURL, "--lock-for", "1h"); !strings.Contains(out, "write-once: yes") {
+		t.Fatalf("list --check --lock-for 1h on a bucket without a default lock:\n%s", out)
+	}
 	if out := ok(t, nil, "list", "--check", "--store", "file://"+t.TempDir()); !strings.Contains(out, "write-once: no") {
 		t.Fatalf("list --check on a file store:\n%s", out)
 	}
@@ -138,22 +149,22 @@ func TestServeSaysWriteOnce(t *testing.T) {
 // day's compliance retention, and the environment with its keys.
 func lockedBucketURL(t *testing.T) (string, []string) {
 	t.Helper()
-	srv, bucket := lockedBucket(t)
+	srv, bucket := lockedBucket(t, 1)
 	url := "s3://" + bucket + "/etcd?endpoint=" + srv.Endpoint + "&path-style=true&region=us-east-1"
 	env := []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey,
 		"AWS_CONFIG_FILE=" + filepath.Join(t.TempDir(), "none"), "AWS_SHARED_CREDENTIALS_FILE=" + filepath.Join(t.TempDir(), "none")}
 	return url, env
 }
 
-// lockedBucket makes a new S3 bucket with Object Lock and a day's
-// compliance retention.
-func lockedBucket(t *testing.T) (*emulator.Server, string) {
+// lockedBucket makes a new S3 bucket with Object Lock and a default
+// compliance retention of days (0: none).
+func lockedBucket(t *testing.T, days int32) (*emulator.Server, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
 	bucket := emulator.Bucket(t)
-	if err := srv.CreateLockedS3Bucket(ctx, bucket, 1); err != nil {
+	if err := srv.CreateLockedS3Bucket(ctx, bucket, days); err != nil {
 		t.Fatal(err)
 	}
 	return srv, bucket
