@@ -199,7 +199,7 @@ func (f *follower) open(ctx context.Context) error {
 	// uploader), and through the store's errors, try again every Poll.
 	for {
 		f.site = PickSite(ctx, f.st, f.opts.Second, f.opts.Logger)
-		chain, latest, err := pick(ctx, f.site, Target{})
+		chain, latest, _, err := pick(ctx, f.site, Target{})
 		if err == nil {
 			f.latest = latest
 			if err = f.catchUp(ctx, chain); err == nil {
@@ -506,7 +506,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
 		// No listing succeeded yet: the estimate needs one.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, f.latest, err = pick(lctx, PickSite(lctx, f.st, f.opts.Second, f.opts.Logger), Target{})
+		_, f.latest, _, err = pick(lctx, PickSite(lctx, f.st, f.opts.Second, f.opts.Logger), Target{})
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)

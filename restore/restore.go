@@ -175,6 +175,11 @@ type Result struct {
 	// (etcdctl user passwd); certificate authentication works meanwhile.
 	AuthRestored         bool
 	UsersWithoutPassword []string
+	// Beyond are the store's older timelines whose backups reach past the
+	// revision restored, when the restore followed the newest timeline,
+	// Followed, to its latest chain by default (snapshot.Catalog.Beyond).
+	Followed snap.Timeline
+	Beyond   []snap.TimelineEnd
 	// ClusterID is the restored cluster's ID (hex), new with every restore:
 	// etcd derives it from the initial cluster and its token.
 	ClusterID string
@@ -228,21 +233,21 @@ func (o Options) withDefaults() (Options, error) {
 // Chain picks and checks the chain a target asks for: gaps are an error
 // before anything is downloaded.
 func Chain(ctx context.Context, st store.Store, t Target) (snap.Chain, error) {
-	chain, _, err := pick(ctx, st, t)
+	chain, _, _, err := pick(ctx, st, t)
 	return chain, err
 }
 
-// pick is Chain, and the store's latest chain.
-func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Chain, err error) {
+// pick is Chain, and the store's latest chain and the catalog of the
+// timeline it read.
+func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Chain, cat snap.Catalog, err error) {
 	if t.Revision < 0 {
-		return chain, latest, fmt.Errorf("restore: revision %d: a revision is positive (0: the latest)", t.Revision)
+		return chain, latest, cat, fmt.Errorf("restore: revision %d: a revision is positive (0: the latest)", t.Revision)
 	}
-	cat, err := snap.List(ctx, st)
-	if err != nil {
-		return chain, latest, err
+	if cat, err = snap.List(ctx, st); err != nil {
+		return chain, latest, cat, err
 	}
 	if cat, err = cat.On(t.Timeline); err != nil {
-		return chain, latest, fmt.Errorf("restore from %v: %w", st, err)
+		return chain, latest, cat, fmt.Errorf("restore from %v: %w", st, err)
 	}
 	latest, err = cat.Latest()
 	switch {
@@ -254,10 +259,10 @@ func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Cha
 		chain = latest
 	}
 	if err != nil {
-		return chain, latest, fmt.Errorf("restore from %v: %w", st, err)
+		return chain, latest, cat, fmt.Errorf("restore from %v: %w", st, err)
 	}
 	chain, err = chain.Check()
-	return chain, latest, err
+	return chain, latest, cat, err
 }
 
 // Restore rebuilds a member's data dir from the store: the chain the
@@ -274,11 +279,28 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	start := time.Now()
 	// latest is what SafeRevision estimates from: the caller's chain (one
 	// that listed the store picked the latest), or the listing's.
-	var chain, latest snap.Chain
+	var (
+		chain, latest snap.Chain
+		followed      snap.Timeline
+		beyond        []snap.TimelineEnd
+	)
 	if opts.Chain != nil {
 		chain, latest = *opts.Chain, *opts.Chain
-	} else if chain, latest, err = pick(ctx, st, opts.Target); err != nil {
-		return Result{}, err
+	} else {
+		var cat snap.Catalog
+		if chain, latest, cat, err = pick(ctx, st, opts.Target); err != nil {
+			return Result{}, err
+		}
+		if t := opts.Target; t.Timeline == "" && t.Revision == 0 && t.Time.IsZero() {
+			// The newest timeline's latest chain, by default: what the
+			// older timelines hold past it is said, never passed over
+			// in silence.
+			followed, beyond = cat.Timeline, cat.Beyond(chain.LastRevision())
+		}
+	}
+	for _, b := range beyond {
+		opts.Logger.Warn("restore: an older timeline's backups reach past the newest's latest chain, which this restore follows (give the timeline to restore from it)",
+			"newest", followed.ID, "revision", chain.LastRevision(), "timeline", b.Timeline.ID, "its_last_revision", b.LastRevision)
 	}
 	parent := filepath.Dir(opts.DataDir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
@@ -331,7 +353,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	if err != nil {
 		return res, olderChain(st, chain, err)
 	}
-	res.RevisionBump = opts.bump(latest, res.Revision)
+	res.RevisionBump, res.Followed, res.Beyond = opts.bump(latest, res.Revision), followed, beyond
 	if err := finishInPlace(r, out, res.Revision, opts.member(res.RevisionBump)); err != nil {
 		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}

@@ -86,6 +86,38 @@ func newCatalog(all []Snapshot, tls []Timeline) Catalog {
 	return c
 }
 
+// TimelineEnd is how far one timeline's own backups reach.
+type TimelineEnd struct {
+	Timeline     Timeline
+	LastRevision int64
+}
+
+// Beyond are the store's other timelines whose own backups reach past
+// revision rev, the newest first: what a restore of this timeline to rev
+// leaves out. Revisions of two timelines are no measure of which is
+// right (a fork restarts from an earlier one), but a newest timeline
+// that reaches less far than an older one is what an operator must see:
+// a rollback made on purpose, or a record that should not be there.
+func (c Catalog) Beyond(rev int64) []TimelineEnd {
+	var out []TimelineEnd
+	for i := len(c.Timelines) - 1; i >= 0; i-- {
+		t := c.Timelines[i]
+		if t.ID == c.Timeline.ID {
+			continue
+		}
+		end := TimelineEnd{Timeline: t}
+		for _, s := range c.all {
+			if s.Timeline == t.ID {
+				end.LastRevision = max(end.LastRevision, s.LastRevision)
+			}
+		}
+		if end.LastRevision > rev {
+			out = append(out, end)
+		}
+	}
+	return out
+}
+
 // On is the catalog as timeline id sees it ("": the newest).
 func (c Catalog) On(id string) (Catalog, error) {
 	if id == "" {

@@ -295,6 +295,13 @@ func TestTimelines(t *testing.T) {
 	if err != nil || keys(latest.Snapshots()) != keys([]snapshot.Snapshot{newFull, nd}) || latest.LastRevision() != 230 {
 		t.Fatalf("latest of the new timeline: %s %v", keys(latest.Snapshots()), err)
 	}
+	// The old timeline reaches 225: past a restore to 200, not past 230.
+	if b := cat.Beyond(230); len(b) != 0 {
+		t.Fatalf("beyond 230: %+v", b)
+	}
+	if b := cat.Beyond(200); len(b) != 1 || b[0].Timeline.ID != snapshot.FirstTimeline || b[0].LastRevision != 225 {
+		t.Fatalf("beyond 200: %+v", b)
+	}
 	for _, tc := range []struct {
 		rev  int64
 		want string
@@ -353,6 +360,11 @@ func TestTimelines(t *testing.T) {
 	}
 	if checked, err := ch.Check(); err != nil || checked.UntilRevision != 150 || len(checked.Deltas) != 1 {
 		t.Fatalf("it restores the shared past to 150: %+v %v", checked, err)
+	}
+	// A restore of that latest chain leaves out the old timeline's 225,
+	// as a forged record of a fork would: said.
+	if b := cat.Beyond(ch.LastRevision()); len(b) != 1 || b[0].LastRevision != 225 {
+		t.Fatalf("beyond the shared past: %+v", b)
 	}
 }
 

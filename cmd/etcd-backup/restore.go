@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // target is the --timeline, --revision and --time flags.
@@ -147,11 +148,15 @@ where it stood, without downloading the full snapshot again.`,
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
-				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword}
+				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond)}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
 				if end := lastCreated(res); !opts.Target.Time.IsZero() && end.Before(opts.Target.Time) {
 					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
+				}
+				for _, b := range res.Beyond {
+					fmt.Fprintf(w, "note\t%s holds backups up to revision %d, past the %d restored here from the newest timeline, %s (list says why it began): --timeline %s restores from it\n",
+						b.Timeline, b.LastRevision, res.Revision, res.Followed.ID, b.Timeline.ID)
 				}
 				if res.RevisionBump > 0 {
 					fmt.Fprintf(w, "revision bump\t%d (the member starts at revision %d, marked compacted)\n", res.RevisionBump, res.Revision+int64(res.RevisionBump))
@@ -198,6 +203,15 @@ where it stood, without downloading the full snapshot again.`,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
 	g.secondaryFlag(cmd)
 	return cmd
+}
+
+// beyondOf is Result.Beyond for JSON.
+func beyondOf(ends []snapshot.TimelineEnd) []map[string]any {
+	out := []map[string]any{}
+	for _, e := range ends {
+		out = append(out, map[string]any{"timeline": e.Timeline.ID, "last_revision": e.LastRevision})
+	}
+	return out
 }
 
 // lastCreated is when the newest object of the chain restored was written.

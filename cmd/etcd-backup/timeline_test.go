@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,6 +158,23 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	}
 	if resp, err := o.Client(t).Get(ctx, "\x00", clientv3.WithCountOnly()); err != nil || resp.Header.Revision != end {
 		t.Fatalf("the old timeline restored to revision %v (%v), want %d", resp.Header.Revision, err, end)
+	}
+	// Anyone with the store's credentials can add a record of a fork at
+	// the middle of the old chain, and a locked bucket keeps it: the
+	// default restore follows it, and says what it leaves out.
+	began := time.Now().Add(time.Minute).Unix()
+	forged := filepath.Join(strings.TrimPrefix(storeURL, "file://"), "etcdkit", "timelines", fmt.Sprintf("%d-cafebabe.json", began))
+	if err := os.WriteFile(forged, fmt.Appendf(nil, `{"id":"cafebabe","began":%q,"parent":"first","fork_revision":%d,"reason":"restored to revision %d"}`,
+		time.Unix(began, 0).UTC().Format(time.RFC3339), mid, mid), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = ok(t, nil, "restore", "--store", storeURL, "--data-dir", filepath.Join(t.TempDir(), "forged"))
+	for _, want := range []string{fmt.Sprintf("revision  %d\n", mid),
+		fmt.Sprintf("timeline first holds backups up to revision %d, past the %d restored here from the newest timeline, cafebabe", end, mid),
+		fmt.Sprintf("holds backups up to revision %d", last), "--timeline first restores from it"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("a restore that follows a record of a fork lacks %q:\n%s", want, out)
+		}
 	}
 }
 
