@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -617,6 +618,15 @@ func (s *Store) fail(op, key string, err error) error {
 		}
 		return fmt.Errorf("store %s: %s: the server refused the request; it was signed for region %q, and a server in another region answers so: give the bucket's region in the store URL (?region=…) or in the credentials' region%s: %w",
 			s.loc, what, s.cfg.Region, hint, err)
+	case strings.Contains(err.Error(), "no EC2 IMDS role found"):
+		// The SDK's chain ends at the instance role: nothing before it
+		// gave credentials. Not a refusal: an instance's metadata service
+		// that does not answer yet says the same.
+		return fmt.Errorf("store %s: %s: no credentials were found: set AWS_APPLICATION_CREDENTIALS[_JSON], AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a web identity's AWS_ROLE_ARN and AWS_WEB_IDENTITY_TOKEN_FILE, or run where an instance role is: %w",
+			s.loc, what, err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("store %s: %s: nothing answers at the endpoint %s (check the store URL's endpoint, or the credentials' endpoint): %w",
+			s.loc, what, cmp.Or(s.cfg.Endpoint, "of the region"), err)
 	}
 	return fmt.Errorf("store %s: %s: %w", s.loc, what, err)
 }

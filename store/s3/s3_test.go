@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -703,5 +704,34 @@ func TestLockFor(t *testing.T) {
 		if err := st.Delete(ctx, key); !errors.Is(err, store.ErrLocked) {
 			t.Fatalf("delete of %s locked an hour: %v", key, err)
 		}
+	}
+}
+
+// Two mistakes of a new setup get a message that says what to fix: no
+// credentials anywhere, and an endpoint where nothing listens.
+func TestNoCredentialsNoEndpoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + l.Addr().String()
+	_ = l.Close()
+	url := "s3://b/p?endpoint=" + closed + "&path-style=true&region=us-east-1"
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"AWS_APPLICATION_CREDENTIALS", "AWS_APPLICATION_CREDENTIALS_JSON", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	if _, err := store.Open(ctx, url); err == nil || !strings.Contains(err.Error(), "no credentials were found: set AWS_APPLICATION_CREDENTIALS") {
+		t.Fatalf("no credentials: %v", err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "AK")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "SK")
+	if _, err := store.Open(ctx, url); err == nil || !strings.Contains(err.Error(), "nothing answers at the endpoint "+closed) {
+		t.Fatalf("nothing at the endpoint: %v", err)
 	}
 }
