@@ -142,6 +142,8 @@ func record(t *testing.T, seed uint64, ops int) history {
 		t.Fatal(err)
 	}
 	longs := []clientv3.LeaseID{early.ID, late.ID}
+	// lastAuth is the revision of the last change of users and roles.
+	var lastAuth int64
 	keepCtx, stopKeeping := context.WithCancel(ctx)
 	defer stopKeeping()
 	var short clientv3.LeaseID
@@ -195,6 +197,11 @@ func record(t *testing.T, seed uint64, ops int) history {
 			changeAuth(t, cli, false)
 		case secure(seed) && i == 3*ops/4:
 			changeAuth(t, cli, true)
+			resp, err := cli.Get(ctx, "/", clientv3.WithCountOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			lastAuth = resp.Header.Revision
 		case moving(seed) && (i == ops/5 || i == 2*ops/3):
 			c.MoveLeader(t)
 		}
@@ -270,6 +277,18 @@ func record(t *testing.T, seed uint64, ops int) history {
 			t.Fatal("the short lease did not expire")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The snapshotter takes a full after the delta that saw a change of
+	// users and roles: on a loaded machine the last change's may not have
+	// come yet. Writes make the deltas it follows.
+	for n := 0; lastAuth > 0 && s.Status().LastFull.LastRevision < lastAuth; n++ {
+		if ctx.Err() != nil {
+			t.Fatal("no full snapshot after the last change of users and roles")
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/nudge/%04d", n), "x"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	last, err := s.TakeDelta(ctx)
 	if err != nil && !errors.Is(err, capture.ErrNoEvents) {
