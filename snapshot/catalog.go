@@ -37,6 +37,10 @@ type Catalog struct {
 	// ceiling is, for an inherited object's key, the last revision the
 	// catalog's timeline shares with the object's.
 	ceiling map[string]int64
+	// Excluded are the snapshots an operator took out of the backups
+	// (store.ExcludeTag), asked only of a store that lists no other: a
+	// store whose every backup is hidden must not read as a new one.
+	Excluded []Snapshot
 }
 
 // List reads the catalog of st, as its newest timeline sees it: the v2
@@ -63,7 +67,19 @@ func List(ctx context.Context, st store.Store) (Catalog, error) {
 	if err != nil {
 		return Catalog{}, err
 	}
-	return newCatalog(all, tls), nil
+	c := newCatalog(all, tls)
+	if len(all) == 0 {
+		objs, err := store.ListExcluded(ctx, st, dirV2+"/")
+		if err != nil {
+			return Catalog{}, fmt.Errorf("list snapshots: %w", err)
+		}
+		for _, o := range objs {
+			if s, err := Parse(o.Key); err == nil {
+				c.Excluded = append(c.Excluded, s)
+			}
+		}
+	}
+	return c, nil
 }
 
 // NewCatalog sorts snapshots into a catalog of one timeline, the first.
@@ -131,7 +147,7 @@ func (c Catalog) On(id string) (Catalog, error) {
 		}
 		return c, fmt.Errorf("timeline %q: %w (the store has %s)", id, ErrNoTimeline, strings.Join(ids, ", "))
 	}
-	out := Catalog{Timeline: t, Timelines: c.Timelines, all: c.all, ceiling: map[string]int64{}}
+	out := Catalog{Timeline: t, Timelines: c.Timelines, all: c.all, ceiling: map[string]int64{}, Excluded: c.Excluded}
 	// Walk up the forks: each ancestor lends what it holds up to the
 	// lowest fork revision on the way.
 	ceiling := int64(0)
@@ -216,6 +232,9 @@ func (c Catalog) Fulls() []Snapshot {
 func (c Catalog) Latest() (Chain, error) {
 	fulls := c.Fulls()
 	switch {
+	case len(c.Snapshots) == 0 && len(c.Excluded) > 0:
+		return Chain{}, fmt.Errorf("latest chain of %s: %w: every snapshot the store holds (%d, such as %s) is taken out of the backups with %s; "+
+			"remove the mark (on S3 the tag and the delete marker over it) from those to restore from", c.Timeline, ErrNoFull, len(c.Excluded), c.Excluded[len(c.Excluded)-1].Key, store.ExcludeTag)
 	case len(c.Snapshots) == 0:
 		return Chain{}, fmt.Errorf("latest chain of %s: %w: the store holds no backups at all (is its URL the one the backups went to?)", c.Timeline, ErrNoFull)
 	case len(fulls) == 0:

@@ -97,7 +97,11 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 					problems++
 				}
 			}
-			if len(chains) == 0 {
+			switch {
+			case len(chains) == 0 && len(cat.Excluded) > 0:
+				fmt.Fprintf(os.Stderr, "no snapshots in %s: all %d, such as %s, are taken out of the backups with %s (on S3 a tag under a delete marker); remove the mark from those to restore from\n",
+					st, len(cat.Excluded), cat.Excluded[len(cat.Excluded)-1].Key, store.ExcludeTag)
+			case len(chains) == 0:
 				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
 			}
 			timelines := sidecar.TimelineViewsOf(cat)

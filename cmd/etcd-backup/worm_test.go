@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 )
@@ -94,6 +99,32 @@ func TestWriteOnceBucket(t *testing.T) {
 	}
 	if out := ok(t, env, "list", "--check", "--store", lockOnlyURL, "--lock-for", "1h"); !strings.Contains(out, "write-once: yes") {
 		t.Fatalf("list --check --lock-for 1h on a bucket without a default lock:\n%s", out)
+	}
+	// Anyone with the bucket's credentials can take every snapshot out of
+	// the backups (a delete marker over a first version tagged
+	// x-etcd-snapshot-exclude): list and restore say so, not "nothing
+	// was ever backed up".
+	s3c := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
+	vs, err := s3c.ListObjectVersions(ctx, &awss3.ListObjectVersionsInput{Bucket: aws.String(lockOnly), Prefix: aws.String("etcd/v2/")})
+	if err != nil || len(vs.Versions) == 0 {
+		t.Fatalf("versions: %v", err)
+	}
+	for _, v := range vs.Versions {
+		if _, err := s3c.PutObjectTagging(ctx, &awss3.PutObjectTaggingInput{Bucket: aws.String(lockOnly), Key: v.Key, VersionId: v.VersionId,
+			Tagging: &s3types.Tagging{TagSet: []s3types.Tag{{Key: aws.String("x-etcd-snapshot-exclude"), Value: aws.String("true")}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s3c.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(lockOnly), Key: v.Key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := etcdBackup(t, env, "list", "--store", lockOnlyURL); r.code != 0 || !strings.Contains(r.stderr, "all 1, such as v2/Full-") || !strings.Contains(r.stderr, "taken out of the backups with x-etcd-snapshot-exclude") {
+		t.Fatalf("list of a store whose every snapshot is excluded: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := etcdBackup(t, env, "restore", "--store", lockOnlyURL, "--data-dir", filepath.Join(t.TempDir(), "hidden")); r.code != exitFailed ||
+		!strings.Contains(r.stderr, "every snapshot the store holds (1, such as v2/Full-") {
+		t.Fatalf("restore from a store whose every snapshot is excluded: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if out := ok(t, nil, "list", "--check", "--store", "file://"+t.TempDir()); !strings.Contains(out, "write-once: no") {
 		t.Fatalf("list --check on a file store:\n%s", out)

@@ -380,21 +380,33 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	objs, _, err := s.list(ctx, prefix)
+	return objs, err
+}
+
+// ListExcluded lists the blobs whose index tag ExcludeTag is "true"
+// (store.ExcludedLister).
+func (s *Store) ListExcluded(ctx context.Context, prefix string) ([]store.Object, error) {
+	_, excluded, err := s.list(ctx, prefix)
+	return excluded, err
+}
+
+var _ store.ExcludedLister = (*Store)(nil)
+
+// list lists the blobs under prefix, apart those an operator took out of
+// the backups (excluded).
+func (s *Store) list(ctx context.Context, prefix string) (objs, out []store.Object, err error) {
 	full, err := s.loc.ListPrefix(prefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &full, Include: container.ListBlobsInclude{Tags: true}})
-	var objs []store.Object
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return nil, s.fail("list", prefix, err)
+			return nil, nil, s.fail("list", prefix, err)
 		}
 		for _, b := range page.Segment.BlobItems {
-			if excluded(b) {
-				continue
-			}
 			o := store.Object{Key: s.loc.Key(*b.Name)}
 			if p := b.Properties; p != nil {
 				if p.ContentLength != nil {
@@ -404,10 +416,14 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 					o.Modified = *p.LastModified
 				}
 			}
+			if excluded(b) {
+				out = append(out, o)
+				continue
+			}
 			objs = append(objs, o)
 		}
 	}
-	return objs, nil
+	return objs, out, nil
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {

@@ -393,30 +393,45 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 }
 
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	objs, _, err := s.list(ctx, prefix)
+	return objs, err
+}
+
+// ListExcluded lists the objects whose metadata carries ExcludeTag=true
+// (store.ExcludedLister).
+func (s *Store) ListExcluded(ctx context.Context, prefix string) ([]store.Object, error) {
+	_, excluded, err := s.list(ctx, prefix)
+	return excluded, err
+}
+
+var _ store.ExcludedLister = (*Store)(nil)
+
+// list lists the objects under prefix, apart those an operator took out
+// of the backups with ExcludeTag, as etcd-backup-restore reads it.
+func (s *Store) list(ctx context.Context, prefix string) (objs, excluded []store.Object, err error) {
 	full, err := s.loc.ListPrefix(prefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	q := &storage.Query{Prefix: full}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Updated", "Metadata"}); err != nil {
-		return nil, fmt.Errorf("store %s: %w", s.loc, err)
+		return nil, nil, fmt.Errorf("store %s: %w", s.loc, err)
 	}
 	it := s.bucket.Objects(ctx, q)
-	var objs []store.Object
 	for {
 		a, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return objs, nil
+			return objs, excluded, nil
 		}
 		if err != nil {
-			return nil, s.fail("list", prefix, err)
+			return nil, nil, s.fail("list", prefix, err)
 		}
+		o := store.Object{Key: s.loc.Key(a.Name), Size: a.Size, Modified: a.Updated}
 		if a.Metadata[store.ExcludeTag] == "true" {
-			// Taken out of the backups by an operator, as etcd-backup-restore
-			// reads it.
+			excluded = append(excluded, o)
 			continue
 		}
-		objs = append(objs, store.Object{Key: s.loc.Key(a.Name), Size: a.Size, Modified: a.Updated})
+		objs = append(objs, o)
 	}
 }
 

@@ -217,4 +217,13 @@ func TestExcludeTag(t *testing.T) {
 	if err != nil || len(objs) != 1 || objs[0].Key != "v2/Full-00000000-00000010-1700000000" {
 		t.Fatalf("listed %+v, %v; want the untagged full alone", objs, err)
 	}
+	// What the listing leaves out can be told, through a view too.
+	view, err := store.WithPrefix(st, "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := store.ListExcluded(ctx, view, "Full-")
+	if err != nil || len(out) != 1 || out[0].Key != "Full-00000000-00000020-1700000100" || out[0].Size != 4 {
+		t.Fatalf("excluded %+v, %v; want the tagged full", out, err)
+	}
 }

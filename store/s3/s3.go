@@ -488,7 +488,8 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Object, error)
 		return nil, err
 	}
 	if s.versions != nil {
-		return s.listFirst(ctx, prefix, full)
+		objs, _, err := s.listFirst(ctx, prefix, full)
+		return objs, err
 	}
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{
 		Bucket: aws.String(s.cfg.Bucket),

@@ -213,6 +213,9 @@ func TestObjectLock(t *testing.T) {
 	if listed() {
 		t.Fatal("a snapshot tagged " + s3.ExcludeTag + " under a delete marker is listed")
 	}
+	if out, err := store.ListExcluded(ctx, st, "v2/"); err != nil || len(out) != 1 || out[0].Key != key || out[0].Size != int64(len("the backup")) {
+		t.Fatalf("excluded %+v, %v; want %s", out, err, key)
+	}
 }
 
 // TestCredentialFiles opens stores from URLs only, with the credentials

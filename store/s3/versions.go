@@ -88,31 +88,46 @@ func (s *Store) listVersions(ctx context.Context, full string) (first map[string
 	return first, marked, names, nil
 }
 
-// listFirst is List on a versioned bucket.
-func (s *Store) listFirst(ctx context.Context, prefix, full string) ([]store.Object, error) {
+// listFirst is List on a versioned bucket, and the names it leaves out
+// as an operator excluded them.
+func (s *Store) listFirst(ctx context.Context, prefix, full string) (objs, excluded []store.Object, err error) {
 	first, marked, names, err := s.listVersions(ctx, full)
 	if err != nil {
-		return nil, s.fail("list", prefix, err)
+		return nil, nil, s.fail("list", prefix, err)
 	}
-	var objs []store.Object
 	for _, name := range names {
 		v := first[name]
+		o := store.Object{Key: s.loc.Key(name), Size: aws.ToInt64(v.Size), Modified: aws.ToTime(v.LastModified)}
 		if marked[name] {
-			excluded, err := s.excluded(ctx, name, aws.ToString(v.VersionId))
+			out, err := s.excluded(ctx, name, aws.ToString(v.VersionId))
 			if err != nil {
-				return nil, s.fail("list", prefix, err)
+				return nil, nil, s.fail("list", prefix, err)
 			}
-			if excluded {
+			if out {
+				excluded = append(excluded, o)
 				continue
 			}
 		}
 		s.versions.mu.Lock()
 		s.versions.first[name] = aws.ToString(v.VersionId)
 		s.versions.mu.Unlock()
-		objs = append(objs, store.Object{Key: s.loc.Key(name), Size: aws.ToInt64(v.Size), Modified: aws.ToTime(v.LastModified)})
+		objs = append(objs, o)
 	}
-	return objs, nil
+	return objs, excluded, nil
 }
+
+// ListExcluded lists the first versions under delete markers tagged
+// ExcludeTag (store.ExcludedLister); none on a bucket without versions.
+func (s *Store) ListExcluded(ctx context.Context, prefix string) ([]store.Object, error) {
+	full, err := s.loc.ListPrefix(prefix)
+	if err != nil || s.versions == nil {
+		return nil, err
+	}
+	_, excluded, err := s.listFirst(ctx, prefix, full)
+	return excluded, err
+}
+
+var _ store.ExcludedLister = (*Store)(nil)
 
 // excluded says whether version id of name carries ExcludeTag=true.
 func (s *Store) excluded(ctx context.Context, name, id string) (bool, error) {
