@@ -640,3 +640,71 @@ func TestRestoreSitesReadsTheOtherSiteWhenDamaged(t *testing.T) {
 		t.Fatalf("restore from the damaged site alone: %v, want damaged", err)
 	}
 }
+
+// A record of a fork that names the cluster's ID but not its past (added
+// with the bucket's credentials, which a locked bucket keeps): the
+// cluster, whose keys are those of the old timeline far past the fork the
+// record says, does not take it for its own, and begins a timeline of its
+// own from the old one where its keys agree; the default restore follows
+// it to the cluster's data.
+func TestAForgedForkIsNotTheClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(rctx) }()
+	early, err := (etcdtest.Workload{Ops: 30, Prefix: "/k/", Seed: 41}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (etcdtest.Workload{Ops: 120, Prefix: "/k/", Seed: 42}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	id, err := snapshot.IdentityOf(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ForkRevision: early.LastRevision, ClusterID: id.ClusterID,
+		Reason: "restored to an early revision"}, time.Now(), before.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Began || l.Timeline.ID == forged.ID || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision <= early.LastRevision ||
+		!strings.Contains(l.Reason, "the record is not this cluster's") {
+		t.Fatalf("placed %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, early.LastRevision)
+	}
+	t.Log(l.Reason)
+	r, _ := restored(t, st, restore.Options{})
+	got, err := restore.LiveDigest(ctx, r.Client(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := restore.LiveDigest(ctx, cli, 0)
+	if err != nil || got != want {
+		t.Fatalf("the default restore sums to %v, the cluster to %v (%v)", got, want, err)
+	}
+}

@@ -123,6 +123,11 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	if t.Key != "" && t.ClusterID != p.cluster && !ownFulls {
 		return p.foreign(ctx, fmt.Sprintf("cluster %s began %s and has written no full snapshot there yet", t.ClusterID, t))
 	}
+	if t.Key != "" && t.ClusterID == p.cluster && !ownFulls {
+		if l, ok, err := p.notItsFork(ctx, t); err != nil || ok {
+			return l, err
+		}
+	}
 	chain, err := p.cat.Latest()
 	if errors.Is(err, ErrNoFull) {
 		here.Reason = "the store holds no full snapshot to continue"
@@ -221,6 +226,39 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	// no past, so that no chain mixes two.
 	return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
 		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
+}
+
+// notItsFork sets aside a record of a fork that names this cluster's ID
+// but that the cluster's own keys contradict: they are those of the
+// parent timeline past the revision the record says the cluster was
+// restored to (another deployment of its configuration began it, or
+// anyone with the bucket's credentials added it, and a locked bucket
+// keeps it). The cluster then begins a timeline of its own from the
+// parent, at the revision its keys share, instead of going on in a past
+// it never had (ok).
+func (p *placer) notItsFork(ctx context.Context, t Timeline) (Lineage, bool, error) {
+	if t.Parent == "" || t.ForkRevision <= 0 || p.current <= t.ForkRevision {
+		return Lineage{}, false, nil
+	}
+	parent, err := p.cat.On(t.Parent)
+	if err != nil {
+		return Lineage{}, false, nil
+	}
+	chain, err := parent.Latest()
+	if err != nil || chain.LastRevision() <= t.ForkRevision {
+		return Lineage{}, false, nil
+	}
+	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
+	if err != nil {
+		return Lineage{}, false, err
+	}
+	shared, _, _, err := p.sharedPast(ctx, chain, id.Tail, min(chain.LastRevision(), p.current))
+	if err != nil || shared <= t.ForkRevision {
+		return Lineage{}, false, err
+	}
+	l, err := p.begin(ctx, Timeline{Parent: t.Parent, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+		Reason: fmt.Sprintf("%s names this cluster, restored to revision %d, but the cluster's keys at revision %d are those %s left: the record is not this cluster's", t, t.ForkRevision, shared, parent.Timeline)})
+	return l, true, err
 }
 
 // byRecord decides by the newest record of a restore of this cluster
@@ -373,7 +411,24 @@ func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
 	if p.o.DryRun {
 		return Lineage{Timeline: p.cat.Timeline, Reason: "a new timeline would begin: " + t.Reason}, nil
 	}
-	t, err := BeginTimeline(ctx, p.st, t, p.o.Now(), p.cat.all)
+	// The timeline begun must be the newest: one begun in the same second
+	// as another (names keep whole seconds) would be ordered by its
+	// random ID. It begins the next second, and since an object belongs
+	// to the newest timeline begun when it was created, the snapshots
+	// that follow wait for that second.
+	now := p.o.Now()
+	if tls := p.cat.Timelines; len(tls) > 0 && now.Unix() <= tls[len(tls)-1].Began.Unix() {
+		began := tls[len(tls)-1].Began.Add(time.Second)
+		if wait := began.Sub(now); wait <= time.Second {
+			select {
+			case <-ctx.Done():
+				return Lineage{}, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		now = began
+	}
+	t, err := BeginTimeline(ctx, p.st, t, now, p.cat.all)
 	if err != nil {
 		return Lineage{}, err
 	}
