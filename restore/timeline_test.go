@@ -694,7 +694,7 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !l.Began || l.Timeline.ID == forged.ID || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision <= early.LastRevision ||
-		!strings.Contains(l.Reason, "the record is not this cluster's") {
+		!strings.Contains(l.Reason, "it went on in first, not from revision") {
 		t.Fatalf("placed %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, early.LastRevision)
 	}
 	t.Log(l.Reason)
@@ -706,5 +706,84 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 	want, err := restore.LiveDigest(ctx, cli, 0)
 	if err != nil || got != want {
 		t.Fatalf("the default restore sums to %v, the cluster to %v (%v)", got, want, err)
+	}
+}
+
+// The old timeline's cluster starts again beside a clone restored from
+// the middle of its chain, which forked and wrote a chain of its own on
+// the same prefix: the old cluster, whose keys are the old timeline's to
+// its end, is no restore to the middle. It begins a timeline of its own
+// from the old one's end, and its backups restore to its own keys.
+func TestTheOldClusterBesideItsClone(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	old := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	ocli := old.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := func(cli *clientv3.Client, write func() int64) {
+		t.Helper()
+		s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.Run(rctx) }()
+		// The chain's full comes first: a restore to the middle reads it.
+		etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+		end := write()
+		etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	workload := func(cli *clientv3.Client, prefix string, ops int, seed uint64) int64 {
+		t.Helper()
+		res, err := (etcdtest.Workload{Ops: ops, Prefix: prefix, Seed: seed}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.LastRevision
+	}
+	var mid int64
+	upload(ocli, func() int64 {
+		mid = workload(ocli, "/old/", 60, 51)
+		return workload(ocli, "/old/", 60, 52)
+	})
+	// The clone is a restore with the old member's name, peer URL and
+	// token, as etcd-druid's would be: the same cluster ID. It runs while
+	// the old member is stopped, and stops before it starts again.
+	m := old.Members[0]
+	m.Stop()
+	clone, _ := restored(t, st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: mid}}, Name: m.Name,
+		PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest"})
+	ccli := clone.Client(t)
+	upload(ccli, func() int64 { return workload(ccli, "/clone/", 40, 53) })
+	clone.Close()
+	m.Restart(t)
+	cat, err := snapshot.List(ctx, st)
+	if err != nil || cat.Timeline.Parent != snapshot.FirstTimeline || cat.Timeline.ForkRevision != mid {
+		t.Fatalf("the clone's timeline: %+v %v", cat.Timeline, err)
+	}
+	oldEnd := workload(ocli, "/old/", 5, 54)
+	l, _, err := snapshot.Place(ctx, ocli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Began || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision <= mid || !strings.Contains(l.Reason, "it went on in first, not from revision") {
+		t.Fatalf("the old cluster placed in %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, mid)
+	}
+	t.Log(l.Reason)
+	upload(ocli, func() int64 { return oldEnd })
+	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := restore.LiveDigest(ctx, ocli, oldEnd); err != nil || rep.Digest != want || rep.Chain.LastRevision() != oldEnd {
+		t.Fatalf("the newest timeline restores revision %d, %v; the old cluster is at %d, %v (%v)", rep.Chain.LastRevision(), rep.Digest, oldEnd, want, err)
 	}
 }

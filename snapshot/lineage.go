@@ -124,7 +124,7 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		return p.foreign(ctx, fmt.Sprintf("cluster %s began %s and has written no full snapshot there yet", t.ClusterID, t))
 	}
 	if t.Key != "" && t.ClusterID == p.cluster && !ownFulls {
-		if l, ok, err := p.notItsFork(ctx, t); err != nil || ok {
+		if l, ok, err := p.livedOn(ctx, t.Parent, t.ForkRevision, fmt.Sprintf("%s names this cluster, restored to revision %d", t, t.ForkRevision)); err != nil || ok {
 			return l, err
 		}
 	}
@@ -193,6 +193,15 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	if err != nil {
 		return Lineage{}, err
 	}
+	if shared != end && shared <= t.ForkRevision {
+		// The cluster shares no more than the past the newest timeline
+		// inherited: it may be the one that went on in the parent, not
+		// one restored to the fork (the cluster of the old timeline
+		// started again beside a clone restored from it).
+		if l, ok, err := p.livedOn(ctx, t.Parent, t.ForkRevision, fmt.Sprintf("%s forked at revision %d", t, t.ForkRevision)); err != nil || ok {
+			return l, err
+		}
+	}
 	switch {
 	case shared == end:
 		if !hasID {
@@ -228,24 +237,26 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
 }
 
-// notItsFork sets aside a record of a fork that names this cluster's ID
-// but that the cluster's own keys contradict: they are those of the
-// parent timeline past the revision the record says the cluster was
-// restored to (another deployment of its configuration began it, or
-// anyone with the bucket's credentials added it, and a locked bucket
-// keeps it). The cluster then begins a timeline of its own from the
-// parent, at the revision its keys share, instead of going on in a past
-// it never had (ok).
-func (p *placer) notItsFork(ctx context.Context, t Timeline) (Lineage, bool, error) {
-	if t.Parent == "" || t.ForkRevision <= 0 || p.current <= t.ForkRevision {
+// livedOn is for a cluster said to have been restored to revision fork
+// of timeline from (by the newest timeline, which forked there and names
+// it, or by a record of a restore of its ID), which the newest timeline
+// is no past of: when the cluster's own keys are from's past that
+// revision, the cluster lived on in from and was never restored (a
+// record added by hand, which a locked bucket keeps, or the old
+// timeline's cluster started again beside a clone restored from it). It
+// begins a timeline of its own from there at the revision the keys
+// share, instead of going on in a past it never had (ok). what says what
+// said otherwise.
+func (p *placer) livedOn(ctx context.Context, from string, fork int64, what string) (Lineage, bool, error) {
+	if from == "" || fork <= 0 || p.current <= fork {
 		return Lineage{}, false, nil
 	}
-	parent, err := p.cat.On(t.Parent)
+	cat, err := p.cat.On(from)
 	if err != nil {
 		return Lineage{}, false, nil
 	}
-	chain, err := parent.Latest()
-	if err != nil || chain.LastRevision() <= t.ForkRevision {
+	chain, err := cat.Latest()
+	if err != nil || chain.LastRevision() <= fork {
 		return Lineage{}, false, nil
 	}
 	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
@@ -253,11 +264,11 @@ func (p *placer) notItsFork(ctx context.Context, t Timeline) (Lineage, bool, err
 		return Lineage{}, false, err
 	}
 	shared, _, _, err := p.sharedPast(ctx, chain, id.Tail, min(chain.LastRevision(), p.current))
-	if err != nil || shared <= t.ForkRevision {
+	if err != nil || shared <= fork {
 		return Lineage{}, false, err
 	}
-	l, err := p.begin(ctx, Timeline{Parent: t.Parent, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
-		Reason: fmt.Sprintf("%s names this cluster, restored to revision %d, but the cluster's keys at revision %d are those %s left: the record is not this cluster's", t, t.ForkRevision, shared, parent.Timeline)})
+	l, err := p.begin(ctx, Timeline{Parent: from, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+		Reason: fmt.Sprintf("%s, but the cluster's keys at revision %d are those %s left: it went on in %s, not from revision %d", what, shared, cat.Timeline, from, fork)})
 	return l, true, err
 }
 
@@ -301,6 +312,9 @@ func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineag
 	fork := rr.Revision
 	if _, ok := p.cat.find(rr.Timeline); !ok {
 		fork = 0
+	}
+	if l, ok, err := p.livedOn(ctx, rr.Timeline, fork, fmt.Sprintf("a restore of this cluster's ID from %s to revision %d is recorded", rr.Snapshot, rr.Revision)); err != nil || ok {
+		return l, ok, err
 	}
 	l, err := p.begin(ctx, Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
 		Reason: fmt.Sprintf("restored from %s at revision %d, while %s went on to revision %d", rr.Snapshot, rr.Revision, t, end)})
