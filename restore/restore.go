@@ -433,10 +433,10 @@ func olderChain(st store.Store, chain snap.Chain, err error) error {
 	if !Damaged(err) {
 		return err
 	}
-	hint := fmt.Sprintf("the chain of %s cannot be restored whole: delete the damaged object or move it out of the store (%v), and the previous chain is used; or restore an earlier state, below revision %d, from an older chain (etcd-backup restore --revision or --time; etcd-backup list shows the chains)",
+	hint := fmt.Sprintf("the chain of %s cannot be restored whole: delete the damaged object or move it out of the store (%v), or where a lock keeps it take it out of the backups with "+snap.ExcludeMark+", and the previous chain is used; or restore an earlier state, below revision %d, from an older chain (etcd-backup restore --revision or --time; etcd-backup list shows the chains)",
 		chain.Full.Key, st, chain.Full.LastRevision)
 	if chain.Full.LastRevision <= 1 {
-		hint = fmt.Sprintf("no older chain is before it: move the damaged object out of %v, or restore from another copy of the backups", st)
+		hint = fmt.Sprintf("no older chain is before it: move the damaged object out of %v (or take it out of the backups with "+snap.ExcludeMark+"), or restore from another copy of the backups", st)
 	}
 	return fmt.Errorf("%w; %s", err, hint)
 }

@@ -787,3 +787,40 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 		t.Fatalf("the newest timeline restores revision %d, %v; the old cluster is at %d, %v (%v)", rep.Chain.LastRevision(), rep.Digest, oldEnd, want, err)
 	}
 }
+
+// A full named past what it holds (the bytes of a real one under a name
+// of revision 99999, which anyone with the bucket's credentials can add
+// and a locked bucket keeps) is no evidence: the sidecar refuses to place
+// its backups and says which object it is and what to do, instead of
+// comparing the cluster with revisions the chain never had; a restore
+// says the same.
+func TestAFullNamedPastItsContent(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, cli, st, s := snapshotterBeside(t)
+	res, err := (etcdtest.Workload{Ops: 40, Prefix: "/k/", Seed: 61}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
+	full := s.Status().LastFull
+	rc, err := st.Get(ctx, full.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := fmt.Sprintf("v2/Full-00000000-00099999-%d", full.Created.Unix()+1)
+	err = st.Put(ctx, forged, rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir(), DryRun: true})
+	if !errors.Is(err, snapshot.ErrNotABackup) || !strings.Contains(err.Error(), forged) || !strings.Contains(err.Error(), "x-etcd-snapshot-exclude=true") {
+		t.Fatalf("placed beside %s: %v", forged, err)
+	}
+	t.Log(err)
+	_, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	if !errors.Is(err, restore.ErrDamaged) || !strings.Contains(err.Error(), "x-etcd-snapshot-exclude=true") {
+		t.Fatalf("restore: %v", err)
+	}
+}

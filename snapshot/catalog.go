@@ -18,6 +18,9 @@ var (
 	ErrNoFull = errors.New("no full snapshot to start the chain from")
 	// ErrNotCovered means the backups do not reach the wanted revision or time.
 	ErrNotCovered = errors.New("not covered by the backups")
+	// ErrNotABackup: an object named as a snapshot holds something else
+	// than its name says.
+	ErrNotABackup = errors.New("not the backup its name says")
 )
 
 // Catalog is a store's snapshots as one of its timelines sees them: the
@@ -101,6 +104,10 @@ func newCatalog(all []Snapshot, tls []Timeline) Catalog {
 	c, _ = c.On("")
 	return c
 }
+
+// ExcludeMark says how an operator takes a snapshot out of the backups on
+// each store, for messages.
+const ExcludeMark = store.ExcludeTag + "=true (GCS metadata, an Azure blob index tag, on S3 a tag on the first version under a delete marker)"
 
 // TimelineEnd is how far one timeline's own backups reach.
 type TimelineEnd struct {

@@ -251,12 +251,22 @@ func (p *placer) livedOn(ctx context.Context, from string, fork int64, what stri
 	if from == "" || fork <= 0 || p.current <= fork {
 		return Lineage{}, false, nil
 	}
-	cat, err := p.cat.On(from)
-	if err != nil {
+	// A timeline the store does not hold, or one without a chain past
+	// the fork, tells nothing against what said so.
+	if _, ok := p.cat.find(from); !ok {
 		return Lineage{}, false, nil
 	}
+	cat, err := p.cat.On(from)
+	if err != nil {
+		return Lineage{}, false, err
+	}
 	chain, err := cat.Latest()
-	if err != nil || chain.LastRevision() <= fork {
+	switch {
+	case errors.Is(err, ErrNoFull):
+		return Lineage{}, false, nil
+	case err != nil:
+		return Lineage{}, false, err
+	case chain.LastRevision() <= fork:
 		return Lineage{}, false, nil
 	}
 	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
@@ -510,6 +520,13 @@ func (p placer) fullTail(ctx context.Context, full Snapshot) ([]KeyVersion, []st
 	}
 	if err := f.Close(); err != nil {
 		return nil, nil, err
+	}
+	// A full that holds less than its name says (damaged, or named by
+	// hand) is no evidence of anything, and saying so beats comparing a
+	// cluster with revisions the chain never had.
+	if rev, err := DatabaseRevision(f.Name()); err == nil && rev < full.LastRevision {
+		return nil, nil, fmt.Errorf("snapshot %s: %w: it holds revision %d, its name says %d: delete it, or where a lock keeps it take it out of the backups with %s",
+			full.Key, ErrNotABackup, rev, full.LastRevision, ExcludeMark)
 	}
 	return dbTail(f.Name())
 }
