@@ -218,8 +218,8 @@ func lockedViews(views []*api.SnapshotView) int {
 	return n
 }
 
-// lockTime is how a lock's end is shown: to the minute, in UTC.
-const lockTime = "2006-01-02T15:04Z"
+// lockTime is how a lock's end is shown: to the second, in UTC.
+const lockTime = time.RFC3339
 
 // lockedUntil asks the store when each shown snapshot's write-once lock
 // ends, a few at a time, and says whether any is locked.

@@ -75,8 +75,8 @@ func TestWriteOnceBucket(t *testing.T) {
 	// for its two.
 	out := ok(t, env, "list", "--check", "--store", url)
 	day, twoDays := 0, 0
-	for _, m := range regexp.MustCompile(`  (\d{4}-\d\d-\d\dT\d\d:\d\dZ)  v2/`).FindAllStringSubmatch(out, -1) {
-		until, err := time.Parse("2006-01-02T15:04Z", m[1])
+	for _, m := range regexp.MustCompile(`  (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)  v2/`).FindAllStringSubmatch(out, -1) {
+		until, err := time.Parse(time.RFC3339, m[1])
 		switch left := time.Until(until); {
 		case err != nil:
 			t.Fatal(err)
