@@ -436,21 +436,22 @@ func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
 		return Lineage{Timeline: p.cat.Timeline, Reason: "a new timeline would begin: " + t.Reason}, nil
 	}
 	// The timeline begun must be the newest: one begun in the same second
-	// as another (names keep whole seconds) would be ordered by its
-	// random ID. It begins the next second, and since an object belongs
-	// to the newest timeline begun when it was created, the snapshots
-	// that follow wait for that second.
+	// as another (names keep whole seconds), or a few behind it on a
+	// clock that lags another host's, would be ordered before it. It
+	// begins after it, waiting for that second, since an object belongs
+	// to the newest timeline begun when it was created. A newest timeline
+	// further ahead is left as it is: no wait may stop the backups.
 	now := p.o.Now()
 	if tls := p.cat.Timelines; len(tls) > 0 && now.Unix() <= tls[len(tls)-1].Began.Unix() {
 		began := tls[len(tls)-1].Began.Add(time.Second)
-		if wait := began.Sub(now); wait <= time.Second {
+		if wait := began.Sub(now); wait <= maxTimelineWait {
 			select {
 			case <-ctx.Done():
 				return Lineage{}, ctx.Err()
 			case <-time.After(wait):
 			}
+			now = began
 		}
-		now = began
 	}
 	t, err := BeginTimeline(ctx, p.st, t, now, p.cat.all)
 	if err != nil {
@@ -460,6 +461,10 @@ func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
 		"timeline", t.ID, "parent", t.Parent, "fork_revision", t.ForkRevision, "reason", t.Reason)
 	return Lineage{Timeline: t, Began: true, Reason: t.Reason}, nil
 }
+
+// maxTimelineWait bounds how long begin waits to begin a timeline after
+// the newest.
+const maxTimelineWait = 5 * time.Second
 
 // adopt records the identity a chain without one was found to have.
 func (p placer) adopt(ctx context.Context, full Snapshot, tail []KeyVersion) {

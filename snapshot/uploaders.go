@@ -63,10 +63,10 @@ func uploaderSeqs(ctx context.Context, st store.Store) ([]int64, error) {
 		}
 	}
 	slices.Sort(seqs)
-	believed := seqs[:min(len(seqs), 1)]
-	for i := 1; i < len(seqs); i++ {
-		if seqs[i] == seqs[i-1]+1 {
-			believed = append(believed, seqs[i])
+	var believed []int64
+	for i, n := range seqs {
+		if i == 0 || n == seqs[i-1]+1 {
+			believed = append(believed, n)
 		}
 	}
 	return believed, nil

@@ -68,6 +68,9 @@ type Store struct {
 	cfg       Config
 	loc       store.Location
 	container *container.Client
+	// versionLocks: the container has version-level immutability, so a
+	// blob may carry a policy of its own.
+	versionLocks bool
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -106,7 +109,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, s.fail("open", "", err)
 	}
-	if cfg.Lock.For > 0 && (props.IsImmutableStorageWithVersioningEnabled == nil || !*props.IsImmutableStorageWithVersioningEnabled) {
+	s.versionLocks = props.IsImmutableStorageWithVersioningEnabled != nil && *props.IsImmutableStorageWithVersioningEnabled
+	if cfg.Lock.For > 0 && !s.versionLocks {
 		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: container %q has no version-level immutability (turn it on for the container or its account)", s.loc, cfg.Container))
 	}
 	return s, nil

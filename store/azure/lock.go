@@ -23,8 +23,13 @@ func (s *Store) lock() (*blob.ImmutabilityPolicySetting, *time.Time) {
 }
 
 // LockedUntil is the end of the blob's version-level immutability policy
-// (store.LockTeller); a container-level policy is not told per blob.
+// (store.LockTeller); zero in a container without version-level
+// immutability, asked nothing (a container-level policy is not told per
+// blob).
 func (s *Store) LockedUntil(ctx context.Context, key string) (time.Time, error) {
+	if !s.versionLocks {
+		return time.Time{}, nil
+	}
 	name, err := s.loc.Object(key)
 	if err != nil {
 		return time.Time{}, err

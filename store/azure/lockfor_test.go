@@ -84,6 +84,11 @@ func TestLockFor(t *testing.T) {
 	if onServer, err := store.CopyObject(ctx, st, "v2/Full-00000000-00000010-1700000000", "v2/Full-00000000-00000010-1700000001"); err != nil || !onServer {
 		t.Fatalf("copy: on the server %v, %v", onServer, err)
 	}
+	// Azurite keeps no policy: the blob's properties are asked, and tell
+	// none.
+	if until, err := store.LockedUntil(ctx, st, "v2/Full-00000000-00000010-1700000000"); err != nil || !until.IsZero() {
+		t.Fatalf("LockedUntil on Azurite: %v, %v", until, err)
+	}
 	for _, op := range []string{"Put Blob", "Put Block List", "Copy Blob"} {
 		mode, date, _ := strings.Cut(wire.policies[op], " until ")
 		until, err := http.ParseTime(date)

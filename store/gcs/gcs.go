@@ -66,6 +66,9 @@ type Store struct {
 	loc    store.Location
 	client *storage.Client
 	bucket *storage.BucketHandle
+	// lockable: the bucket has a retention policy or object retention,
+	// so an object may be locked.
+	lockable bool
 }
 
 func open(ctx context.Context, u *url.URL, opts store.Options) (store.Store, error) {
@@ -119,6 +122,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		_ = s.client.Close()
 		return nil, s.fail("open", "", err)
 	}
+	s.lockable = attrs.RetentionPolicy != nil || attrs.ObjectRetentionMode == "Enabled"
 	if cfg.Lock.For > 0 && attrs.ObjectRetentionMode != "Enabled" {
 		_ = s.client.Close()
 		return nil, store.BadURL(fmt.Errorf("store %s: lock-for: bucket %q has no object retention (it is turned on at the bucket's creation, --enable-per-object-retention)", s.loc, cfg.Bucket))

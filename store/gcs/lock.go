@@ -22,8 +22,12 @@ func (s *Store) retention() *storage.ObjectRetention {
 }
 
 // LockedUntil is the later end of the object's own retention and of the
-// one the bucket's retention policy gives it (store.LockTeller).
+// one the bucket's retention policy gives it (store.LockTeller); zero on
+// a bucket with neither, asked nothing.
 func (s *Store) LockedUntil(ctx context.Context, key string) (time.Time, error) {
+	if !s.lockable {
+		return time.Time{}, nil
+	}
 	obj, err := s.object(key)
 	if err != nil {
 		return time.Time{}, err
