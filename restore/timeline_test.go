@@ -37,6 +37,27 @@ type forkHistory struct {
 	peer        url.URL
 }
 
+// uploadWhile runs a Snapshotter of cli on st while write writes, from
+// the chain's first full (a restore to the middle reads it) until the
+// chain reaches the revision write returns, and stops it.
+func uploadWhile(t *testing.T, cli *clientv3.Client, st store.Store, write func() int64) {
+	t.Helper()
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
+	end := write()
+	etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 func chainOfStoppedCluster(t *testing.T) forkHistory {
 	t.Helper()
 	ctx := context.Background()
@@ -656,26 +677,18 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- s.Run(rctx) }()
-	early, err := (etcdtest.Workload{Ops: 30, Prefix: "/k/", Seed: 41}).Run(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := (etcdtest.Workload{Ops: 120, Prefix: "/k/", Seed: 42}).Run(ctx, cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= res.LastRevision })
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	var early int64
+	uploadWhile(t, cli, st, func() int64 {
+		res, err := (etcdtest.Workload{Ops: 30, Prefix: "/k/", Seed: 41}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		early = res.LastRevision
+		if res, err = (etcdtest.Workload{Ops: 120, Prefix: "/k/", Seed: 42}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		return res.LastRevision
+	})
 	id, err := snapshot.IdentityOf(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -684,7 +697,7 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ForkRevision: early.LastRevision, ClusterID: id.ClusterID,
+	forged, err := snapshot.BeginTimeline(ctx, st, snapshot.Timeline{Parent: snapshot.FirstTimeline, ForkRevision: early, ClusterID: id.ClusterID,
 		Reason: "restored to an early revision"}, time.Now(), before.All())
 	if err != nil {
 		t.Fatal(err)
@@ -693,9 +706,9 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.Began || l.Timeline.ID == forged.ID || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision <= early.LastRevision ||
+	if !l.Began || l.Timeline.ID == forged.ID || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision <= early ||
 		!strings.Contains(l.Reason, "it went on in first, not from revision") {
-		t.Fatalf("placed %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, early.LastRevision)
+		t.Fatalf("placed %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, early)
 	}
 	t.Log(l.Reason)
 	r, _ := restored(t, st, restore.Options{})
@@ -723,24 +736,6 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	upload := func(cli *clientv3.Client, write func() int64) {
-		t.Helper()
-		s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- s.Run(rctx) }()
-		// The chain's full comes first: a restore to the middle reads it.
-		etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
-		end := write()
-		etcdtest.Eventually(t, "the chain reaches the cluster's end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
-		stop()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-	}
 	workload := func(cli *clientv3.Client, prefix string, ops int, seed uint64) int64 {
 		t.Helper()
 		res, err := (etcdtest.Workload{Ops: ops, Prefix: prefix, Seed: seed}).Run(ctx, cli)
@@ -750,7 +745,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 		return res.LastRevision
 	}
 	var mid int64
-	upload(ocli, func() int64 {
+	uploadWhile(t, ocli, st, func() int64 {
 		mid = workload(ocli, "/old/", 60, 51)
 		return workload(ocli, "/old/", 60, 52)
 	})
@@ -762,7 +757,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 	clone, _ := restored(t, st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: mid}}, Name: m.Name,
 		PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest"})
 	ccli := clone.Client(t)
-	upload(ccli, func() int64 { return workload(ccli, "/clone/", 40, 53) })
+	uploadWhile(t, ccli, st, func() int64 { return workload(ccli, "/clone/", 40, 53) })
 	clone.Close()
 	m.Restart(t)
 	cat, err := snapshot.List(ctx, st)
@@ -778,7 +773,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 		t.Fatalf("the old cluster placed in %+v (%s); want a timeline of its own forked from first past %d", l.Timeline, l.Reason, mid)
 	}
 	t.Log(l.Reason)
-	upload(ocli, func() int64 { return oldEnd })
+	uploadWhile(t, ocli, st, func() int64 { return oldEnd })
 	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

@@ -99,8 +99,8 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 			}
 			switch {
 			case len(chains) == 0 && len(cat.Excluded) > 0:
-				fmt.Fprintf(os.Stderr, "no snapshots in %s: all %d, such as %s, are taken out of the backups with %s (on S3 a tag under a delete marker); remove the mark from those to restore from\n",
-					st, len(cat.Excluded), cat.Excluded[len(cat.Excluded)-1].Key, store.ExcludeTag)
+				fmt.Fprintf(os.Stderr, "no snapshots in %s: all %d, such as %s, are taken out of the backups with %s; remove the mark from those to restore from\n",
+					st, len(cat.Excluded), cat.Excluded[len(cat.Excluded)-1].Key, snapshot.ExcludeMark)
 			case len(chains) == 0:
 				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
 			}
