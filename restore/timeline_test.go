@@ -818,4 +818,97 @@ func TestAFullNamedPastItsContent(t *testing.T) {
 	if !errors.Is(err, restore.ErrDamaged) || !strings.Contains(err.Error(), "x-etcd-snapshot-exclude=true") {
 		t.Fatalf("restore: %v", err)
 	}
+
+	// Retention counts only fulls that hold what their names say: kept as
+	// the newest of one, the copy would expire the real full and every
+	// delta. Its identity record copied beside it names the real full.
+	idOf := func(s snapshot.Snapshot) string {
+		return fmt.Sprintf("etcdkit/identity/Full-%08d-%08d-%d.json", s.StartRevision, s.LastRevision, s.Created.Unix())
+	}
+	forgedSnap, err := snapshot.Parse(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc, err = st.Get(ctx, idOf(full)); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Put(ctx, idOf(forgedSnap), rc)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := snapshot.GC(ctx, st, snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}, snapshot.GCOptions{SpoolDir: t.TempDir()})
+	if err != nil || len(gc.Deleted) != 0 || len(gc.SetAside) != 1 || gc.SetAside[0].Snapshot.Key != forged || !errors.Is(gc.SetAside[0].Why, snapshot.ErrNotABackup) {
+		t.Fatalf("retention beside %s: deleted %d, set aside %v, %v", forged, len(gc.Deleted), gc.SetAside, err)
+	}
+	t.Log(gc.SetAside[0].Why)
+	after, err := snapshot.List(ctx, st)
+	if err != nil || len(after.All()) != len(before.All()) {
+		t.Fatalf("%d of %d snapshots left: %v", len(after.All()), len(before.All()), err)
+	}
+}
+
+// Timeline records that tell nothing: one that cannot be read, the
+// newest, and one named in 2100, holding no snapshot. The second is set
+// aside; the first leaves a restore nothing to take by default and says
+// which timeline holds the backups; the cluster is placed on the timeline
+// before it and begins its own after both, which restores to its keys.
+func TestRecordsThatTellNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	uploadWhile(t, cli, st, func() int64 {
+		res, err := (etcdtest.Workload{Ops: 60, Prefix: "/k/", Seed: 43}).Run(ctx, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.LastRevision
+	})
+	future := "etcdkit/timelines/4102444800-0badf00d.json"
+	// A second on, so that it holds none of the chain written this second.
+	garbled := fmt.Sprintf("etcdkit/timelines/%d-deadbeef.json", time.Now().Unix()+1)
+	for key, body := range map[string]string{future: `{"cluster_id":"1","reason":"by hand"}`, garbled: `{"cluster_id":`} {
+		if err := st.Put(ctx, key, strings.NewReader(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.SetAside) != 1 || cat.SetAside[0].Key != future || cat.Timeline.ID != "deadbeef" || !cat.Timeline.Unreadable {
+		t.Fatalf("set aside %+v, newest %+v", cat.SetAside, cat.Timeline)
+	}
+	t.Log(cat.SetAside[0].Reason)
+	_, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	if !errors.Is(err, snapshot.ErrNoFull) || !strings.Contains(err.Error(), "--timeline first restores") {
+		t.Fatalf("restore beside the unreadable record: %v", err)
+	}
+	t.Log(err)
+	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Began || l.Timeline.Parent != snapshot.FirstTimeline || l.Timeline.ForkRevision == 0 || !strings.Contains(l.Reason, "cannot be read") {
+		t.Fatalf("placed %+v (%s); want a timeline of its own forked from first at its end", l.Timeline, l.Reason)
+	}
+	t.Log(l.Reason)
+	r, _ := restored(t, st, restore.Options{})
+	got, err := restore.LiveDigest(ctx, r.Client(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := restore.LiveDigest(ctx, cli, 0)
+	if err != nil || got != want {
+		t.Fatalf("the default restore sums to %v, the cluster to %v (%v)", got, want, err)
+	}
 }

@@ -47,6 +47,10 @@ func TimelineViewsOf(cat snapshot.Catalog) []api.TimelineView {
 		out = append(out, api.TimelineView{ID: t.ID, Began: t.Began, Parent: t.Parent, ForkRevision: t.ForkRevision,
 			ForkSnapshot: t.ForkSnapshot, ClusterID: t.ClusterID, Reason: t.Reason, Newest: i == len(cat.Timelines)-1})
 	}
+	for _, t := range cat.SetAside {
+		out = append(out, api.TimelineView{ID: t.ID, Began: t.Began, Parent: t.Parent, ForkRevision: t.ForkRevision,
+			ForkSnapshot: t.ForkSnapshot, ClusterID: t.ClusterID, Reason: t.Reason, SetAside: true})
+	}
 	return out
 }
 

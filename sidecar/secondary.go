@@ -23,6 +23,7 @@ type secondary struct {
 	src, dst  store.Store
 	period    time.Duration
 	retention *snapshot.Retention // nil: none applied there
+	gc        snapshot.GCOptions
 	log       *slog.Logger
 	nudge     chan struct{}
 
@@ -39,6 +40,7 @@ type secondary struct {
 
 func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secondary {
 	s := &secondary{src: o.Store, dst: o.Secondary, period: o.SecondaryPeriod, log: log, nudge: make(chan struct{}, 1),
+		gc: snapshot.GCOptions{Logger: log, Codec: o.Snapshots.Codec, SpoolDir: o.WorkDir, Checked: &snapshot.CheckedFulls{}},
 		syncedAt: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_secondary_last_sync_timestamp_seconds", Help: "Unix time at which the last copy that left the second site holding every snapshot began.",
 		}),
@@ -99,7 +101,7 @@ func (s *secondary) sync(ctx context.Context) {
 		res, err = snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
 	}
 	if err == nil && s.retention != nil {
-		_, err = snapshot.GC(ctx, s.dst, *s.retention, snapshot.GCOptions{Logger: s.log})
+		_, err = snapshot.GC(ctx, s.dst, *s.retention, s.gc)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

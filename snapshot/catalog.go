@@ -44,6 +44,10 @@ type Catalog struct {
 	// (store.ExcludeTag), asked only of a store that lists no other: a
 	// store whose every backup is hidden must not read as a new one.
 	Excluded []Snapshot
+	// SetAside are timeline records named far past when the store says
+	// they were written, holding no snapshot (Reason says so): not one of
+	// the store's timelines.
+	SetAside []Timeline
 }
 
 // List reads the catalog of st, as its newest timeline sees it: the v2
@@ -93,6 +97,7 @@ func NewCatalog(snaps []Snapshot) Catalog {
 // newCatalog places each object in its timeline (the v1 layout is the
 // first's: etcdkit never writes it) and reads the newest.
 func newCatalog(all []Snapshot, tls []Timeline) Catalog {
+	tls, aside := setAside(all, tls)
 	for i, s := range all {
 		all[i].Timeline = FirstTimeline
 		if !s.Legacy() {
@@ -100,9 +105,34 @@ func newCatalog(all []Snapshot, tls []Timeline) Catalog {
 		}
 	}
 	sortSnapshots(all)
-	c := Catalog{Timelines: tls, all: all}
+	c := Catalog{Timelines: tls, all: all, SetAside: aside}
 	c, _ = c.On("")
 	return c
+}
+
+// setAside takes out of tls the records named more than maxRecordAhead
+// past when they were written that hold no snapshot. Each would be the
+// newest timeline until long after its writer stopped: a restore would
+// find nothing on it, and a cluster could begin no timeline after it. A
+// writer whose clock runs that far ahead names its snapshots as far
+// ahead, so a record of a real timeline keeps it once it holds one.
+func setAside(all []Snapshot, tls []Timeline) (kept, aside []Timeline) {
+	kept = tls[:1:1]
+	for i, t := range tls[1:] {
+		written := t.written
+		if written.IsZero() {
+			written = time.Now()
+		}
+		holds := slices.ContainsFunc(all, func(s Snapshot) bool { return !s.Legacy() && timelineOf(tls, s) == t.ID })
+		if holds || !t.Began.After(written.Add(maxRecordAhead)) {
+			kept = append(kept, tls[i+1])
+			continue
+		}
+		t.Reason = fmt.Sprintf("set aside: named %s, %s after the store says it was written (%s), and it holds no snapshot; delete %s",
+			t.Began.Format(time.RFC3339), t.Began.Sub(written).Round(time.Second), written.UTC().Format(time.RFC3339), t.Key)
+		aside = append(aside, t)
+	}
+	return kept, aside
 }
 
 // ExcludeMark says how an operator takes a snapshot out of the backups on
@@ -154,7 +184,7 @@ func (c Catalog) On(id string) (Catalog, error) {
 		}
 		return c, fmt.Errorf("timeline %q: %w (the store has %s)", id, ErrNoTimeline, strings.Join(ids, ", "))
 	}
-	out := Catalog{Timeline: t, Timelines: c.Timelines, all: c.all, ceiling: map[string]int64{}, Excluded: c.Excluded}
+	out := Catalog{Timeline: t, Timelines: c.Timelines, all: c.all, ceiling: map[string]int64{}, Excluded: c.Excluded, SetAside: c.SetAside}
 	// Walk up the forks: each ancestor lends what it holds up to the
 	// lowest fork revision on the way.
 	ceiling := int64(0)
@@ -242,6 +272,17 @@ func (c Catalog) Latest() (Chain, error) {
 	case len(c.Snapshots) == 0 && len(c.Excluded) > 0:
 		return Chain{}, fmt.Errorf("latest chain of %s: %w: every snapshot the store holds (%d, such as %s) is taken out of the backups with %s; "+
 			"remove the mark (on S3 the tag and the delete marker over it) from those to restore from", c.Timeline, ErrNoFull, len(c.Excluded), c.Excluded[len(c.Excluded)-1].Key, store.ExcludeTag)
+	case len(c.Snapshots) == 0 && len(c.all) > 0:
+		older := c.Timelines[0].ID
+		for _, s := range c.all {
+			older = s.Timeline
+		}
+		why := ""
+		if c.Timeline.Reason != "" {
+			why = " (" + c.Timeline.Reason + ")"
+		}
+		return Chain{}, fmt.Errorf("latest chain of %s: %w: it holds no backups yet%s, and shares none of another's; the store's other timelines hold %d (list shows them): --timeline %s restores from the one that holds the newest revision",
+			c.Timeline, ErrNoFull, why, len(c.all), older)
 	case len(c.Snapshots) == 0:
 		return Chain{}, fmt.Errorf("latest chain of %s: %w: the store holds no backups at all (is its URL the one the backups went to?)", c.Timeline, ErrNoFull)
 	case len(fulls) == 0:

@@ -229,7 +229,10 @@ func getJSON[T any](ctx context.Context, st store.Store, key string) (v T, ok bo
 		return v, false, err
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, false, fmt.Errorf("record %s: %w", key, err)
+		return v, false, fmt.Errorf("record %s: %w: %w", key, errBadRecord, err)
 	}
 	return v, true, nil
 }
+
+// errBadRecord: a record's content is not what its writer writes.
+var errBadRecord = errors.New("not a record etcdkit writes")

@@ -87,6 +87,9 @@ func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOpt
 	if err != nil {
 		return Lineage{}, cat, err
 	}
+	for _, t := range cat.SetAside {
+		logger(o.Logger).Warn("a timeline record is set aside", "record", t.Key, "reason", t.Reason)
+	}
 	resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return Lineage{}, cat, fmt.Errorf("current revision: %w", err)
@@ -120,6 +123,9 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	t := p.cat.Timeline
 	here := Lineage{Timeline: t}
 	ownFulls := slices.ContainsFunc(p.cat.Own(), func(s Snapshot) bool { return s.Kind == KindFull })
+	if t.Unreadable && !ownFulls {
+		return p.pastUnreadable(ctx)
+	}
 	if t.Key != "" && t.ClusterID != p.cluster && !ownFulls {
 		return p.foreign(ctx, fmt.Sprintf("cluster %s began %s and has written no full snapshot there yet", t.ClusterID, t))
 	}
@@ -235,6 +241,34 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	// no past, so that no chain mixes two.
 	return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
 		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
+}
+
+// pastUnreadable places a cluster whose store's newest timeline has a
+// record that cannot be read and no full snapshot. It is nobody's live
+// timeline (records are written whole, create-only: a writer leaves none
+// half-written), and it tells neither who began it nor where from; so the
+// cluster is placed on the timeline before it, and begins its own after
+// both, since only the newest timeline is written to.
+func (p *placer) pastUnreadable(ctx context.Context) (Lineage, error) {
+	tls := p.cat.Timelines
+	t, prev := tls[len(tls)-1], tls[len(tls)-2]
+	logger(p.o.Logger).Warn("the newest timeline's record cannot be read and it holds no full snapshot: set aside; the cluster is placed on the one before it",
+		"timeline", t.ID, "record", t.Key, "reason", t.Reason, "placed_on", prev.ID)
+	before := *p
+	cat, err := p.cat.On(prev.ID)
+	if err != nil {
+		return Lineage{}, err
+	}
+	before.cat = cat
+	l, err := before.place(ctx)
+	if err != nil || l.Began {
+		return l, err
+	}
+	fork := Timeline{Parent: prev.ID, Reason: fmt.Sprintf("%s holds no full snapshot and %s; on %s: %s", t, t.Reason, prev, l.Reason)}
+	if chain, err := cat.Latest(); err == nil && l.Continues {
+		fork.ForkRevision, fork.ForkSnapshot = chain.LastRevision(), chain.Full.Key
+	}
+	return p.begin(ctx, fork)
 }
 
 // livedOn is for a cluster said to have been restored to revision fork
@@ -509,31 +543,56 @@ func (p placer) deltaTail(ctx context.Context, last Snapshot, upTo int64) ([]Key
 
 // fullTail downloads a full snapshot and reads its tail and its members.
 func (p placer) fullTail(ctx context.Context, full Snapshot) ([]KeyVersion, []string, error) {
-	rc, err := Open(ctx, p.st, full, p.o.Codec)
+	path, done, err := spoolFull(ctx, p.st, full, p.o.Codec, p.o.SpoolDir)
 	if err != nil {
 		return nil, nil, err
+	}
+	defer done()
+	if err := holdsItsName(full, path); err != nil {
+		return nil, nil, err
+	}
+	return dbTail(path)
+}
+
+// spoolFull downloads a full snapshot's database into a scratch file in
+// dir (default os.TempDir()); done removes it.
+func spoolFull(ctx context.Context, st store.Store, full Snapshot, c Codec, dir string) (path string, done func(), err error) {
+	rc, err := Open(ctx, st, full, c)
+	if err != nil {
+		return "", nil, err
 	}
 	defer func() { _ = rc.Close() }()
-	dir := cmpOr(p.o.SpoolDir, os.TempDir())
+	dir = cmpOr(dir, os.TempDir())
 	f, err := scratch.File(dir, "etcdkit-compare-*.db")
 	if err != nil {
-		return nil, nil, fmt.Errorf("spool directory %s: %w", dir, err)
+		return "", nil, fmt.Errorf("spool directory %s: %w", dir, err)
 	}
-	defer func() { _ = f.Close(); _ = os.Remove(f.Name()) }()
+	done = func() { _ = f.Close(); _ = os.Remove(f.Name()) }
 	if _, err := io.Copy(f, rc); err != nil {
-		return nil, nil, fmt.Errorf("snapshot %s: %w", full.Key, err)
+		done()
+		return "", nil, fmt.Errorf("snapshot %s: %w", full.Key, err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, nil, err
+		done()
+		return "", nil, err
 	}
-	// A full that holds less than its name says (damaged, or named by
-	// hand) is no evidence of anything, and saying so beats comparing a
-	// cluster with revisions the chain never had.
-	if rev, err := DatabaseRevision(f.Name()); err == nil && rev < full.LastRevision {
-		return nil, nil, fmt.Errorf("snapshot %s: %w: it holds revision %d, its name says %d: delete it, or where a lock keeps it take it out of the backups with %s",
+	return f.Name(), done, nil
+}
+
+// holdsItsName checks that the database of full, spooled at path, holds
+// the revision its name says. A full that holds less (damaged, or named
+// by hand) is no evidence of anything: neither of a cluster's past nor a
+// reason to expire what it seems to supersede.
+func holdsItsName(full Snapshot, path string) error {
+	rev, err := DatabaseRevision(path)
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w: its database cannot be read: %w", full.Key, ErrNotABackup, err)
+	}
+	if rev < full.LastRevision {
+		return fmt.Errorf("snapshot %s: %w: it holds revision %d, its name says %d: delete it, or where a lock keeps it take it out of the backups with %s",
 			full.Key, ErrNotABackup, rev, full.LastRevision, ExcludeMark)
 	}
-	return dbTail(f.Name())
+	return nil
 }
 
 // KeyVersion is one key as a revision left it. A chain's last ones are

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/etcdkit/etcdkit/store"
@@ -167,6 +169,43 @@ type GCOptions struct {
 	Logger *slog.Logger
 	// Now is the time ages are measured from. Default: time.Now.
 	Now func() time.Time
+	// Codec and SpoolDir read a kept full snapshot that has no identity
+	// record naming it, to check it holds what its name says (SpoolDir
+	// default os.TempDir()).
+	Codec    Codec
+	SpoolDir string
+	// Checked remembers the fulls found to hold what their names say
+	// across runs, so each is read once. nil: every run checks again.
+	Checked *CheckedFulls
+}
+
+// CheckedFulls are full snapshots found to hold what their names say.
+// Objects are create-only, so a key checked once stays checked. Safe for
+// concurrent use; the zero value is empty.
+type CheckedFulls struct {
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func (c *CheckedFulls) has(key string) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.keys[key]
+}
+
+func (c *CheckedFulls) add(key string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keys == nil {
+		c.keys = map[string]bool{}
+	}
+	c.keys[key] = true
 }
 
 // GCResult is what a GC run did.
@@ -180,6 +219,15 @@ type GCResult struct {
 	// KeptForLock are expired deltas of a locked full's chain, kept so the
 	// chain stays whole while its full does.
 	KeptForLock []Snapshot
+	// SetAside are full snapshots that do not hold what their names say
+	// (ErrNotABackup, in Why): neither counted by the policy nor deleted.
+	SetAside []SetAside
+}
+
+// SetAside is a full snapshot retention does not count, and why.
+type SetAside struct {
+	Snapshot Snapshot
+	Why      error
 }
 
 // GC deletes the snapshots r expires. A delete a write-once lock refuses
@@ -200,12 +248,20 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 	if err != nil {
 		return res, err
 	}
-	expired := r.Expired(cat, now(opts.Now))
+	log := logger(opts.Logger)
+	expired, aside, err := r.expiredChecked(ctx, st, cat, opts)
+	res.SetAside = aside
+	if len(aside) > 0 {
+		log.Warn("retention: full snapshots that do not hold what their names say are neither counted nor deleted; delete them or take them out of the backups with "+store.ExcludeTag,
+			"count", len(aside), "first", aside[0].Snapshot.Key, "why", aside[0].Why)
+	}
+	if err != nil {
+		return res, err
+	}
 	if opts.DryRun {
 		res.Deleted = expired
 		return res, nil
 	}
-	log := logger(opts.Logger)
 	// Expiry depends only on the kept snapshots, so a GC interrupted here
 	// leaves nothing the next run would keep. Expired is in revision
 	// order: a chain's full comes before its deltas.
@@ -244,6 +300,69 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			"locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
 	}
 	return res, nil
+}
+
+// expiredChecked is what r expires once every full snapshot it keeps,
+// and so lets supersede others, was checked to hold what its name says: a
+// full copied or written by hand under a newer name would otherwise
+// expire the real ones (and make every delta since look superseded). The
+// fulls that fail are set aside and the policy runs again without them.
+// A full that cannot be checked (the store does not answer) stops GC:
+// unknown is no reason to delete.
+func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catalog, opts GCOptions) ([]Snapshot, []SetAside, error) {
+	var aside []SetAside
+	for {
+		expired := r.Expired(cat, now(opts.Now))
+		if len(expired) == 0 {
+			return nil, aside, nil
+		}
+		gone := map[string]bool{}
+		for _, s := range expired {
+			gone[s.Key] = true
+		}
+		var bad []string
+		for _, s := range cat.all {
+			if s.Kind != KindFull || s.Legacy() || gone[s.Key] || opts.Checked.has(s.Key) {
+				continue
+			}
+			err := checkFull(ctx, st, s, opts)
+			switch {
+			case errors.Is(err, ErrNotABackup):
+				aside = append(aside, SetAside{Snapshot: s, Why: err})
+				bad = append(bad, s.Key)
+			case err != nil:
+				return nil, aside, fmt.Errorf("gc: %s is kept and would expire older snapshots, and whether it holds what its name says is not known; nothing deleted: %w", s.Key, err)
+			default:
+				opts.Checked.add(s.Key)
+			}
+		}
+		if len(bad) == 0 {
+			return expired, aside, nil
+		}
+		cat.all = slices.DeleteFunc(slices.Clone(cat.all), func(s Snapshot) bool { return slices.Contains(bad, s.Key) })
+	}
+}
+
+// checkFull checks that full holds what its name says: by its identity
+// record, which its writer wrote naming it, or else by its database.
+func checkFull(ctx context.Context, st store.Store, full Snapshot, opts GCOptions) error {
+	id, ok, err := ReadIdentity(ctx, st, full)
+	if err != nil {
+		return err
+	}
+	if ok && id.Snapshot == full.Key && id.Revision == full.LastRevision {
+		return nil
+	}
+	path, done, err := spoolFull(ctx, st, full, opts.Codec, opts.SpoolDir)
+	if err != nil {
+		if errors.Is(err, ErrChecksum) || errors.Is(err, ErrTruncated) {
+			// A damaged full restores nothing either.
+			return fmt.Errorf("%w: %w", ErrNotABackup, err)
+		}
+		return err
+	}
+	defer done()
+	return holdsItsName(full, path)
 }
 
 // fullOf is the full whose chain delta d is in: the newest full of its

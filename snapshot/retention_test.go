@@ -2,7 +2,9 @@ package snapshot_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -141,11 +143,7 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	now := t0.Add(40 * 24 * time.Hour)
 	st := store.NewMem()
 	cat := weeks(now)
-	for _, s := range cat.Snapshots {
-		if err := st.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putAll(ctx, t, st, cat.Snapshots)
 	clock := func() time.Time { return now }
 	planned, err := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{DryRun: true, Now: clock})
 	if err != nil {
@@ -169,6 +167,86 @@ func TestGCDryRunThenDelete(t *testing.T) {
 	if again, _ := snapshot.GC(ctx, st, snapshot.Retention{}, snapshot.GCOptions{Now: clock}); len(again.Deleted) != 0 {
 		t.Fatalf("a second GC deleted %d more", len(again.Deleted))
 	}
+}
+
+// putAll writes snaps with placeholder content, each full with the
+// identity record its writer leaves, which retention takes as the word
+// that it holds what its name says.
+func putAll(ctx context.Context, t *testing.T, st store.Store, snaps []snapshot.Snapshot) {
+	t.Helper()
+	for _, s := range snaps {
+		if err := st.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
+			t.Fatal(err)
+		}
+		if s.Kind == snapshot.KindFull {
+			if err := snapshot.WriteIdentity(ctx, st, s, snapshot.Identity{ClusterID: "1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// Fulls that do not hold what their names say (here, placeholders
+// without an identity record) are neither counted nor deleted, and a
+// full that cannot be read for the store failing stops GC.
+func TestGCCountsOnlyFullsThatHoldTheirNames(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	now := t0.Add(40 * 24 * time.Hour)
+	st := store.NewMem()
+	cat := weeks(now)
+	putAll(ctx, t, st, cat.Snapshots)
+	clock := func() time.Time { return now }
+	r := snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 2}
+	honest, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: true, Now: clock})
+	if err != nil || len(honest.Deleted) == 0 {
+		t.Fatalf("retention plans %d deletions: %v", len(honest.Deleted), err)
+	}
+	// Two fulls under the newest names, without identity records.
+	newest := cat.Fulls()[len(cat.Fulls())-1]
+	var forged []snapshot.Snapshot
+	for i := range 2 {
+		s, err := snapshot.Parse(fmt.Sprintf("v2/Full-00000000-%08d-%d", 99990+i, newest.Created.Unix()+int64(i)+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, s.Key, strings.NewReader("not a database")); err != nil {
+			t.Fatal(err)
+		}
+		forged = append(forged, s)
+	}
+	checked := &snapshot.CheckedFulls{}
+	res, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: true, Now: clock, Checked: checked})
+	if err != nil || keys(res.Deleted) != keys(honest.Deleted) || len(res.SetAside) != 2 {
+		t.Fatalf("beside two forged fulls: planned %s (want %s), set aside %v: %v", keys(res.Deleted), keys(honest.Deleted), res.SetAside, err)
+	}
+	for i, a := range res.SetAside {
+		if a.Snapshot.Key != forged[i].Key || !errors.Is(a.Why, snapshot.ErrNotABackup) {
+			t.Fatalf("set aside %s: %v", a.Snapshot.Key, a.Why)
+		}
+	}
+	// The store does not answer for one kept full: unknown deletes nothing.
+	failing := failingGets{Store: st, key: newest.Key}
+	if _, err := snapshot.GC(ctx, failing, r, snapshot.GCOptions{Now: clock}); err == nil || !strings.Contains(err.Error(), newest.Key) {
+		t.Fatalf("GC with %s unreadable: %v", newest.Key, err)
+	}
+	// What was checked once is not read again.
+	if _, err := snapshot.GC(ctx, failing, r, snapshot.GCOptions{DryRun: true, Now: clock, Checked: checked}); err != nil {
+		t.Fatalf("GC with %s checked before: %v", newest.Key, err)
+	}
+}
+
+// failingGets fails every read of key's identity record and content.
+type failingGets struct {
+	store.Store
+	key string
+}
+
+func (f failingGets) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	if strings.Contains(key, strings.TrimPrefix(f.key, "v2/")) {
+		return nil, fmt.Errorf("store mem://: get %s: connection refused", key)
+	}
+	return f.Store.Get(ctx, key)
 }
 
 // lockedStore refuses to delete the keys it locks, or every key with
@@ -196,11 +274,7 @@ func TestGCKeepsLockedSnapshots(t *testing.T) {
 	now := t0.Add(40 * 24 * time.Hour)
 	mem := store.NewMem()
 	cat := weeks(now)
-	for _, s := range cat.Snapshots {
-		if err := mem.Put(ctx, s.Key, strings.NewReader("x")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putAll(ctx, t, mem, cat.Snapshots)
 	clock := func() time.Time { return now }
 	planned, err := snapshot.GC(ctx, mem, snapshot.Retention{}, snapshot.GCOptions{DryRun: true, Now: clock})
 	if err != nil {

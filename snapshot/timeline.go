@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,7 +59,18 @@ type Timeline struct {
 	Preceding []string `json:"preceding,omitempty"`
 	// Key is the record's key, "" for the first.
 	Key string `json:"-"`
+	// Unreadable: the record's key places the timeline, its content
+	// cannot be read, so who began it and from where are not known.
+	Unreadable bool `json:"-"`
+	// written is when the store says the record was written.
+	written time.Time
 }
+
+// maxRecordAhead is how far past the time its store says it was written a
+// timeline record's name may be dated before a record that holds no
+// snapshot is set aside: further than any clock drifts, so it was named
+// by hand.
+const maxRecordAhead = time.Hour
 
 // String names the timeline for people: its ID, and where it forked.
 func (t Timeline) String() string {
@@ -126,12 +138,16 @@ func listTimelines(ctx context.Context, st store.Store) ([]Timeline, error) {
 			continue
 		}
 		t, found, err := getJSON[Timeline](ctx, st, o.Key)
-		if err != nil || !found {
+		switch {
+		case err != nil && !errors.Is(err, errBadRecord):
+			// Unknown is not unreadable.
+			return nil, fmt.Errorf("timeline record %s: %w", o.Key, err)
+		case err != nil || !found:
 			// The key alone places the timeline; what it forked from is
 			// then unknown, so it shares nothing.
-			t = Timeline{Reason: fmt.Sprintf("its record cannot be read: %v", err)}
+			t = Timeline{Reason: fmt.Sprintf("its record cannot be read: %v", cmp.Or[error](err, store.ErrNotFound)), Unreadable: true}
 		}
-		t.ID, t.Began, t.Key = id, began, o.Key
+		t.ID, t.Began, t.Key, t.written = id, began, o.Key, o.Modified
 		out = append(out, t)
 	}
 	slices.SortStableFunc(out[1:], func(a, b Timeline) int {

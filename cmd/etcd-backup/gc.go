@@ -67,7 +67,11 @@ func gcCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log})
+			codec, err := g.snapshotCodec()
+			if err != nil {
+				return err
+			}
+			res, err := snapshot.GC(ctx, st, r, snapshot.GCOptions{DryRun: dryRun, Logger: g.log, Codec: codec})
 			views, locked, kept := viewsOf(res.Deleted), viewsOf(res.Locked), viewsOf(res.KeptForLock)
 			// When each lock ends, where the store tells: a question
 			// unanswered leaves the column empty, not the run failed.
@@ -82,7 +86,11 @@ func gcCmd(g *globals) *cobra.Command {
 			if dryRun {
 				verb = "would delete"
 			}
-			out := map[string]any{"dry_run": dryRun, "snapshots": views, "locked": locked, "kept_for_lock": kept}
+			aside := make([]setAsideView, len(res.SetAside))
+			for i, a := range res.SetAside {
+				aside[i] = setAsideView{SnapshotView: sidecar.ViewOf(a.Snapshot), Why: a.Why.Error()}
+			}
+			out := map[string]any{"dry_run": dryRun, "snapshots": views, "locked": locked, "kept_for_lock": kept, "set_aside": aside}
 			if perr := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "%d snapshots %s\n", len(views), verb)
 				if len(locked) > 0 {
@@ -101,6 +109,9 @@ func gcCmd(g *globals) *cobra.Command {
 				for _, v := range kept {
 					fmt.Fprintf(w, "kept with its locked full\t%s\t%s\n", v.Key, age(time.Since(v.Created)))
 				}
+				for _, v := range aside {
+					fmt.Fprintf(w, "not counted, not deleted\t%s\t%s\n", v.Key, v.Why)
+				}
 			}); perr != nil {
 				return perr
 			}
@@ -110,6 +121,12 @@ func gcCmd(g *globals) *cobra.Command {
 	ret.flags(cmd)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 	return cmd
+}
+
+// setAsideView is a full retention does not count, and why.
+type setAsideView struct {
+	api.SnapshotView
+	Why string `json:"why"`
 }
 
 func viewsOf(snaps []snapshot.Snapshot) []api.SnapshotView {

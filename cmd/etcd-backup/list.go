@@ -262,8 +262,11 @@ func timelineLine(t api.TimelineView) string {
 		b.WriteString(" (newest: restores, time travel and verify read it unless given --timeline)")
 	}
 	switch {
-	case t.Parent == "":
+	case t.SetAside:
+		b.WriteString(": not one of the store's timelines")
+	case t.ID == snapshot.FirstTimeline:
 		b.WriteString(": the store's first")
+	case t.Parent == "":
 	case t.ForkRevision > 0:
 		fmt.Fprintf(&b, ": forked from %s at revision %d", t.Parent, t.ForkRevision)
 	default:

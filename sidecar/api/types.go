@@ -39,6 +39,9 @@ type TimelineView struct {
 	Reason       string `json:"reason,omitempty"`
 	// Newest: restores, time travel and verify read this one by default.
 	Newest bool `json:"newest,omitempty"`
+	// SetAside: a record that is not one of the store's timelines (Reason
+	// says why); the snapshots are placed as if it were not there.
+	SetAside bool `json:"set_aside,omitempty"`
 }
 
 // ChainView is a full snapshot and its deltas.

@@ -289,7 +289,9 @@ type loop struct {
 	// full snapshot first closes it with the revisions before it.
 	chained  bool
 	failures int
-	retry    *time.Timer
+	// checked are the fulls retention found to hold what their names say.
+	checked snapshot.CheckedFulls
+	retry   *time.Timer
 	// probe asks, while a retry is far off, whether what failed answers
 	// again; retryReason is why the retry came early ("" when it did not).
 	probe       *time.Timer
@@ -700,7 +702,8 @@ func (l *loop) delta(ctx context.Context, reason string) Result {
 
 func (l *loop) gc(ctx context.Context) {
 	start := time.Now()
-	gc, err := snapshot.GC(ctx, l.st, l.opts.Retention, snapshot.GCOptions{Logger: l.opts.Logger, Now: l.opts.Now})
+	gc, err := snapshot.GC(ctx, l.st, l.opts.Retention, snapshot.GCOptions{Logger: l.opts.Logger, Now: l.opts.Now,
+		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, Checked: &l.checked})
 	if err != nil {
 		l.log.Warn("retention failed", "err", err)
 	}
