@@ -52,4 +52,11 @@ func TestForgedUploaderRecords(t *testing.T) {
 	if err := NewerUploader(ctx, st, again); err != nil {
 		t.Fatalf("after the restart: %v", err)
 	}
+	// A record no run wrote (it does not read back) stops nobody.
+	if err := st.Put(ctx, uploaderKey(again.Seq+1), strings.NewReader("{garbage")); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewerUploader(ctx, st, again); err != nil {
+		t.Fatalf("beside a garbled record: %v", err)
+	}
 }
