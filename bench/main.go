@@ -98,7 +98,7 @@ func main() {
 		// Small sizes unless given; the bounds below hold at these sizes.
 		set := map[string]bool{}
 		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for name, v := range map[string]string{"size": "64", "db": "64", "load": "8s", "revisions": "20000", "runs": "3"} {
+		for name, v := range map[string]string{"size": "64", "db": "64", "load": "8s", "revisions": "20000", "full-keys": "65536", "runs": "3"} {
 			if !set[name] {
 				_ = flag.Set(name, v)
 			}

@@ -26,7 +26,7 @@ func TestSoak(t *testing.T) {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	o := Options{Seed: 1, Dir: filepath.Join(dir, "soak"), Hold: 3 * time.Second, Gap: time.Second, Restores: 4,
+	o := Options{Seed: 1, Dir: filepath.Join(dir, "soak"), Hold: 2 * time.Second, Gap: 500 * time.Millisecond, Restores: 4,
 		Faults: len(Kinds()), Writers: 4, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
 	if err := Build(ctx, &o, dir); err != nil {
 		t.Fatal(err)
