@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -27,6 +28,15 @@ type Options struct {
 	// FullSchedule is a cron expression (5 fields, or descriptors such as
 	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
 	FullSchedule string
+	// FullRepeatWindow is how long after an on-demand full snapshot ends
+	// a repeat of the request that went unanswered (its caller gave up
+	// before the end) is answered with it rather than taking another; a
+	// request made while any full runs waits for it and gets its result. A
+	// client that timed out on a long full and asks again (etcd-druid's
+	// compaction, druid#1259) must not stream a second one from the
+	// leader; a request whose answer was received is never repeated so.
+	// Default a minute; negative: only while it runs.
+	FullRepeatWindow time.Duration
 	// DeltaPeriod is the longest an event waits in memory: a delta is
 	// written this long after the oldest buffered event arrived. Default
 	// 20 s; negative disables deltas.
@@ -81,6 +91,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RetentionPeriod == 0 {
 		o.RetentionPeriod = time.Minute
+	}
+	if o.FullRepeatWindow == 0 {
+		o.FullRepeatWindow = time.Minute
 	}
 	if o.MinBackoff <= 0 {
 		o.MinBackoff = time.Second
@@ -202,7 +215,11 @@ type request struct {
 	// final marks a full snapshot as the last before the member stops
 	// for good (etcd-backup-restore's .final).
 	final bool
-	reply chan Result
+	// at is when it was asked: one asked while a full ran joins it.
+	at time.Time
+	// gaveUp is set when its caller stopped waiting for the answer.
+	gaveUp *atomic.Bool
+	reply  chan Result
 }
 
 // New checks opts and returns a Snapshotter for the member cli talks to.
@@ -255,7 +272,7 @@ func (s *Snapshotter) demand(ctx context.Context, req request) (snapshot.Snapsho
 	if !s.Status().Running {
 		return snapshot.Snapshot{}, ErrNotRunning
 	}
-	req.reply = make(chan Result, 1)
+	req.reply, req.at, req.gaveUp = make(chan Result, 1), time.Now(), &atomic.Bool{}
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
@@ -265,6 +282,7 @@ func (s *Snapshotter) demand(ctx context.Context, req request) (snapshot.Snapsho
 	case r := <-req.reply:
 		return r.Snapshot, r.Err
 	case <-ctx.Done():
+		req.gaveUp.Store(true)
 		return snapshot.Snapshot{}, ctx.Err()
 	}
 }
@@ -289,6 +307,7 @@ type loop struct {
 	// full snapshot first closes it with the revisions before it.
 	chained  bool
 	failures int
+	lastFull lastFull
 	// checked are the fulls retention found to hold what their names say.
 	checked snapshot.CheckedFulls
 	retry   *time.Timer
@@ -469,13 +488,56 @@ func (l *loop) demanded(ctx context.Context, req request) Result {
 	case !l.started:
 		return Result{Op: op, Err: errors.New("the snapshotter has not started: the store or the cluster is unreachable")}
 	case op == OpFull:
+		if r, ok := l.joins(req); ok {
+			l.log.Info("an on-demand full snapshot is answered with the one it was asked during or right after",
+				"snapshot", r.Snapshot.Key, "asked", req.at, "ended", l.lastFull.ended, "error", r.Err)
+			return r
+		}
 		r := l.full(ctx, "on-demand", req.final)
+		l.lastFull.askers = []*atomic.Bool{req.gaveUp}
 		l.nextFull()
 		return r
 	case l.needFull != "":
 		return Result{Op: OpDelta, Err: fmt.Errorf("a full snapshot is due first (%s)", l.needFull)}
 	}
 	return l.delta(ctx, "on-demand")
+}
+
+// lastFull is the last full snapshot the loop took, by any reason.
+type lastFull struct {
+	started, ended time.Time
+	final          bool
+	result         Result
+	// askers are the requests it answered: none for a scheduled one.
+	askers []*atomic.Bool
+}
+
+// unanswered says whether every request it answered gave up first: a
+// repeat of one is answered with it.
+func (f lastFull) unanswered() bool {
+	for _, a := range f.askers {
+		if !a.Load() {
+			return false
+		}
+	}
+	return len(f.askers) > 0
+}
+
+// joins answers an on-demand full with the last full when it was asked
+// while that one ran (its result, failed or not), or within
+// FullRepeatWindow of the successful end of one whose every asker gave
+// up; a final one is answered only with a final one.
+func (l *loop) joins(req request) (Result, bool) {
+	f := &l.lastFull
+	switch {
+	case f.started.IsZero(), req.at.Before(f.started), req.final && !f.final:
+		return Result{}, false
+	case !req.at.After(f.ended),
+		f.unanswered() && f.result.Err == nil && req.at.Sub(f.ended) <= l.opts.FullRepeatWindow:
+		f.askers = append(f.askers, req.gaveUp)
+		return f.result, true
+	}
+	return Result{}, false
 }
 
 // healthy: deltas continue the chain and nothing waits for a retry.
@@ -587,6 +649,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
 	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}
+	l.lastFull = lastFull{started: start, ended: time.Now(), final: final, result: r}
 	if err != nil {
 		// Retried before anything else, so a failing schedule is noticed
 		// instead of silently growing one chain.

@@ -743,3 +743,96 @@ func TestFailingSinceIsTheFailedAttemptsStart(t *testing.T) {
 		t.Fatalf("failing since %s: want the attempt's start, between %s and %s (the store was entered)", since, before, released)
 	}
 }
+
+// heldFulls holds the upload of the first full snapshot after it is
+// armed until a release is sent: a full that takes as long as the test
+// needs.
+type heldFulls struct {
+	store.Store
+	armed   atomic.Bool
+	entered chan string
+	release chan struct{}
+}
+
+func (h *heldFulls) Put(ctx context.Context, key string, r io.Reader) error {
+	if strings.HasPrefix(key, "v2/Full-") && h.armed.CompareAndSwap(true, false) {
+		h.entered <- key
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Store.Put(ctx, key, r)
+}
+
+// A full asked for while another runs waits for it and gets its result;
+// a repeat of a request whose caller gave up before its end gets that
+// result too; a request whose answer was received is never answered with
+// an older full, nor is a final one with a plain one (etcd-druid's retry
+// after a client timeout must not start a second stream from the leader,
+// and an operator's full after writes must hold them).
+func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := &heldFulls{Store: newStore(t), entered: make(chan string), release: make(chan struct{})}
+	r := start(t, cli, st, capture.Options{DeltaPeriod: -1})
+	r.await(t, capture.OpFull)
+	type answer struct {
+		snap snapshot.Snapshot
+		err  error
+	}
+	take := func(ctx context.Context) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() { s, err := r.TakeFull(ctx); ch <- answer{s, err} }()
+		return ch
+	}
+	st.armed.Store(true)
+
+	// Asked while one runs: its result.
+	first := take(ctx)
+	held := <-st.entered
+	second := take(ctx)
+	st.release <- struct{}{}
+	a, b := <-first, <-second
+	if a.err != nil || b.err != nil || a.snap.Key != b.snap.Key {
+		t.Fatalf("the first got %s (%v), the one asked during its upload (%s) %s (%v)", a.snap.Key, a.err, held, b.snap.Key, b.err)
+	}
+	r.await(t, capture.OpFull)
+
+	// A caller that gave up while its full ran asks again after its end.
+	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	st.armed.Store(true)
+	gaveUp, cancel := context.WithCancel(ctx)
+	third := take(gaveUp)
+	<-st.entered
+	cancel()
+	if c := <-third; !errors.Is(c.err, context.Canceled) {
+		t.Fatalf("the caller that gave up: %v", c.err)
+	}
+	st.release <- struct{}{}
+	held = r.await(t, capture.OpFull).Snapshot.Key
+	again, err := r.TakeFull(ctx)
+	if err != nil || again.Key != held {
+		t.Fatalf("the repeat of a request that gave up: %s (%v), want %s", again.Key, err, held)
+	}
+	// That answer was received: the next request is a full of its own.
+	next, err := r.TakeFull(ctx)
+	if err != nil || next.Key == held {
+		t.Fatalf("a request after an answered one: %s (%v), want a new full", next.Key, err)
+	}
+	final, err := r.TakeFinal(ctx)
+	if err != nil || final.Key == next.Key || !final.Final {
+		t.Fatalf("a final full after a plain one: %+v (%v)", final, err)
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cat.Fulls()); n != 5 {
+		t.Fatalf("%d full snapshots on the store, want 5: the start's, the one two asked for, the one asked again, the next, the final", n)
+	}
+}
