@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,14 +51,18 @@ func (h *health) member() (*embed.Etcd, *clientv3.Client, string) {
 	return h.etcd, h.cli, h.waiting
 }
 
-// serve starts the probes on addr ("" serves none) and returns their stop.
-func (h *health) serve(addr string) (func(), error) {
+// serve starts the probes on addr ("" serves none), over TLS with tc
+// when set, and returns their stop.
+func (h *health) serve(addr string, tc *tls.Config) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("wrapper: health endpoints on %s: %w", addr, err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
 	}
 	mux := http.NewServeMux()
 	// livez: the process runs etcd; a failing liveness probe restarts it.

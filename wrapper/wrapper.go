@@ -2,6 +2,7 @@ package wrapper
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,6 +57,9 @@ type Options struct {
 	KeepMovedAside int
 	// Listen is the address of /livez, /readyz and /healthz; "": none.
 	Listen string
+	// ListenTLS, when set, serves them over HTTPS (etcd-druid's readiness
+	// probe asks HTTPS where the member's client port is TLS).
+	ListenTLS *tls.Config
 	// OnPlan, when set, is called with the start-up's plan once it is
 	// carried out, before etcd starts.
 	OnPlan func(startup.Plan)
@@ -98,7 +102,7 @@ func Run(ctx context.Context, o Options) error {
 	cfg := o.Config
 	log := o.Logger.With("member", cfg.Name)
 	h := &health{}
-	stopHealth, err := h.serve(o.Listen)
+	stopHealth, err := h.serve(o.Listen, o.ListenTLS)
 	if err != nil {
 		return err
 	}
