@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# etcd-druid's pods, as it renders them (deploy/kubernetes/etcd-druid.yaml),
+# running etcdkit's images on a real single-node Kubernetes
+# (tools/kubenode.sh): three members with TLS on client, peer and the
+# backup server, backups to an S3 bucket (versitygw), and the steps an
+# operator's Etcd goes through. Each step waits for what it expects with a
+# deadline and prints the pods and the leases as etcd-druid reads them.
+#
+#   sudo tools/druid-e2e.sh [--dir DIR] [--keep]
+#
+# --keep leaves the node running (tools/kubenode.sh down DIR stops it).
+# By hand only: building the node's binaries and the images takes minutes,
+# the scenario about ten more, past what CI's budget holds.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+bin=$here/bin
+dir=${TMPDIR:-/tmp}/etcdkit-druid-e2e
+keep=
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dir) dir=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    *) sed -n '9p' "$0" >&2; exit 2 ;;
+  esac
+done
+ns=etcd
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+say() { echo "druid-e2e: $*" >&2; }
+kubectl() { timeout 300 "$bin/kubectl" --kubeconfig "$dir/node/kubeconfig" --namespace "$ns" "$@"; }
+
+# status prints what etcd-druid reads: the pods and the leases.
+status() {
+  echo "--- $1"
+  kubectl get pods -o wide --no-headers 2>/dev/null | awk '{print "pod", $1, $2, $3, "restarts=" $4, $6}'
+  kubectl get leases -o custom-columns=LEASE:.metadata.name,HOLDER:.spec.holderIdentity,RENEWED:.spec.renewTime --no-headers 2>&1 | sed 's/^/lease /'
+}
+
+# until_ok waits for a command to succeed, up to a deadline in seconds.
+until_ok() {
+  local what=$1 secs=$2
+  shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= end)); then
+      say "$what: not within ${secs}s"
+      status "at the failure"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+cleanup() {
+  local rc=$?
+  if ((rc != 0)) && [[ -s $dir/node/pids ]]; then
+    mkdir -p "$dir/pods"
+    for pod in $(kubectl get pods -o name 2>/dev/null); do
+      for c in etcd backup-restore; do
+        kubectl logs "$pod" -c "$c" >"$dir/pods/${pod#pod/}.$c.log" 2>&1 || true
+      done
+    done
+  fi
+  if [[ -z $keep ]]; then
+    "$here/kubenode.sh" down "$dir/node" || true
+    [[ -n ${gw:-} ]] && kill "$gw" 2>/dev/null || true
+  fi
+  ((rc == 0)) || say "failed; logs in $dir/node/logs, pod logs in $dir/pods"
+}
+
+# A run starts from nothing but the images: the node's state, the
+# volumes and the bucket of an earlier run go.
+[[ ! -s $dir/node/pids ]] || { say "$dir/node runs a node: tools/kubenode.sh down $dir/node first"; exit 1; }
+rm -rf "$dir/node" "$dir/pv" "$dir/s3" "$dir/tls" "$dir/pods"
+trap cleanup EXIT
+say "images, and etcdctl from tools/etcd"
+(cd "$here/etcd" && go build -o "$bin/" go.etcd.io/etcd/etcdctl/v3)
+say "images"
+"$here/image.sh" --platforms linux/amd64 --out "$dir/images" >/dev/null
+"$here/kubenode.sh" up "$dir/node" "$dir/images/oci"
+ip=$(cat "$dir/node/ip")
+
+say "the S3 bucket (versitygw on the node's address)"
+mkdir -p "$dir/s3/data" "$dir/s3/versions"
+s3port=27190
+"$bin/versitygw" --access e2e --secret e2esecret --port "$ip:$s3port" --quiet posix \
+  --versioning-dir "$dir/s3/versions" "$dir/s3/data" >"$dir/s3.log" 2>&1 &
+gw=$!
+mkdir -p "$dir/s3/data/etcd-backups"
+
+say "TLS: one CA for client, peer and backup server certificates"
+p=$dir/tls
+mkdir -p "$p"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$p/ca.key" -out "$p/ca.crt" -days 30 -subj /CN=etcd-ca 2>/dev/null
+sans="DNS:localhost,IP:127.0.0.1,DNS:etcd-main-local,DNS:etcd-main-client,DNS:etcd-main-client.$ns,DNS:etcd-main-client.$ns.svc"
+sans+=",DNS:etcd-main-client.$ns.svc.cluster.local,DNS:*.etcd-main-peer,DNS:*.etcd-main-peer.$ns,DNS:*.etcd-main-peer.$ns.svc"
+sans+=",DNS:*.etcd-main-peer.$ns.svc.cluster.local"
+for c in server client; do
+  openssl req -newkey rsa:2048 -nodes -keyout "$p/$c.key" -out "$p/$c.csr" -subj "/CN=etcd-$c" 2>/dev/null
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$sans" >"$p/$c.ext"
+  openssl x509 -req -in "$p/$c.csr" -CA "$p/ca.crt" -CAkey "$p/ca.key" -CAcreateserial -out "$p/$c.crt" -days 30 -extfile "$p/$c.ext" 2>/dev/null
+done
+
+say "namespace, secrets, volumes"
+"$bin/kubectl" --kubeconfig "$dir/node/kubeconfig" create namespace "$ns" >/dev/null
+for s in ca-etcd-bundle ca-etcd-peer-bundle; do
+  kubectl create secret generic "$s" --from-file=ca.crt="$p/ca.crt" >/dev/null
+done
+kubectl create secret generic ca-etcdbr-bundle --from-file=bundle.crt="$p/ca.crt" >/dev/null
+for s in etcd-server-tls etcd-peer-server-tls etcdbr-server-tls; do
+  kubectl create secret tls "$s" --cert="$p/server.crt" --key="$p/server.key" >/dev/null
+done
+kubectl create secret tls etcd-client-tls --cert="$p/client.crt" --key="$p/client.key" >/dev/null
+kubectl create secret generic etcd-backup --from-literal=accessKeyID=e2e --from-literal=secretAccessKey=e2esecret \
+  --from-literal=region=us-east-1 --from-literal=endpoint="http://$ip:$s3port" --from-literal=s3ForcePathStyle=true >/dev/null
+# Static volumes for the claims (no provisioner on one node): more than
+# three, since a member whose volume is wiped gets a new one.
+{
+  echo "apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer"
+  for i in $(seq 0 7); do
+    mkdir -p "$dir/pv/$i" && chmod 0777 "$dir/pv/$i"
+    echo "---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-$i}
+spec:
+  capacity: {storage: 16Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: local
+  hostPath: {path: $dir/pv/$i, type: Directory}"
+  done
+} | kubectl apply -f - >/dev/null
+kubectl patch storageclass local -p '{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}' >/dev/null
+
+say "etcd-druid's objects, with etcdkit's images"
+sed -e 's|image: europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:.*|image: ghcr.io/etcdkit/etcd-wrapper:latest|' \
+  -e "s|--store-prefix=etcd-main|--store-prefix=etcd-main|" "$root/deploy/kubernetes/etcd-druid.yaml" >"$dir/etcd-druid.yaml"
+kubectl apply -f "$dir/etcd-druid.yaml" >/dev/null
+
+ready() { [[ $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="etcd")].ready}{"\n"}{end}' | grep -c true) == "$1" ]]; }
+until_ok "three members Ready through etcd-druid's probe" 300 ready 3
+status "three members Ready"
+
+lease() { kubectl get lease "$1" -o jsonpath='{.spec.holderIdentity}'; }
+advanced() { local v; v=$(lease "$1"); [[ -n $v && $v != 0 && $v != "$2" ]]; }
+# etcdctl from the node, to the pods' addresses: the certificates name
+# the cluster's DNS names, which the node does not resolve, so the
+# server's name goes unchecked; the client certificate is checked.
+etcdctl() {
+  local eps=() i a
+  for i in 0 1 2; do
+    a=$(kubectl get pod "etcd-main-$i" -o jsonpath='{.status.podIP}' 2>/dev/null) && [[ -n $a ]] && eps+=("https://$a:2379")
+  done
+  (IFS=,; timeout 60 "$bin/etcdctl" --endpoints="${eps[*]}" --cacert="$p/ca.crt" --cert="$p/client.crt" --key="$p/client.key" \
+    --insecure-skip-tls-verify "$@")
+}
+# write_keys puts /e2e/FROM../e2e/TO, a hundred to a transaction.
+write_keys() {
+  local from=$1 to=$2 i
+  for ((i = from; i <= to; i += 100)); do
+    { echo; seq "$i" $((i + 99 < to ? i + 99 : to)) | sed 's|.*|put /e2e/& value-&|'; echo; echo; } | etcdctl txn >/dev/null
+  done
+}
+keys() { etcdctl get /e2e/ --prefix --keys-only | grep -c .; }
+
+until_ok "the full snapshot lease" 120 advanced etcd-main-full-snap ""
+write_keys 1 200
+until_ok "the delta snapshot lease" 120 advanced etcd-main-delta-snap ""
+status "backups: 200 keys written, the snapshot leases advance"
+
+say "hibernation: the final full as EtcdOpsTask asks it (POST over TLS to the client service), then no replicas"
+svc=$(kubectl get service etcd-main-client -o jsonpath='{.spec.clusterIP}')
+code=$(timeout 900 curl -s -o "$dir/final.json" -w '%{http_code}' --max-time 900 --cacert "$p/ca.crt" \
+  --resolve "etcd-main-client.$ns:8080:$svc" -X POST "https://etcd-main-client.$ns:8080/snapshot/full?final=true")
+[[ $code == 200 ]] || { say "POST /snapshot/full?final=true: $code $(cat "$dir/final.json")"; exit 1; }
+echo "--- final full: $(cat "$dir/final.json")"
+kubectl scale statefulset etcd-main --replicas=0 >/dev/null
+gone() { [[ -z $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o name) ]]; }
+until_ok "the members stopped" 180 gone
+status "hibernated"
+kubectl scale statefulset etcd-main --replicas=3 >/dev/null
+until_ok "three members Ready after the wake-up" 300 ready 3
+got=$(keys)
+[[ $got == 200 ]] || { say "after the wake-up the cluster holds $got of the 200 keys"; exit 1; }
+status "woken up: 200 of 200 keys"
+
+say "passed"
