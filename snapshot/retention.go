@@ -174,38 +174,42 @@ type GCOptions struct {
 	// default os.TempDir()).
 	Codec    Codec
 	SpoolDir string
-	// Checked remembers the fulls found to hold what their names say
-	// across runs, so each is read once. nil: every run checks again.
+	// Checked remembers across runs which fulls were found to hold what
+	// their names say and which not, so each is read once and a full set
+	// aside is logged once. nil: every run checks again.
 	Checked *CheckedFulls
 }
 
-// CheckedFulls are full snapshots found to hold what their names say.
-// Objects are create-only, so a key checked once stays checked. Safe for
-// concurrent use; the zero value is empty.
+// CheckedFulls are full snapshots checked against their names, with
+// what was found (nil: it holds what its name says). Objects are
+// create-only, so a key checked once stays checked. Safe for concurrent
+// use; the zero value is empty.
 type CheckedFulls struct {
 	mu   sync.Mutex
-	keys map[string]bool
+	keys map[string]error
 }
 
-func (c *CheckedFulls) has(key string) bool {
+// get is what was found of key, and whether it was checked.
+func (c *CheckedFulls) get(key string) (checked bool, found error) {
 	if c == nil {
-		return false
+		return false, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.keys[key]
+	found, checked = c.keys[key]
+	return checked, found
 }
 
-func (c *CheckedFulls) add(key string) {
+func (c *CheckedFulls) add(key string, err error) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keys == nil {
-		c.keys = map[string]bool{}
+		c.keys = map[string]error{}
 	}
-	c.keys[key] = true
+	c.keys[key] = err
 }
 
 // GCResult is what a GC run did.
@@ -249,9 +253,9 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 		return res, err
 	}
 	log := logger(opts.Logger)
-	expired, aside, err := r.expiredChecked(ctx, st, cat, opts)
+	expired, aside, found, err := r.expiredChecked(ctx, st, cat, opts)
 	res.SetAside = aside
-	if len(aside) > 0 {
+	if found > 0 {
 		log.Warn("retention: full snapshots that do not hold what their names say are neither counted nor deleted; delete them or take them out of the backups with "+store.ExcludeTag,
 			"count", len(aside), "first", aside[0].Snapshot.Key, "why", aside[0].Why)
 	}
@@ -306,15 +310,15 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 // and so lets supersede others, was checked to hold what its name says: a
 // full copied or written by hand under a newer name would otherwise
 // expire the real ones (and make every delta since look superseded). The
-// fulls that fail are set aside and the policy runs again without them.
-// A full that cannot be checked (the store does not answer) stops GC:
-// unknown is no reason to delete.
-func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catalog, opts GCOptions) ([]Snapshot, []SetAside, error) {
-	var aside []SetAside
+// fulls that fail are set aside and the policy runs again without them;
+// found counts those this run found, not Checked. A full that cannot be
+// checked (the store does not answer) stops GC: unknown is no reason to
+// delete.
+func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catalog, opts GCOptions) (expired []Snapshot, aside []SetAside, found int, err error) {
 	for {
-		expired := r.Expired(cat, now(opts.Now))
+		expired = r.Expired(cat, now(opts.Now))
 		if len(expired) == 0 {
-			return nil, aside, nil
+			return nil, aside, found, nil
 		}
 		gone := map[string]bool{}
 		for _, s := range expired {
@@ -322,22 +326,29 @@ func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catal
 		}
 		var bad []string
 		for _, s := range cat.all {
-			if s.Kind != KindFull || s.Legacy() || gone[s.Key] || opts.Checked.has(s.Key) {
+			if s.Kind != KindFull || s.Legacy() || gone[s.Key] {
 				continue
 			}
-			err := checkFull(ctx, st, s, opts)
+			known, cerr := opts.Checked.get(s.Key)
+			if !known {
+				cerr = checkFull(ctx, st, s, opts)
+			}
 			switch {
-			case errors.Is(err, ErrNotABackup):
-				aside = append(aside, SetAside{Snapshot: s, Why: err})
+			case errors.Is(cerr, ErrNotABackup):
+				aside = append(aside, SetAside{Snapshot: s, Why: cerr})
 				bad = append(bad, s.Key)
-			case err != nil:
-				return nil, aside, fmt.Errorf("gc: %s is kept and would expire older snapshots, and whether it holds what its name says is not known; nothing deleted: %w", s.Key, err)
-			default:
-				opts.Checked.add(s.Key)
+				if !known {
+					found++
+					opts.Checked.add(s.Key, cerr)
+				}
+			case cerr != nil:
+				return nil, aside, found, fmt.Errorf("gc: %s is kept and would expire older snapshots, and whether it holds what its name says is not known; nothing deleted: %w", s.Key, cerr)
+			case !known:
+				opts.Checked.add(s.Key, nil)
 			}
 		}
 		if len(bad) == 0 {
-			return expired, aside, nil
+			return expired, aside, found, nil
 		}
 		cat.all = slices.DeleteFunc(slices.Clone(cat.all), func(s Snapshot) bool { return slices.Contains(bad, s.Key) })
 	}
