@@ -174,6 +174,19 @@ write_keys 1 200
 until_ok "the delta snapshot lease" 120 advanced etcd-main-delta-snap ""
 status "backups: 200 keys written, the snapshot leases advance"
 
+say "a member's pod deleted with its volume wiped: it comes back as a learner and is promoted"
+before=$(lease etcd-main-1)
+kubectl delete pvc etcd-main-etcd-main-1 --wait=false >/dev/null
+kubectl delete pod etcd-main-1 >/dev/null
+rejoined() { local v; v=$(lease etcd-main-1); [[ -n $v && ${v%%:*} != "${before%%:*}" ]] && ready 3; }
+until_ok "etcd-main-1 back with a new member ID and Ready" 300 rejoined
+voters() { [[ $(etcdctl member list -w json | grep -o '"isLearner":true' | wc -l) == 0 && $(etcdctl member list | wc -l) == 3 ]]; }
+until_ok "three voters, no learner left" 120 voters
+grep -h "learner" <(kubectl logs etcd-main-1 -c etcd) <(kubectl logs etcd-main-1 -c backup-restore) | head -3 | cut -c1-300 || true
+got=$(keys)
+[[ $got == 200 ]] || { say "after the rejoin the cluster holds $got of the 200 keys"; exit 1; }
+status "etcd-main-1 rejoined (member ${before%%:*} replaced), 200 of 200 keys"
+
 say "hibernation: the final full as EtcdOpsTask asks it (POST over TLS to the client service), then no replicas"
 svc=$(kubectl get service etcd-main-client -o jsonpath='{.spec.clusterIP}')
 code=$(timeout 900 curl -s -o "$dir/final.json" -w '%{http_code}' --max-time 900 --cacert "$p/ca.crt" \
