@@ -344,9 +344,13 @@ func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []s
 	}
 	// Asked again: a lease's first question may have failed under a
 	// fault, and a lease with one key (an Event's) has no next event to
-	// ask with.
+	// ask with. Unknown is not written as absent: a restore would grant
+	// the lease the unknown-lease TTL, an hour, and keep its keys (a
+	// lock's, a 4 s Event's) far longer than they were granted. The
+	// upload fails and is retried; once etcd answers again, a lease gone
+	// meanwhile is recorded as gone.
 	if err := c.leases.noteAll(ctx, c.cli, events); err != nil {
-		c.log.Warn("delta: the TTL of a lease is not known; a restore grants it the unknown-lease TTL", "error", err)
+		return snap, snapshot.Annotations{}, fmt.Errorf("snapshot %s: not uploaded: the TTL of a lease its events put keys with is not known (etcd does not answer): %w", snap.Key, err)
 	}
 	a := c.annotate(ctx, events[len(events)-1].Revision())
 	var err error
