@@ -77,7 +77,7 @@ trap cleanup EXIT
 say "images, and etcdctl from tools/etcd"
 (cd "$here/etcd" && go build -o "$bin/" go.etcd.io/etcd/etcdctl/v3)
 say "images"
-"$here/image.sh" --platforms linux/amd64 --out "$dir/images" >/dev/null
+"$here/image.sh" --platforms "linux/$(go env GOARCH)" --out "$dir/images" >/dev/null
 "$here/kubenode.sh" up "$dir/node" "$dir/images/oci"
 ip=$(cat "$dir/node/ip")
 

@@ -28,6 +28,7 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 logs=$dir/logs
 sock=$dir/containerd/containerd.sock
+arch=$(go env GOARCH)
 kubectl() { timeout 120 "$bin/kubectl" --kubeconfig "$dir/kubeconfig" "$@"; }
 say() { echo "kubenode: $*" >&2; }
 
@@ -59,8 +60,8 @@ install() {
   (cd "$here/kube" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "$ldflags" -o "$bin/" \
     k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kube-proxy)
-  mkdir -p "$bin/pause/linux_amd64"
-  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -o "$bin/pause/linux_amd64/pause" ./pause)
+  mkdir -p "$bin/pause/linux_$arch"
+  (cd "$here/kube" && CGO_ENABLED=0 go build -trimpath -o "$bin/pause/linux_$arch/pause" ./pause)
   (cd "$here/coredns" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" -o "$bin/coredns" github.com/coredns/coredns)
   echo "$want" >"$stamp"
 }
@@ -169,7 +170,7 @@ EOF
   start containerd containerd --config "$dir/containerd/config.toml"
   until_ok "containerd" 30 ctr -a "$sock" version
   # The images: the sandbox's, and those given.
-  (cd "$here/image" && go run . -out "$dir/images/pause" -bin "$bin/pause" -names pause -repository registry.k8s.io \
+  (cd "$here/image" && go run . -out "$dir/images/pause" -bin "$bin/pause" -names pause -platforms "linux/$arch" -repository registry.k8s.io \
     -tags 3.10 -version 3.10 -revision none -created 2026-01-01T00:00:00Z -ca-version none >/dev/null)
   for layout in "$dir/images/pause" "$@"; do
     tar -C "$layout" -cf "$dir/image.tar" .

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
@@ -45,7 +46,7 @@ certificate when etcd's client-transport-security names a certificate, key and C
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.apply(fl); err != nil {
-				return err
+				return cli.Usage(err)
 			}
 			o, err := fl.options(cmd.Context())
 			if err != nil {
