@@ -18,11 +18,8 @@ tools/install-emulators.sh
 export ETCDKIT_REQUIRE_EMULATORS=1
 raced='store|snapshot|restore|sidecar|startup|heartbeat|member|defrag|etcdclient|tlsfiles|internal'
 module=$(go list -m)
-# The fault soak drives processes of the binaries, as the end-to-end tests
-# do: it runs with them.
-byprocess="^$module/internal/soak$"
-mapfile -t race < <(go list ./... | grep -E "^$module/($raced)(/|$)" | grep -v -E "$byprocess")
-mapfile -t plain < <(go list ./... | grep -v -E "^$module/($raced)(/|$)|$byprocess"; go list ./... | grep -E "$byprocess")
+mapfile -t race < <(go list ./... | grep -E "^$module/($raced)(/|$)")
+mapfile -t plain < <(go list ./... | grep -v -E "^$module/($raced)(/|$)")
 # The tiers run side by side: their tests mostly wait (on etcd's fsyncs, on
 # processes, on timers), and one tier alone keeps the two cores about two
 # thirds busy. Their test processes pick ports from slots of their own
