@@ -17,7 +17,7 @@ const module = "github.com/etcdkit/etcdkit"
 // binaries, examples, benchmarks and test support are the top, where
 // packages of one layer may import each other.
 var layers = map[string]int{
-	"store": 1, "tlsfiles": 1, "validate": 1, "member": 1,
+	"store": 1, "tlsfiles": 1, "validate": 1, "member": 1, "upgrade": 1,
 	"store/s3": 2, "store/gcs": 2, "store/azure": 2, "store/swift": 2, "etcdclient": 2, "snapshot": 2, "sidecar/api": 2, "sidecar/etcdbr/etcdbrapi": 2,
 	"restore": 3, "defrag": 3, "snapshot/capture": 3,
 	"heartbeat": 4,

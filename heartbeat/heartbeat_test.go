@@ -18,8 +18,11 @@ import (
 
 // Three sidecars of a TLS cluster keep their leases: the member leases
 // name the leader and the cluster, the snapshot leases follow the
-// uploader's snapshots, a leader move changes the member leases' roles,
-// and an API server that is gone for a while is counted and caught up
+// uploader's snapshots, a leader move changes the member leases' roles
+// within one heartbeat (the member leases are read as etcd-druid's
+// quorum-aware updates of DEP-07 read them, to delete followers first:
+// "<member-id>:<cluster-id>:<role>", the role Leader or Member), and an
+// API server that is gone for a while is counted and caught up
 // with while the backups went on.
 func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	api, leases := apiServer(t)
@@ -47,7 +50,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 		hb, err := heartbeat.New(heartbeat.Options{Client: leaseClient(t, api.Kube.Kubeconfig), Namespace: ns, MemberLease: m.Name,
 			FullLease: "full-snapshot-revisions", DeltaLease: "delta-snapshot-revisions",
 			// A long period: a change of leader is written at once, not at
-			// the next renewal.
+			// the next renewal; leaderIs waits a third of it.
 			Period: 30 * time.Second, DeltaPeriod: time.Second, Create: true, Timeout: 2 * time.Second,
 			Registry: sc.Registry()})
 		if err != nil {
@@ -71,6 +74,9 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 			parts := strings.Split(holder(l), ":")
 			if len(parts) != 3 || l.Annotations[heartbeat.TLSAnnotation] != "true" {
 				return nil, ""
+			}
+			if role := parts[2]; role != "Leader" && role != "Member" {
+				t.Fatalf("member lease %s holds role %q: etcd-druid reads Leader or Member", m.Name, role)
 			}
 			if cluster != "" && parts[1] != cluster {
 				t.Fatalf("member leases name clusters %s and %s", cluster, parts[1])

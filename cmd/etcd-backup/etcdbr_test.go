@@ -186,6 +186,9 @@ type druid struct {
 	// storeArgs, when set, stand for the Local provider's flag, and env
 	// is added to the servers' environment (another store's credentials).
 	storeArgs, env []string
+	// source is bootstrapWithExistingCluster's: its members, appended to
+	// initial-cluster, and its client endpoints, to --service-endpoints.
+	source *etcdtest.Cluster
 	// kube is the API server, with etcd-druid's Role, service account
 	// and leases of the reference manifest; kubeconfig is that service
 	// account's, as the pods hold it.
@@ -258,6 +261,11 @@ func (d *druid) resize(n int) {
 	for _, m := range d.members[:n] {
 		initial = append(initial, m.pod+"="+m.peerURL)
 	}
+	if d.source != nil {
+		for _, m := range d.source.Members {
+			initial = append(initial, m.Name+"="+m.PeerURL.String())
+		}
+	}
 	d.cluster = strings.Join(initial, ",")
 	for _, m := range d.members {
 		d.writeConf(m)
@@ -308,12 +316,22 @@ func (d *druid) serverArgs(m *druidMember) []string {
 		"--etcd-defrag-timeout=15m", "--auto-compaction-mode=periodic", "--auto-compaction-retention=30m",
 		"--cacert=" + d.sec.CA.File, "--cert=" + d.sec.Client.CertFile, "--key=" + d.sec.Client.KeyFile,
 		"--insecure-transport=false", "--insecure-skip-tls-verify=false", "--endpoints=" + m.client,
-		"--service-endpoints=" + d.members[0].client,
+		"--service-endpoints=" + d.serviceEndpoints(),
 		"--server-cert=" + d.sec.Member.CertFile, "--server-key=" + d.sec.Member.KeyFile,
 		"--data-dir=" + m.dataDir, "--restoration-temp-snapshots-dir=" + filepath.Join(data, "restoration.temp"),
 		"--snapstore-temp-directory=" + filepath.Join(data, "temp"), "--etcd-connection-timeout=5m", "--use-etcd-wrapper=true",
 		"--enable-member-lease-renewal=true", "--k8s-heartbeat-duration=10s", "--embedded-etcd-quota-bytes=8589934592",
 	}, m.extraServerFlags...)
+}
+
+// serviceEndpoints is --service-endpoints: the client Service's, and the
+// source cluster's client endpoints after it.
+func (d *druid) serviceEndpoints() string {
+	eps := []string{d.members[0].client}
+	if d.source != nil {
+		eps = append(eps, d.source.Endpoints()...)
+	}
+	return strings.Join(eps, ",")
 }
 
 // base is the member's sidecar URL.
@@ -873,6 +891,65 @@ func waitVoters(t *testing.T, ctx context.Context, cli *clientv3.Client, members
 		}
 		return true
 	})
+}
+
+// An Etcd with bootstrapWithExistingCluster (etcd-druid#1364): its
+// ConfigMap's initial-cluster lists its members and, after them, the
+// source cluster's; its sidecar's --service-endpoints hold the source's
+// client endpoints. Its member finds the source cluster running without
+// it, joins it as a learner over TLS, /config answers
+// initial-cluster-state existing with the source's members, and the
+// member is promoted and holds the source's keys.
+func TestServerBootstrapsWithAnExistingCluster(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := newDruid(t, 1)
+	// The source: three members of another operator, with TLS from the
+	// CA the target's pods trust.
+	d.source = etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, Security: d.sec, UnsafeNoFsync: true})
+	src := d.source.Client(t)
+	putMany(t, src, 30, "source")
+	d.resize(1)
+	m := d.members[0]
+	d.startServer(m)
+	waitServing(t, d, m)
+	if err := d.brWrapper(ctx, m, "full"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(m.served, "initial-cluster-state: existing\n") {
+		t.Fatalf("the target member joined with:\n%s", m.served)
+	}
+	for _, sm := range d.source.Members {
+		if !strings.Contains(m.served, sm.Name+"="+sm.PeerURL.String()) {
+			t.Fatalf("/config's initial-cluster lacks source member %s:\n%s", sm.Name, m.served)
+		}
+	}
+	etcdtest.Eventually(t, "the target member is a voter of the source cluster", time.Minute, func() bool {
+		list, err := src.MemberList(ctx)
+		if err != nil || len(list.Members) != 4 {
+			return false
+		}
+		for _, lm := range list.Members {
+			if lm.IsLearner || lm.Name == "" {
+				return false
+			}
+		}
+		return true
+	})
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{m.client}, TLS: d.sec.TLSFiles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	resp, err := cli.Get(ctx, "/fault/source/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 30 {
+		t.Fatalf("the target member holds %d of the source's 30 keys, %v", resp.Count, err)
+	}
+	_, _, metrics := d.get(m, "/metrics")
+	if !strings.Contains(metrics, `etcdbr_add_learner_duration_seconds_count{succeeded="true"} 1`) {
+		t.Errorf("the sidecar does not count its learner add:\n%s", grepLines(metrics, "etcdbr_add_learner"))
+	}
 }
 
 // An Etcd without a backup store still runs the sidecar: it initializes

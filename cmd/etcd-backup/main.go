@@ -32,10 +32,16 @@ const (
 	exitFailed   = 1
 	exitUsage    = 2
 	exitMismatch = 3
+	exitUnknown  = 4
 )
 
-// errMismatch is a verification that ran and found the backup wrong.
-var errMismatch = errors.New("verification failed")
+// errMismatch is a verification that ran and found the backup wrong, or
+// an upgrade check that found something to fix first; errUnknown, a check
+// that could not be made.
+var (
+	errMismatch = errors.New("verification failed")
+	errUnknown  = errors.New("not everything could be checked")
+)
 
 // globals are the flags every command shares.
 type globals struct {
@@ -79,7 +85,8 @@ Exit codes:
   0  success
   1  the command failed
   2  the command line is wrong
-  3  verify found the backup and the cluster differ`,
+  3  verify found the backup and the cluster differ; check-upgrade found something to fix first
+  4  check-upgrade could not check everything (a member did not answer)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,7 +115,7 @@ Exit codes:
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
 	g.lock.Flags(pf)
-	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g),
+	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g), checkUpgradeCmd(g),
 		cli.Version(func() bool { return g.output == "json" }))
 	cli.Strict(root)
 	root.SetArgs(args)
@@ -125,6 +132,9 @@ Exit codes:
 	case errors.Is(err, errMismatch):
 		fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
 		return exitMismatch
+	case errors.Is(err, errUnknown):
+		fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
+		return exitUnknown
 	}
 	fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
 	return exitFailed

@@ -380,7 +380,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		// Flag defaults are no configuration: a live member's peer URLs
 		// change only when the etcd config or the flag names them.
 		CorrectPeerURLs: conf.File() || fs.Changed("initial-advertise-peer-urls"),
-		TLS:             b.serverCert != "", ServiceEndpoints: b.serviceEndpoints, UseEtcdWrapper: b.useEtcdWrapper,
+		TLS:             b.serverCert != "", ServiceEndpoints: b.serviceEndpoints, UseEtcdWrapper: b.useEtcdWrapper, WorkDir: b.store.tempDir,
 		Startup: startup.Options{Conn: conn, KeepMovedAside: 1, Logger: log}, Logger: log,
 	}
 	srv, err := etcdbr.New(o, c)

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/upgrade"
 )
 
 // The handlers answer as etcd-backup-restore's do: a status code, then the
@@ -244,6 +245,40 @@ func (s *Server) clusterNow(ctx context.Context) (string, string) {
 	}
 	return strings.Join(parts, ","), state
 }
+
+// upgradeCheck serves upgrade.Live's verdict on the cluster for an
+// orchestrator's upgrade gate (etcd-druid's step from 3.5 to 3.6): 200
+// when safe, 409 with something to fix first, 503 when not everything
+// could be checked; the report is the body.
+func (s *Server) upgradeCheck(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), upgradeCheckTimeout)
+	defer cancel()
+	var o upgrade.Options
+	if s.cfg.EtcdConf.File() {
+		o = upgrade.ConfigOptions(s.cfg.EtcdConf.raw)
+	}
+	rep, err := upgrade.Live(ctx, s.cli, upgrade.LiveOptions{Options: o, WorkDir: s.cfg.WorkDir})
+	if err != nil {
+		s.log.Warn("etcdbr: upgrade check", "error", err)
+		rep = upgrade.Report{Source: s.endpoint, Verdict: upgrade.Unknown,
+			Findings: []upgrade.Finding{{Check: "cluster", Status: upgrade.Unread, Subject: s.endpoint, Detail: err.Error()}}}
+	}
+	code := map[upgrade.Verdict]int{upgrade.Safe: http.StatusOK, upgrade.FixFirst: http.StatusConflict}[rep.Verdict]
+	if code == 0 {
+		code = http.StatusServiceUnavailable
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// upgradeCheckTimeout bounds /upgrade/check: it streams the member's
+// database.
+const upgradeCheckTimeout = 10 * time.Minute
 
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)

@@ -63,6 +63,9 @@ type Config struct {
 	// cluster, ask the etcd-wrapper beside it (port 9095) to restart etcd
 	// with them, as etcd-backup-restore does with --use-etcd-wrapper.
 	UseEtcdWrapper bool
+	// WorkDir holds the database /upgrade/check streams from the member
+	// while it reads its membership. Default the system's temporary dir.
+	WorkDir string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -195,6 +198,7 @@ func (s *Server) Handler() http.Handler {
 	secured("/snapshot/delta", s.uploaderOnly(s.deltaSnapshot))
 	secured("/snapshot/latest", s.uploaderOnly(s.latestSnapshots))
 	secured("/healthz", s.healthz)
+	secured("/upgrade/check", s.upgradeCheck)
 	mux.HandleFunc("/config", s.config)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.sc.Registry(), promhttp.HandlerOpts{}))
 	return mux

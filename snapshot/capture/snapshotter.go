@@ -162,6 +162,11 @@ type Status struct {
 	// Refused, while the last attempt was refused rather than failed, says
 	// why (Refusal): waiting does not help, an operator must act.
 	Refused Refusal
+	// Demanded counts the on-demand snapshots asked for (TakeFull,
+	// TakeFinal, TakeDelta), each from the moment it was asked: the
+	// moment that decides whether a full joins the one in flight.
+	// Abandoned counts those whose caller stopped waiting first.
+	Demanded, Abandoned int64
 }
 
 // Refusal is why a Snapshotter refuses to write, "" when it does not.
@@ -273,6 +278,9 @@ func (s *Snapshotter) demand(ctx context.Context, req request) (snapshot.Snapsho
 		return snapshot.Snapshot{}, ErrNotRunning
 	}
 	req.reply, req.at, req.gaveUp = make(chan Result, 1), time.Now(), &atomic.Bool{}
+	s.mu.Lock()
+	s.status.Demanded++
+	s.mu.Unlock()
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
@@ -283,6 +291,9 @@ func (s *Snapshotter) demand(ctx context.Context, req request) (snapshot.Snapsho
 		return r.Snapshot, r.Err
 	case <-ctx.Done():
 		req.gaveUp.Store(true)
+		s.mu.Lock()
+		s.status.Abandoned++
+		s.mu.Unlock()
 		return snapshot.Snapshot{}, ctx.Err()
 	}
 }

@@ -794,6 +794,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	first := take(ctx)
 	held := <-st.entered
 	second := take(ctx)
+	etcdtest.Eventually(t, "the second full is asked for", 10*time.Second, func() bool { return r.Status().Demanded == 2 })
 	st.release <- struct{}{}
 	a, b := <-first, <-second
 	if a.err != nil || b.err != nil || a.snap.Key != b.snap.Key {

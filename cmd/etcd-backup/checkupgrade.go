@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/upgrade"
+)
+
+func checkUpgradeCmd(g *globals) *cobra.Command {
+	var (
+		dataDir, walDir, etcdConfig, workDir string
+		backup                               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check-upgrade [--data-dir DIR | --backup]",
+		Short: "Say whether etcd 3.5 may step to 3.6, and what to fix first",
+		Long: `check-upgrade checks what etcd's upgrade notes and etcd-druid's upgrade name before
+the step from 3.5 to 3.6: every member runs 3.5.26 or later; no zombie member (one
+the v3 store lists and etcd 3.5's v2 membership does not); the bbolt freelist type
+etcd-druid sets (array). It reads the live cluster at --endpoints, a stopped
+member's --data-dir, or with --backup the newest full of --store, and changes
+nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (exit 4: a
+member did not answer, or a data dir cannot tell its release).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if dataDir != "" && backup {
+				return cli.Usage(fmt.Errorf("--data-dir and --backup: check one of them"))
+			}
+			var o upgrade.Options
+			if etcdConfig != "" {
+				b, err := os.ReadFile(etcdConfig)
+				if err != nil {
+					return cli.Usage(fmt.Errorf("--etcd-config: %w", err))
+				}
+				conf := map[string]any{}
+				if err := yaml.Unmarshal(b, &conf); err != nil {
+					return cli.Usage(fmt.Errorf("--etcd-config %s: %w", etcdConfig, err))
+				}
+				o = upgrade.ConfigOptions(conf)
+			}
+			var (
+				r   upgrade.Report
+				err error
+			)
+			switch {
+			case dataDir != "":
+				r, err = upgrade.DataDir(ctx, dataDir, walDir, o)
+			case backup:
+				r, err = g.checkBackup(ctx, workDir, o)
+			default:
+				cl, cerr := g.client(ctx)
+				if cerr != nil {
+					return cerr
+				}
+				defer func() { _ = cl.Close() }()
+				r, err = upgrade.Live(ctx, cl, upgrade.LiveOptions{Options: o, WorkDir: workDir})
+			}
+			if err != nil {
+				return err
+			}
+			if err := g.print(r, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%s\t%s\n", r.Source, r.Verdict)
+				for _, f := range r.Findings {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Status, f.Check, f.Subject, f.Detail)
+					if f.Fix != "" {
+						fmt.Fprintf(w, "\t\t\tfix: %s\n", f.Fix)
+					}
+				}
+			}); err != nil {
+				return err
+			}
+			switch r.Verdict {
+			case upgrade.FixFirst:
+				return fmt.Errorf("%w: fix what it names before the upgrade", errMismatch)
+			case upgrade.Unknown:
+				return fmt.Errorf("%w: %s", errUnknown, "check again once what it names answers")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&dataDir, "data-dir", "", "check a stopped member's data dir instead of the live cluster")
+	f.StringVar(&walDir, "wal-dir", "", "the data dir's WAL, when etcd keeps it apart (wal-dir)")
+	f.BoolVar(&backup, "backup", false, "check the newest full snapshot of --store instead of the live cluster")
+	f.StringVar(&etcdConfig, "etcd-config", os.Getenv("ETCD_CONF"), "the members' etcd.conf.yaml, for backend-bbolt-freelist-type (default $ETCD_CONF)")
+	f.StringVar(&workDir, "work-dir", "", "where a database is held while it is read (default the system's temporary dir)")
+	return cmd
+}
+
+// checkBackup checks the newest full of the store.
+func (g *globals) checkBackup(ctx context.Context, workDir string, o upgrade.Options) (upgrade.Report, error) {
+	st, err := g.openStore(ctx)
+	if err != nil {
+		return upgrade.Report{}, err
+	}
+	codec, err := g.snapshotCodec()
+	if err != nil {
+		return upgrade.Report{}, err
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		return upgrade.Report{}, err
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		return upgrade.Report{}, err
+	}
+	rc, err := snapshot.Open(ctx, st, chain.Full, codec)
+	if err != nil {
+		return upgrade.Report{}, err
+	}
+	defer func() { _ = rc.Close() }()
+	f, err := os.CreateTemp(workDir, "check-upgrade-*.db")
+	if err != nil {
+		return upgrade.Report{}, fmt.Errorf("--work-dir: %w", err)
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	_, err = io.Copy(f, rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return upgrade.Report{}, fmt.Errorf("snapshot %s: %w", chain.Full.Key, err)
+	}
+	return upgrade.Database(ctx, f.Name(), "backup "+chain.Full.Key, o)
+}

@@ -1,0 +1,104 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.uber.org/zap"
+)
+
+// DataDir checks a stopped member's data dir (walDir "" for the data
+// dir's own): the v2 membership its newest raft snapshot holds and its
+// log changes, against the v3 store's in its database. A data dir does
+// not say which patch release wrote it: the version check needs the live
+// cluster, and is reported unread.
+func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error) {
+	if err := ctx.Err(); err != nil {
+		return Report{}, err
+	}
+	r := Report{Source: "data dir " + dir}
+	member := filepath.Join(dir, "member")
+	if walDir == "" {
+		walDir = filepath.Join(member, "wal")
+	}
+	v3, cindex, err := v3Members(filepath.Join(member, "snap", "db"))
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: %w", err)
+	}
+	lg := zap.NewNop()
+	walSnaps, err := wal.ValidSnapshotEntries(lg, walDir)
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
+	}
+	from := &walpb.Snapshot{}
+	var v2Data []byte
+	rs, err := snap.New(lg, filepath.Join(member, "snap")).LoadNewestAvailable(walSnaps)
+	switch {
+	case errors.Is(err, snap.ErrNoSnapshot):
+		// No raft snapshot yet: the whole log is the membership.
+	case err != nil:
+		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
+	default:
+		v2Data = rs.GetData()
+		index, term := rs.GetMetadata().GetIndex(), rs.GetMetadata().GetTerm()
+		from.Index, from.Term = &index, &term
+	}
+	v2, err := v2Members(v2Data)
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
+	}
+	w, err := wal.OpenForRead(lg, walDir, from)
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
+	}
+	_, _, ents, err := w.ReadAll()
+	_ = w.Close()
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: wal %s: %w (stop the member first: a running one writes it)", walDir, err)
+	}
+	// A restart applies the log to the v2 store from the snapshot on, and
+	// to the v3 store past the index its database was applied to.
+	for _, e := range ents {
+		if err := v2.apply(e); err != nil {
+			return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
+		}
+		if e.GetIndex() > cindex {
+			if err := v3.apply(e); err != nil {
+				return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
+			}
+		}
+	}
+	r.add(Finding{Check: CheckVersion, Status: Unread, Subject: "data dir",
+		Detail: "a data dir does not say which etcd release wrote it",
+		Fix:    "check the members' versions on the live cluster (--endpoints)"})
+	r.add(compare("data dir", v3, v2))
+	r.add(freelist(o))
+	r.decide()
+	return r, nil
+}
+
+// Database checks a backup's database. A restore writes the membership
+// anew from its own initial cluster, so no member the backup lists comes
+// back: the zombie check passes, and a 3.6 member restores it.
+func Database(ctx context.Context, dbPath, source string, o Options) (Report, error) {
+	if err := ctx.Err(); err != nil {
+		return Report{}, err
+	}
+	v3, _, err := v3Members(dbPath)
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: %s: %w", source, err)
+	}
+	r := Report{Source: source}
+	r.add(Finding{Check: CheckVersion, Status: Pass, Subject: "backup",
+		Detail: "a restore with etcd 3.6 takes a 3.5 database"})
+	r.add(Finding{Check: CheckZombies, Status: Pass, Subject: "backup",
+		Detail: fmt.Sprintf("it lists members %s; a restore writes the membership anew from its initial cluster, so none of them comes back", v3)})
+	r.add(freelist(o))
+	r.decide()
+	return r, nil
+}

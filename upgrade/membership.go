@@ -1,0 +1,183 @@
+package upgrade
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v2error"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v2store"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// members maps member IDs to names ("" when the record names none).
+type members map[uint64]string
+
+func (m members) String() string {
+	var out []string
+	for id, name := range m {
+		s := strconv.FormatUint(id, 16)
+		if name != "" {
+			s += " (" + name + ")"
+		}
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// v3Members reads the v3 store's membership from an etcd database: the
+// members bucket less the members_removed one, and the consistent index
+// the database was applied to.
+func v3Members(dbPath string) (members, uint64, error) {
+	db, err := bolt.Open(dbPath, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, 0, fmt.Errorf("database %s is in use: stop its member first, or check the live cluster", dbPath)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+	}
+	defer func() { _ = db.Close() }()
+	out := members{}
+	var cindex uint64
+	err = db.View(func(tx *bolt.Tx) error {
+		removed := map[string]bool{}
+		if b := tx.Bucket([]byte("members_removed")); b != nil {
+			_ = b.ForEach(func(k, _ []byte) error { removed[string(k)] = true; return nil })
+		}
+		if b := tx.Bucket([]byte("meta")); b != nil {
+			if v := b.Get([]byte("consistent_index")); len(v) == 8 {
+				cindex = binary.BigEndian.Uint64(v)
+			}
+		}
+		b := tx.Bucket([]byte("members"))
+		if b == nil {
+			return errors.New("it has no members bucket: not an etcd 3 database")
+		}
+		return b.ForEach(func(k, v []byte) error {
+			if removed[string(k)] {
+				return nil
+			}
+			id, err := strconv.ParseUint(string(k), 16, 64)
+			if err != nil {
+				return fmt.Errorf("member key %q: %w", k, err)
+			}
+			var m struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(v, &m)
+			out[id] = m.Name
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+	}
+	return out, cindex, nil
+}
+
+// v2Members reads etcd 3.5's v2 membership from the v2 store a raft
+// snapshot holds (nil data: none was taken yet).
+func v2Members(data []byte) (members, error) {
+	out := members{}
+	if len(data) == 0 {
+		return out, nil
+	}
+	st := v2store.New()
+	if err := st.Recovery(data); err != nil {
+		return nil, fmt.Errorf("the v2 store: %w", err)
+	}
+	ev, err := st.Get("/0/members", true, true)
+	if err != nil {
+		var e *v2error.Error
+		if errors.As(err, &e) && e.ErrorCode == v2error.EcodeKeyNotFound {
+			return out, nil
+		}
+		return nil, fmt.Errorf("the v2 store's members: %w", err)
+	}
+	for _, n := range ev.Node.Nodes {
+		id, err := strconv.ParseUint(path.Base(n.Key), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("the v2 store's member %q: %w", n.Key, err)
+		}
+		name := ""
+		for _, attr := range n.Nodes {
+			if path.Base(attr.Key) == "attributes" && attr.Value != nil {
+				var a struct {
+					Name string `json:"name"`
+				}
+				_ = json.Unmarshal([]byte(*attr.Value), &a)
+				name = a.Name
+			}
+		}
+		out[id] = name
+	}
+	return out, nil
+}
+
+// apply replays a log's membership changes onto m: the ones a restart
+// applies to both stores.
+func (m members) apply(e *raftpb.Entry) error {
+	if e.GetType() != raftpb.EntryType_EntryConfChange {
+		return nil
+	}
+	var cc raftpb.ConfChange
+	if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		return fmt.Errorf("conf change at index %d: %w", e.GetIndex(), err)
+	}
+	id := cc.GetNodeId()
+	switch cc.GetType() {
+	case raftpb.ConfChangeType_ConfChangeAddNode, raftpb.ConfChangeType_ConfChangeAddLearnerNode:
+		if _, ok := m[id]; !ok {
+			var a struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(cc.GetContext(), &a)
+			m[id] = a.Name
+		}
+	case raftpb.ConfChangeType_ConfChangeRemoveNode:
+		delete(m, id)
+	}
+	return nil
+}
+
+// compare is the zombie finding: v3 is what 3.6 will read, v2 what 3.5
+// runs on.
+func compare(subject string, v3, v2 members) Finding {
+	f := Finding{Check: CheckZombies, Subject: subject}
+	zombies, missing := members{}, members{}
+	for id, name := range v3 {
+		if _, ok := v2[id]; !ok {
+			zombies[id] = name
+		}
+	}
+	for id, name := range v2 {
+		if _, ok := v3[id]; !ok {
+			missing[id] = name
+		}
+	}
+	switch {
+	case len(zombies) > 0 || len(missing) > 0:
+		var why []string
+		if len(zombies) > 0 {
+			why = append(why, fmt.Sprintf("the v3 store lists %s, which etcd 3.5's v2 membership does not: 3.6 reads v3 only and brings them back into consensus", zombies))
+		}
+		if len(missing) > 0 {
+			why = append(why, fmt.Sprintf("the v2 membership lists %s, which the v3 store does not: 3.6 would lose them", missing))
+		}
+		f.Status, f.Detail = Fail, strings.Join(why, "; ")
+		f.Fix = fmt.Sprintf("run etcd 3.5.%d or later on every member and restart each once: it syncs the v3 store's membership from the v2 store's", MinVersion[2])
+	default:
+		f.Status, f.Detail = Pass, fmt.Sprintf("the v2 and v3 stores list the same %d members: %s", len(v3), v3)
+	}
+	return f
+}

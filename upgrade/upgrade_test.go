@@ -1,0 +1,164 @@
+package upgrade_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/upgrade"
+)
+
+func finding(t *testing.T, r upgrade.Report, check, subject string) upgrade.Finding {
+	t.Helper()
+	for _, f := range r.Findings {
+		if f.Check == check && strings.Contains(f.Subject, subject) {
+			return f
+		}
+	}
+	t.Fatalf("no %s finding about %q in %+v", check, subject, r.Findings)
+	return upgrade.Finding{}
+}
+
+// copyEtcd35 is a data dir etcd 3.5 wrote (validate's testdata).
+func copyEtcd35(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../validate/testdata/etcd35")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// editMembers changes the v3 store's membership of a stopped member's
+// database, as the long-fixed bugs behind etcd's zombie members left it.
+func editMembers(t *testing.T, dir string, f func(b *bolt.Bucket) error) {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = db.Close() }()
+	if err := db.Update(func(tx *bolt.Tx) error { return f(tx.Bucket([]byte("members"))) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A data dir etcd 3.5 wrote: its v2 membership (raft snapshot and log)
+// and its v3 store's agree; a member the v3 store lists and v2 does not
+// is a zombie, and one only v2 lists would be lost: both are to fix
+// first. A data dir does not tell its release, so at best the verdict is
+// unknown.
+func TestDataDirZombies(t *testing.T) {
+	ctx := t.Context()
+	dir := copyEtcd35(t)
+	o := upgrade.Options{Configured: true, Freelist: "array"}
+	r, err := upgrade.DataDir(ctx, dir, "", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckZombies, "data dir"); f.Status != upgrade.Pass || r.Verdict != upgrade.Unknown {
+		t.Fatalf("etcd 3.5's own data dir: %s %+v", r.Verdict, r.Findings)
+	}
+	var own string
+	editMembers(t, dir, func(b *bolt.Bucket) error {
+		k, _ := b.Cursor().First()
+		own = string(k)
+		m, _ := json.Marshal(map[string]any{"id": 0xabc, "peerURLs": []string{"http://10.0.0.9:2380"}, "name": "removed-long-ago"})
+		return b.Put([]byte("abc"), m)
+	})
+	r, err = upgrade.DataDir(ctx, dir, "", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := finding(t, r, upgrade.CheckZombies, "data dir")
+	if f.Status != upgrade.Fail || r.Verdict != upgrade.FixFirst || !strings.Contains(f.Detail, "abc (removed-long-ago)") || !strings.Contains(f.Fix, "3.5.26") {
+		t.Fatalf("a zombie in the v3 store: %s %+v", r.Verdict, f)
+	}
+	editMembers(t, dir, func(b *bolt.Bucket) error {
+		if err := b.Delete([]byte("abc")); err != nil {
+			return err
+		}
+		return b.Delete([]byte(own))
+	})
+	r, err = upgrade.DataDir(ctx, dir, "", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckZombies, "data dir"); f.Status != upgrade.Fail || !strings.Contains(f.Detail, "3.6 would lose them") {
+		t.Fatalf("a member only the v2 store lists: %+v", f)
+	}
+}
+
+// A live etcd 3.5.35 over TLS: its version passes, its member list (the v2
+// membership) and the database streamed from it (v3) agree; with
+// etcd-druid's freelist the step is safe, without it advised.
+func TestLiveEtcd35(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Reserve(t, etcdtest.Options{TLS: true})
+	sec := c.Security
+	s := emulator.RequireEtcd(t, emulator.Etcd35, emulator.EtcdOptions{CA: sec.CA.File, Cert: sec.Member.CertFile, Key: sec.Member.KeyFile,
+		ClientCert: sec.Client.CertFile, ClientKey: sec.Client.KeyFile})
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{s.Etcd.ClientURL}, TLS: sec.TLSFiles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := finding(t, r, upgrade.CheckVersion, "member"); v.Status != upgrade.Pass || v.Detail != "etcd "+s.Etcd.Version {
+		t.Fatalf("the version of etcd %s: %+v", s.Etcd.Version, v)
+	}
+	if z := finding(t, r, upgrade.CheckZombies, "cluster"); z.Status != upgrade.Pass || !strings.Contains(z.Detail, "the same 1 members") {
+		t.Fatalf("zombies of etcd %s: %+v", s.Etcd.Version, z)
+	}
+	if r.Verdict != upgrade.Safe {
+		t.Fatalf("etcd %s with the array freelist: %s %+v", s.Etcd.Version, r.Verdict, r.Findings)
+	}
+	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true}, WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckFreelist, "configuration"); f.Status != upgrade.Advice || r.Verdict != upgrade.Safe {
+		t.Fatalf("a configuration without the freelist key: %s %+v", r.Verdict, f)
+	}
+}
+
+// A member that does not answer is unread, never fine: the verdict is
+// unknown, and names it.
+func TestLiveMemberDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
+	down := c.Members[2]
+	down.Stop()
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{c.Members[0].ClientURL.String()}, TLS: c.Security.TLSFiles()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cli.Close() }()
+	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckVersion, down.Name); f.Status != upgrade.Unread || r.Verdict != upgrade.Unknown {
+		t.Fatalf("a member down: %s %+v", r.Verdict, r.Findings)
+	}
+	// The others run this module's etcd, past 3.6: nothing else to fix.
+	for _, f := range r.Findings {
+		if f.Status == upgrade.Fail {
+			t.Fatalf("a failed finding on a 3.7 cluster: %+v", f)
+		}
+	}
+}
