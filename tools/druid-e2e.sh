@@ -107,11 +107,13 @@ say "namespace, secrets, volumes"
 for s in ca-etcd-bundle ca-etcd-peer-bundle; do
   kubectl create secret generic "$s" --from-file=ca.crt="$p/ca.crt" >/dev/null
 done
-kubectl create secret generic ca-etcdbr-bundle --from-file=bundle.crt="$p/ca.crt" >/dev/null
+kubectl create secret generic ca-etcdbr-bundle --from-file=ca.crt="$p/ca.crt" >/dev/null
 for s in etcd-server-tls etcd-peer-server-tls etcdbr-server-tls; do
   kubectl create secret tls "$s" --cert="$p/server.crt" --key="$p/server.key" >/dev/null
 done
-kubectl create secret tls etcd-client-tls --cert="$p/client.crt" --key="$p/client.key" >/dev/null
+for s in etcd-client-tls etcdbr-client-tls; do
+  kubectl create secret tls "$s" --cert="$p/client.crt" --key="$p/client.key" >/dev/null
+done
 kubectl create secret generic etcd-backup --from-literal=accessKeyID=e2e --from-literal=secretAccessKey=e2esecret \
   --from-literal=region=us-east-1 --from-literal=endpoint="http://$ip:$s3port" --from-literal=s3ForcePathStyle=true >/dev/null
 # Static volumes for the claims (no provisioner on one node): more than
@@ -139,9 +141,7 @@ spec:
 kubectl patch storageclass local -p '{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}' >/dev/null
 
 say "etcd-druid's objects, with etcdkit's images"
-sed -e 's|image: europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:.*|image: ghcr.io/etcdkit/etcd-wrapper:latest|' \
-  -e "s|--store-prefix=etcd-main|--store-prefix=etcd-main|" "$root/deploy/kubernetes/etcd-druid.yaml" >"$dir/etcd-druid.yaml"
-kubectl apply -f "$dir/etcd-druid.yaml" >/dev/null
+kubectl apply -f "$root/deploy/kubernetes/etcd-druid.yaml" >/dev/null
 
 ready() { [[ $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="etcd")].ready}{"\n"}{end}' | grep -c true) == "$1" ]]; }
 until_ok "three members Ready through etcd-druid's probe" 300 ready 3

@@ -1,12 +1,20 @@
 package kubernetes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
@@ -36,7 +44,23 @@ func TestManifestsApply(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 	for _, file := range manifests(t) {
-		out, err := api.Kubectl(t.Context(), nil, "apply", "--dry-run=server", "--warnings-as-errors", "--namespace=etcd", "-f", file)
+		args := []string{"apply", "--dry-run=server", "--warnings-as-errors", "--namespace=etcd", "-f", file}
+		if file == "etcd-druid.yaml" {
+			// etcd-druid names the sidecar's port "server", as the etcd
+			// container's peer port: the API server warns of its pods so,
+			// and must warn of nothing else here.
+			_, err := api.Kubectl(t.Context(), nil, args...)
+			if err == nil || !strings.Contains(err.Error(), `duplicate port name "server"`) {
+				t.Errorf("%s: the API server does not warn of etcd-druid's port names: %v", file, err)
+			}
+			for line := range strings.SplitSeq(fmt.Sprint(err), "\n") {
+				if strings.Contains(line, "Warning") && !strings.Contains(line, `duplicate port name "server"`) {
+					t.Errorf("%s: %s", file, line)
+				}
+			}
+			args = slices.Delete(args, 2, 3)
+		}
+		out, err := api.Kubectl(t.Context(), nil, args...)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", file, err, out)
 			continue
@@ -143,7 +167,7 @@ func TestDruidManifest(t *testing.T) {
 		t.Fatalf("the configuration is mounted at %q, etcd-backup server reads %s", conf, etcdbr.DefaultEtcdConf)
 	}
 	file := filepath.Join(t.TempDir(), "etcd.conf.yaml")
-	if err := os.WriteFile(file, []byte(objs["ConfigMap/etcd-bootstrap-etcd-main"].str("data", "etcd.conf.yaml")), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(objs["ConfigMap/etcd-main-config"].str("data", "etcd.conf.yaml")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ec, err := etcdbr.LoadEtcdConf(file)
@@ -207,4 +231,136 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// etcd-druid.yaml is what etcd-druid's builders write, as recorded in
+// testdata from gardener/etcd-druid 5b90b4a7: the pod template whole
+// (every arg of both containers, env, ports, probes, resources, security
+// contexts, mounts, volumes) with etcdkit's images in place of its own,
+// the etcd configuration key for key and in its encoder's order, the
+// ConfigMap checksum that rolls the pods, every object's labels, the
+// selectors and the PDB.
+func TestDruidBuilderFacts(t *testing.T) {
+	var facts struct {
+		PodTemplate     map[string]any               `json:"podTemplate"`
+		EtcdConfig      map[string]any               `json:"etcdConfig"`
+		Labels          map[string]map[string]string `json:"labels"`
+		DefaultLabels   map[string]string            `json:"defaultLabels"`
+		PDBMinAvailable float64                      `json:"pdbMinAvailable"`
+	}
+	b, err := os.ReadFile("testdata/etcd-druid-5b90b4a7.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &facts); err != nil {
+		t.Fatal(err)
+	}
+	objs := load(t, "etcd-druid.yaml")
+	if len(objs) != len(facts.Labels) {
+		t.Errorf("etcd-druid.yaml holds %d objects, etcd-druid makes %d", len(objs), len(facts.Labels))
+	}
+	for key, want := range facts.Labels {
+		o := objs[key]
+		if o == nil {
+			t.Errorf("etcd-druid.yaml lacks %s", key)
+			continue
+		}
+		labels := map[string]string{}
+		for k, v := range want {
+			labels["app.kubernetes.io/"+k] = v
+		}
+		maps.Copy(labels, facts.DefaultLabels)
+		if got := stringMap(o.get("metadata", "labels")); !maps.Equal(got, labels) {
+			t.Errorf("%s's labels: %v, etcd-druid's %v", key, got, labels)
+		}
+	}
+
+	sts := objs["StatefulSet/etcd-main"]
+	tmpl := sts.get("spec", "template").(map[string]any)
+	images := map[string]string{
+		"europe-docker.pkg.dev/gardener-project/public/gardener/etcd-wrapper:v0.6.2": "ghcr.io/etcdkit/etcd-wrapper:latest",
+		"europe-docker.pkg.dev/gardener-project/public/gardener/etcdbrctl:v0.41.2":   "ghcr.io/etcdkit/etcd-backup:latest",
+	}
+	for _, c := range list(object(facts.PodTemplate).get("spec", "containers")) {
+		c["image"] = images[c.str("image")]
+	}
+	for _, path := range [][]string{{"metadata"}, {"spec", "securityContext"}, {"spec", "hostAliases"}, {"spec", "volumes"},
+		{"spec", "serviceAccountName"}, {"spec", "shareProcessNamespace"}} {
+		if got, want := object(tmpl).get(path...), object(facts.PodTemplate).get(path...); !reflect.DeepEqual(got, want) {
+			t.Errorf("the pod template's %s:\n%v\netcd-druid's:\n%v", strings.Join(path, "."), got, want)
+		}
+	}
+	got, want := list(object(tmpl).get("spec", "containers")), list(object(facts.PodTemplate).get("spec", "containers"))
+	if len(got) != len(want) {
+		t.Fatalf("%d containers, etcd-druid's %d", len(got), len(want))
+	}
+	for i := range want {
+		for k := range mergedKeys(got[i], want[i]) {
+			if !reflect.DeepEqual(got[i][k], want[i][k]) {
+				t.Errorf("container %s's %s:\n%v\netcd-druid's:\n%v", want[i].str("name"), k, got[i][k], want[i][k])
+			}
+		}
+	}
+	for _, key := range []string{"Service/etcd-main-peer", "Service/etcd-main-client"} {
+		sel := stringMap(objs[key].get("spec", "selector"))
+		if wantSel := maps.Clone(facts.DefaultLabels); !maps.Equal(sel, func() map[string]string {
+			wantSel["app.kubernetes.io/component"] = "etcd-statefulset"
+			return wantSel
+		}()) {
+			t.Errorf("%s selects %v", key, sel)
+		}
+	}
+	if sel := stringMap(sts.get("spec", "selector", "matchLabels")); !maps.Equal(sel, facts.DefaultLabels) {
+		t.Errorf("the StatefulSet selects %v", sel)
+	}
+	pdb := objs["PodDisruptionBudget/etcd-main"]
+	if sel := stringMap(pdb.get("spec", "selector", "matchLabels")); !maps.Equal(sel, facts.DefaultLabels) || pdb.get("spec", "minAvailable") != facts.PDBMinAvailable {
+		t.Errorf("the PDB: %v", pdb)
+	}
+
+	// The configuration: etcd-druid's keys and values, in the order its
+	// YAML encoder writes them, and the checksum of its data.
+	conf := objs["ConfigMap/etcd-main-config"].str("data", "etcd.conf.yaml")
+	parsed := map[string]any{}
+	if err := yaml.Unmarshal([]byte(conf), &parsed); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(parsed, facts.EtcdConfig) {
+		t.Errorf("etcd.conf.yaml:\n%v\netcd-druid's:\n%v", parsed, facts.EtcdConfig)
+	}
+	j, err := yaml.YAMLToJSON([]byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if canon, err := yaml.JSONToYAML(j); err != nil || string(canon) != conf {
+		t.Errorf("etcd.conf.yaml is not in etcd-druid's encoding:\n%s\nwant:\n%s", conf, canon)
+	}
+	data, err := json.Marshal(map[string]string{"etcd.conf.yaml": conf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	if got := object(tmpl).str("metadata", "annotations", "checksum/etcd-configmap"); got != hex.EncodeToString(sum[:]) {
+		t.Errorf("the pod template's checksum/etcd-configmap is %s, the ConfigMap's %x", got, sum)
+	}
+}
+
+func stringMap(v any) map[string]string {
+	out := map[string]string{}
+	m, _ := v.(map[string]any)
+	for k, v := range m {
+		out[k], _ = v.(string)
+	}
+	return out
+}
+
+func mergedKeys(a, b object) map[string]bool {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	return keys
 }

@@ -53,6 +53,8 @@ func load(t *testing.T, file string) map[string]object {
 	}
 	byKind := map[string]object{}
 	for _, doc := range bytes.Split(b, []byte("\n---\n")) {
+		// The separator takes the document's last newline with it.
+		doc = append(doc, '\n')
 		var o object
 		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
 			t.Fatalf("a document of %s: %v", file, err)
