@@ -87,7 +87,7 @@ s3port=27190
 "$bin/versitygw" --access e2e --secret e2esecret --port "$ip:$s3port" --quiet posix \
   --versioning-dir "$dir/s3/versions" "$dir/s3/data" >"$dir/s3.log" 2>&1 &
 gw=$!
-mkdir -p "$dir/s3/data/etcd-backups"
+mkdir -p "$dir/s3/data/etcd-backups" "$dir/s3/data/etcd-backups-copy"
 
 say "TLS: one CA for client, peer and backup server certificates"
 p=$dir/tls
@@ -187,6 +187,32 @@ got=$(keys)
 [[ $got == 200 ]] || { say "after the rejoin the cluster holds $got of the 200 keys"; exit 1; }
 status "etcd-main-1 rejoined (member ${before%%:*} replaced), 200 of 200 keys"
 
+# job N prints the Nth Job of etcd-druid-jobs.yaml.
+job() { awk -v n="$1" 'BEGIN{RS="\n---\n"} NR==n' "$root/deploy/kubernetes/etcd-druid-jobs.yaml"; }
+complete() { [[ $(kubectl get job "$1" -o jsonpath='{.status.succeeded}') == 1 ]]; }
+failed() { [[ -n $(kubectl get job "$1" -o jsonpath='{.status.failed}') ]]; }
+run_job() {
+  job "$1" | kubectl apply -f - >/dev/null
+  local end=$((SECONDS + 300))
+  until complete "$2"; do
+    if failed "$2" || ((SECONDS >= end)); then
+      say "job $2 did not complete"; kubectl describe job "$2" | tail -20; kubectl logs "job/$2" --all-containers | tail -40
+      return 1
+    fi
+    sleep 2
+  done
+  kubectl logs "job/$2" | tail -4 | cut -c1-300
+}
+
+say "etcd-druid's compaction Job folds the chain into a new full and writes it to the full snapshot lease"
+write_keys 201 300
+until_ok "the delta snapshot lease past the new keys" 120 advanced etcd-main-delta-snap "$(lease etcd-main-delta-snap)"
+full_before=$(lease etcd-main-full-snap)
+run_job 1 etcd-main-compactor
+compacted() { local f d; f=$(lease etcd-main-full-snap); d=$(lease etcd-main-delta-snap); [[ $f != "$full_before" ]] && ((f >= d)); }
+until_ok "the full snapshot lease holds the compacted full" 60 compacted
+status "compacted: full snapshot lease $full_before -> $(lease etcd-main-full-snap)"
+
 say "hibernation: the final full as EtcdOpsTask asks it (POST over TLS to the client service), then no replicas"
 svc=$(kubectl get service etcd-main-client -o jsonpath='{.spec.clusterIP}')
 code=$(timeout 900 curl -s -o "$dir/final.json" -w '%{http_code}' --max-time 900 --cacert "$p/ca.crt" \
@@ -197,10 +223,37 @@ kubectl scale statefulset etcd-main --replicas=0 >/dev/null
 gone() { [[ -z $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o name) ]]; }
 until_ok "the members stopped" 180 gone
 status "hibernated"
-kubectl scale statefulset etcd-main --replicas=3 >/dev/null
-until_ok "three members Ready after the wake-up" 300 ready 3
+
+say "etcd-druid's copy-backups Job copies the hibernated cluster's backups once the final full is there"
+run_job 2 etcd-main-copy-worker
+copied=$(find "$dir/s3/data/etcd-backups-copy/etcd-main/v2" -maxdepth 1 -name 'Full-*' | wc -l)
+((copied >= 1)) || { say "the copy holds no full snapshot"; exit 1; }
+status "copied: $(find "$dir/s3/data/etcd-backups-copy/etcd-main/v2" -maxdepth 1 -type f | wc -l) objects, $copied fulls"
+
+# The volumes go, as when a control plane moves to a new seed, and the
+# cluster wakes as an Etcd of one replica (etcd-druid's ConfigMap for one
+# member), then is scaled to three as etcd-druid scales it: the ConfigMap
+# lists three again and the new members join as learners.
+say "wake-up with one replica and no volumes: the member restores the backups"
+kubectl delete pvc -l app.kubernetes.io/part-of=etcd-main --wait=true >/dev/null 2>&1 || true
+kubectl delete pvc etcd-main-etcd-main-0 etcd-main-etcd-main-1 etcd-main-etcd-main-2 --ignore-not-found --wait=true >/dev/null
+kubectl get configmap etcd-main-config -o yaml | sed '/resourceVersion:/d' >"$dir/config-3.yaml"
+sed -e 's|initial-cluster: etcd-main-0=\([^,]*\),.*|initial-cluster: etcd-main-0=\1|' -e '/^      etcd-main-[12]:$/{N;d}' \
+  "$dir/config-3.yaml" >"$dir/config-1.yaml"
+kubectl replace -f "$dir/config-1.yaml" >/dev/null
+kubectl scale statefulset etcd-main --replicas=1 >/dev/null
+until_ok "one member Ready after the wake-up" 300 ready 1
 got=$(keys)
-[[ $got == 200 ]] || { say "after the wake-up the cluster holds $got of the 200 keys"; exit 1; }
-status "woken up: 200 of 200 keys"
+[[ $got == 300 ]] || { say "after the wake-up the member holds $got of the 300 keys"; exit 1; }
+status "woken up with one member: 300 of 300 keys"
+
+say "scale 1 -> 3"
+kubectl replace -f "$dir/config-3.yaml" >/dev/null
+kubectl scale statefulset etcd-main --replicas=3 >/dev/null
+until_ok "three members Ready after the scale-up" 300 ready 3
+until_ok "three voters, no learner left" 120 voters
+got=$(keys)
+[[ $got == 300 ]] || { say "after the wake-up the cluster holds $got of the 300 keys"; exit 1; }
+status "woken up: 300 of 300 keys"
 
 say "passed"

@@ -247,6 +247,12 @@ func TestDruidBuilderFacts(t *testing.T) {
 		Labels          map[string]map[string]string `json:"labels"`
 		DefaultLabels   map[string]string            `json:"defaultLabels"`
 		PDBMinAvailable float64                      `json:"pdbMinAvailable"`
+		Jobs            map[string]struct {
+			Labels    map[string]string `json:"labels"`
+			Spec, Pod map[string]any
+			Container map[string]any `json:"container"`
+			Volumes   []any          `json:"volumes"`
+		} `json:"jobs"`
 	}
 	b, err := os.ReadFile("testdata/etcd-druid-5b90b4a7.yaml")
 	if err != nil {
@@ -316,6 +322,46 @@ func TestDruidBuilderFacts(t *testing.T) {
 	pdb := objs["PodDisruptionBudget/etcd-main"]
 	if sel := stringMap(pdb.get("spec", "selector", "matchLabels")); !maps.Equal(sel, facts.DefaultLabels) || pdb.get("spec", "minAvailable") != facts.PDBMinAvailable {
 		t.Errorf("the PDB: %v", pdb)
+	}
+
+	// The Jobs etcd-druid starts beside the cluster.
+	jobs := load(t, "etcd-druid-jobs.yaml")
+	if len(jobs) != len(facts.Jobs) {
+		t.Errorf("etcd-druid-jobs.yaml holds %d objects, etcd-druid makes %d Jobs", len(jobs), len(facts.Jobs))
+	}
+	for key, want := range facts.Jobs {
+		j := jobs[key]
+		if j == nil {
+			t.Errorf("etcd-druid-jobs.yaml lacks %s", key)
+			continue
+		}
+		pod := object(j.get("spec", "template", "spec").(map[string]any))
+		if got := stringMap(j.get("metadata", "labels")); !maps.Equal(got, want.Labels) || !maps.Equal(stringMap(j.get("spec", "template", "metadata", "labels")), want.Labels) {
+			t.Errorf("%s's labels: %v, etcd-druid's %v", key, got, want.Labels)
+		}
+		for k, v := range want.Spec {
+			if got := j.get("spec", k); !reflect.DeepEqual(got, v) {
+				t.Errorf("%s's spec.%s: %v, etcd-druid's %v", key, k, got, v)
+			}
+		}
+		for k, v := range want.Pod {
+			if got := pod.get(k); !reflect.DeepEqual(got, v) {
+				t.Errorf("%s's pod %s: %v, etcd-druid's %v", key, k, got, v)
+			}
+		}
+		cs := list(pod.get("containers"))
+		if len(cs) != 1 || !strings.HasPrefix(cs[0].str("image"), "ghcr.io/etcdkit/etcd-backup:") {
+			t.Fatalf("%s's containers: %v", key, cs)
+		}
+		c := maps.Clone(cs[0])
+		delete(c, "image")
+		delete(c, "imagePullPolicy")
+		if !reflect.DeepEqual(map[string]any(c), want.Container) {
+			t.Errorf("%s's container:\n%v\netcd-druid's:\n%v", key, c, want.Container)
+		}
+		if !reflect.DeepEqual(pod.get("volumes"), any(want.Volumes)) {
+			t.Errorf("%s's volumes: %v, etcd-druid's %v", key, pod.get("volumes"), want.Volumes)
+		}
 	}
 
 	// The configuration: etcd-druid's keys and values, in the order its
