@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
@@ -29,28 +29,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/upgrade"
 )
-
-// heldFulls holds the upload of the first full snapshot after it is
-// armed until a release is sent: a full that takes as long as the test
-// needs (etcd-druid#1259's was twelve minutes).
-type heldFulls struct {
-	store.Store
-	armed   atomic.Bool
-	entered chan string
-	release chan struct{}
-}
-
-func (h *heldFulls) Put(ctx context.Context, key string, r io.Reader) error {
-	if strings.HasPrefix(key, "v2/Full-") && h.armed.CompareAndSwap(true, false) {
-		h.entered <- key
-		select {
-		case <-h.release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return h.Store.Put(ctx, key, r)
-}
 
 // druidConf is the ConfigMap's etcd.conf.yaml as etcd-druid's newest
 // builder writes it for pod etcd-main-0 of a cluster of members, with TLS
@@ -196,11 +174,12 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &heldFulls{Store: fs, entered: make(chan string), release: make(chan struct{})}
+	st := chaintest.NewHeldFulls(fs)
 	cp := startCompat(t, cli, m.ClientURL.String(), c.Security, druidConf(t, c.Security, 1, m.PeerURL.String(), m.ClientURL.String()), st)
+	// Its first full done, not only uploaded: a call before its end would
+	// join it.
 	etcdtest.Eventually(t, "the first full", time.Minute, func() bool {
-		cat, err := snapshot.List(ctx, fs)
-		return err == nil && len(cat.Snapshots) > 0
+		return cp.srv.Sidecar().SnapshotStatus().LastFull.Key != ""
 	})
 	if _, err := cli.Put(ctx, "/registry/a", "1"); err != nil {
 		t.Fatal(err)
@@ -221,9 +200,9 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	}
 
 	// Two calls, the second while the first's full uploads: one full.
-	st.armed.Store(true)
+	st.Armed.Store(true)
 	first := ask(ctx, "/snapshot/full")
-	held := <-st.entered
+	held := entered(ctx, t, st)
 	second := ask(ctx, "/snapshot/full")
 	etcdtest.Eventually(t, "the second call reaches the snapshotter", 10*time.Second, func() bool {
 		return cp.srv.Sidecar().SnapshotStatus().Demanded == 2
@@ -234,7 +213,7 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 		t.Fatalf("the second call was answered while the first's full uploads: %d %s %v", a.code, a.body, a.err)
 	default:
 	}
-	st.release <- struct{}{}
+	st.Release <- struct{}{}
 	a, b := <-first, <-second
 	fa := decodeTaken(t, "the first call", a.code, a.body, a.err)
 	fb := decodeTaken(t, "the call during its upload", b.code, b.body, b.err)
@@ -246,10 +225,10 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	if _, err := cli.Put(ctx, "/registry/b", "2"); err != nil {
 		t.Fatal(err)
 	}
-	st.armed.Store(true)
+	st.Armed.Store(true)
 	impatient, giveUp := context.WithCancel(ctx)
 	gaveUp := ask(impatient, "/snapshot/full")
-	held = <-st.entered
+	held = entered(ctx, t, st)
 	giveUp()
 	if a := <-gaveUp; !errors.Is(a.err, context.Canceled) {
 		t.Fatalf("the caller that gave up: %d %s %v", a.code, a.body, a.err)
@@ -257,7 +236,7 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	etcdtest.Eventually(t, "the server sees the caller gave up", 10*time.Second, func() bool {
 		return cp.srv.Sidecar().SnapshotStatus().Abandoned == 1
 	})
-	st.release <- struct{}{}
+	st.Release <- struct{}{}
 	etcdtest.Eventually(t, "the full of the caller that gave up lands", time.Minute, func() bool {
 		r, err := fs.Get(ctx, held)
 		if err == nil {
@@ -301,6 +280,18 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	code, rep := cp.upgradeCheck(ctx, t)
 	if code != http.StatusOK || rep.Verdict != upgrade.Safe {
 		t.Fatalf("/upgrade/check: %d %+v", code, rep)
+	}
+}
+
+// entered waits for the held full's upload to begin.
+func entered(ctx context.Context, t *testing.T, st *chaintest.HeldFulls) string {
+	t.Helper()
+	select {
+	case key := <-st.Entered:
+		return key
+	case <-ctx.Done():
+		t.Fatal("no full snapshot began")
+		return ""
 	}
 }
 

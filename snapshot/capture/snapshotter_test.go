@@ -744,28 +744,6 @@ func TestFailingSinceIsTheFailedAttemptsStart(t *testing.T) {
 	}
 }
 
-// heldFulls holds the upload of the first full snapshot after it is
-// armed until a release is sent: a full that takes as long as the test
-// needs.
-type heldFulls struct {
-	store.Store
-	armed   atomic.Bool
-	entered chan string
-	release chan struct{}
-}
-
-func (h *heldFulls) Put(ctx context.Context, key string, r io.Reader) error {
-	if strings.HasPrefix(key, "v2/Full-") && h.armed.CompareAndSwap(true, false) {
-		h.entered <- key
-		select {
-		case <-h.release:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return h.Store.Put(ctx, key, r)
-}
-
 // A full asked for while another runs waits for it and gets its result;
 // a repeat of a request whose caller gave up before its end gets that
 // result too; a request whose answer was received is never answered with
@@ -776,7 +754,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	ctx := ctxT(t)
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
-	st := &heldFulls{Store: newStore(t), entered: make(chan string), release: make(chan struct{})}
+	st := chaintest.NewHeldFulls(newStore(t))
 	r := start(t, cli, st, capture.Options{DeltaPeriod: -1})
 	r.await(t, capture.OpFull)
 	type answer struct {
@@ -788,14 +766,14 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 		go func() { s, err := r.TakeFull(ctx); ch <- answer{s, err} }()
 		return ch
 	}
-	st.armed.Store(true)
+	st.Armed.Store(true)
 
 	// Asked while one runs: its result.
 	first := take(ctx)
-	held := <-st.entered
+	held := <-st.Entered
 	second := take(ctx)
 	etcdtest.Eventually(t, "the second full is asked for", 10*time.Second, func() bool { return r.Status().Demanded == 2 })
-	st.release <- struct{}{}
+	st.Release <- struct{}{}
 	a, b := <-first, <-second
 	if a.err != nil || b.err != nil || a.snap.Key != b.snap.Key {
 		t.Fatalf("the first got %s (%v), the one asked during its upload (%s) %s (%v)", a.snap.Key, a.err, held, b.snap.Key, b.err)
@@ -806,15 +784,15 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	st.armed.Store(true)
+	st.Armed.Store(true)
 	gaveUp, cancel := context.WithCancel(ctx)
 	third := take(gaveUp)
-	<-st.entered
+	<-st.Entered
 	cancel()
 	if c := <-third; !errors.Is(c.err, context.Canceled) {
 		t.Fatalf("the caller that gave up: %v", c.err)
 	}
-	st.release <- struct{}{}
+	st.Release <- struct{}{}
 	held = r.await(t, capture.OpFull).Snapshot.Key
 	again, err := r.TakeFull(ctx)
 	if err != nil || again.Key != held {
