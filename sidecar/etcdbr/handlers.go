@@ -249,8 +249,15 @@ func (s *Server) clusterNow(ctx context.Context) (string, string) {
 // upgradeCheck serves upgrade.Live's verdict on the cluster for an
 // orchestrator's upgrade gate (etcd-druid's step from 3.5 to 3.6): 200
 // when safe, 409 with something to fix first, 503 when not everything
-// could be checked; the report is the body.
+// could be checked, 429 while another check runs; the report is the body.
 func (s *Server) upgradeCheck(w http.ResponseWriter, r *http.Request) {
+	// One at a time: each streams the member's database, and the protocol
+	// has no credential to keep callers out.
+	if !s.upgrading.TryLock() {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	defer s.upgrading.Unlock()
 	ctx, cancel := context.WithTimeout(r.Context(), upgradeCheckTimeout)
 	defer cancel()
 	var o upgrade.Options

@@ -90,6 +90,9 @@ type Server struct {
 	// conn is how the cluster is asked for /config.
 	conn func(ctx context.Context, endpoints []string) (*clientv3.Client, error)
 
+	// upgrading is held while /upgrade/check runs.
+	upgrading sync.Mutex
+
 	mu sync.Mutex
 	// ctx is Serve's: an initialization outlives its request, not the
 	// server. nil until Serve.

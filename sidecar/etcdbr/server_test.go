@@ -40,7 +40,8 @@ func druidConf(t *testing.T, sec *etcdtest.Security, members int, peer, client s
 	var initial []string
 	peers, clients := map[string]any{}, map[string]any{}
 	for i := range members {
-		name := "etcd-main-" + string(rune('0'+i))
+		// etcd-druid's member-name-prefix names the members "p-<pod>".
+		name := "p-etcd-main-" + string(rune('0'+i))
 		p, c := peer, client
 		if i > 0 {
 			// Members that are not up: ports nobody listens on.
@@ -50,7 +51,7 @@ func druidConf(t *testing.T, sec *etcdtest.Security, members int, peer, client s
 			}
 			p, c = "https://"+pu.Host, "https://"+cu.Host
 		}
-		extra := "https://" + name + ".other-network.example:2380"
+		extra := "https://" + name[2:] + ".other-network.example:2380"
 		initial = append(initial, name+"="+p, name+"="+extra)
 		peers[name] = []any{p, extra}
 		clients[name] = []any{c}
@@ -68,6 +69,7 @@ func druidConf(t *testing.T, sec *etcdtest.Security, members int, peer, client s
 		"auto-compaction-retention": "30m", "listen-peer-urls": "https://0.0.0.0:2380", "listen-client-urls": "https://0.0.0.0:2379",
 		"initial-advertise-peer-urls": peers, "advertise-client-urls": clients, "client-transport-security": tlsKeys(),
 		"peer-transport-security": peerTLS, "next-cluster-version-compatible": true, "backend-bbolt-freelist-type": "array",
+		"member-name-prefix": "p",
 	}
 }
 
@@ -314,8 +316,9 @@ func (c *compat) upgradeCheck(ctx context.Context, t *testing.T) (int, upgrade.R
 	return resp.StatusCode, rep
 }
 
-// /config serves etcd-druid's newest keys through: every advertise peer
-// URL of the member (additional ones too), the freelist type, the peers'
+// /config serves etcd-druid's newest keys through: the member's name with
+// member-name-prefix, every advertise peer URL of the member (additional
+// ones too), the freelist type, the peers'
 // skip-client-san-verification, and the initial cluster with each URL; and
 // a multi-member cluster's first start with no etcd up answers "new",
 // never a 500 (etcd-backup-restore#1040: the state comes from learner
@@ -359,7 +362,7 @@ func TestConfigServesDruidsNewestKeys(t *testing.T) {
 	}
 	extra := "https://etcd-main-0.other-network.example:2380"
 	for key, want := range map[string]any{
-		"name": "etcd-main-0", "initial-cluster-state": "new", "initial-advertise-peer-urls": peerURL + "," + extra,
+		"name": "p-etcd-main-0", "initial-cluster-state": "new", "initial-advertise-peer-urls": peerURL + "," + extra,
 		"advertise-client-urls": clientURL, "initial-cluster": conf["initial-cluster"],
 		"backend-bbolt-freelist-type": "array", "next-cluster-version-compatible": true,
 	} {
@@ -380,8 +383,8 @@ func TestConfigServesDruidsNewestKeys(t *testing.T) {
 		t.Errorf("etcd reads skip-client-san-verification %v, freelist %q, %d advertise peer URLs",
 			cfg.PeerTLSInfo.SkipClientSANVerify, cfg.BackendFreelistType, len(cfg.AdvertisePeerUrls))
 	}
-	if n := strings.Count(cfg.InitialCluster, "etcd-main-0="); n != 2 {
-		t.Errorf("etcd's initial cluster names etcd-main-0 %d times, want once per URL: %s", n, cfg.InitialCluster)
+	if n := strings.Count(cfg.InitialCluster, "p-etcd-main-0="); n != 2 {
+		t.Errorf("etcd's initial cluster names p-etcd-main-0 %d times, want once per URL: %s", n, cfg.InitialCluster)
 	}
 	// No member answers: the upgrade gate cannot tell, and says so.
 	if code, rep := cp.upgradeCheck(ctx, t); code != http.StatusServiceUnavailable || rep.Verdict != upgrade.Unknown {
