@@ -2,13 +2,14 @@ package upgrade
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 )
 
@@ -37,17 +38,16 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	}
 	from := &walpb.Snapshot{}
 	var v2Data []byte
-	rs, err := snap.New(lg, filepath.Join(member, "snap")).LoadNewestAvailable(walSnaps)
+	rs, err := newestSnap(lg, filepath.Join(member, "snap"), walSnaps)
 	switch {
-	case errors.Is(err, snap.ErrNoSnapshot):
-		// No raft snapshot yet: the whole log is the membership.
 	case err != nil:
-		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
-	default:
+		return Report{}, fmt.Errorf("upgrade: %w", err)
+	case rs != nil:
 		v2Data = rs.GetData()
 		index, term := rs.GetMetadata().GetIndex(), rs.GetMetadata().GetTerm()
 		from.Index, from.Term = &index, &term
 	}
+	// No raft snapshot yet: the whole log is the membership.
 	v2, err := v2Members(v2Data)
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
@@ -80,6 +80,30 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	r.add(freelist(o))
 	r.decide()
 	return r, nil
+}
+
+// newestSnap is the newest snap file the WAL names, as etcd picks it at
+// start, read only: etcd's own loader renames a file it cannot read and
+// removes temporary databases, and a check changes nothing. nil when the
+// WAL names none that reads.
+func newestSnap(lg *zap.Logger, dir string, walSnaps []*walpb.Snapshot) (*raftpb.Snapshot, error) {
+	names, err := filepath.Glob(filepath.Join(dir, "*.snap"))
+	if err != nil {
+		return nil, fmt.Errorf("snap %s: %w", dir, err)
+	}
+	slices.Sort(names)
+	for _, name := range slices.Backward(names) {
+		s, err := snap.Read(lg, name)
+		if err != nil {
+			continue
+		}
+		for _, w := range walSnaps {
+			if w.GetIndex() == s.GetMetadata().GetIndex() && w.GetTerm() == s.GetMetadata().GetTerm() {
+				return s, nil
+			}
+		}
+	}
+	return nil, nil
 }
 
 // Database checks a backup's database. A restore writes the membership

@@ -50,20 +50,16 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 				Detail: "it has not started: it publishes no client URL", Fix: "start it, or remove it, and check again"})
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		st, err := cli.Status(sctx, m.ClientURLs[0])
-		cancel()
-		if err != nil {
+		v, why := memberVersion(ctx, cli, m.ID, m.ClientURLs, o.Timeout)
+		if why != "" {
 			all36 = false
-			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject,
-				Detail: fmt.Sprintf("%s does not answer: %v", m.ClientURLs[0], err), Fix: "bring it back, and check again"})
+			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject, Detail: why, Fix: "bring it back, and check again"})
 			continue
 		}
-		f := version(subject, st.Version)
-		if v, err := parseVersion(st.Version); err != nil || v[0] == 3 && v[1] < 6 {
+		if pv, err := parseVersion(v); err != nil || pv[0] == 3 && pv[1] < 6 {
 			all36 = false
 		}
-		r.add(f)
+		r.add(version(subject, v))
 	}
 	if all36 {
 		r.add(Finding{Check: CheckZombies, Status: Pass, Subject: "cluster",
@@ -80,6 +76,28 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 	r.add(freelist(o.Options))
 	r.decide()
 	return r, nil
+}
+
+// memberVersion asks the member id its version at each of its client URLs
+// until one answers as that member: another server at its URL (a Service
+// in front of several, a new process on the old port) does not speak for
+// it. why says what was heard when none did.
+func memberVersion(ctx context.Context, cli *clientv3.Client, id uint64, urls []string, timeout time.Duration) (version, why string) {
+	var heard []string
+	for _, u := range urls {
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		st, err := cli.Status(sctx, u)
+		cancel()
+		switch {
+		case err != nil:
+			heard = append(heard, fmt.Sprintf("%s does not answer: %v", u, err))
+		case st.Header.GetMemberId() != id:
+			heard = append(heard, fmt.Sprintf("%s answers as member %x, not as this one", u, st.Header.GetMemberId()))
+		default:
+			return st.Version, ""
+		}
+	}
+	return "", strings.Join(heard, "; ")
 }
 
 // streamedMembers streams the database of the member cli reaches and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -39,6 +40,15 @@ func (m members) String() string {
 // members bucket less the members_removed one, and the consistent index
 // the database was applied to.
 func v3Members(dbPath string) (members, uint64, error) {
+	// bbolt would block opening a FIFO and initialise an empty file.
+	switch info, err := os.Stat(dbPath); {
+	case err != nil:
+		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+	case !info.Mode().IsRegular():
+		return nil, 0, fmt.Errorf("database %s is not a regular file (%s)", dbPath, info.Mode().Type())
+	case info.Size() == 0:
+		return nil, 0, fmt.Errorf("database %s is empty", dbPath)
+	}
 	db, err := bolt.Open(dbPath, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, 0, fmt.Errorf("database %s is in use: stop its member first, or check the live cluster", dbPath)

@@ -3,13 +3,17 @@ package upgrade_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
@@ -68,6 +72,22 @@ func TestDataDirZombies(t *testing.T) {
 	if f := finding(t, r, upgrade.CheckZombies, "data dir"); f.Status != upgrade.Pass || r.Verdict != upgrade.Unknown {
 		t.Fatalf("etcd 3.5's own data dir: %s %+v", r.Verdict, r.Findings)
 	}
+	// A check changes nothing: etcd's own loader would remove a temporary
+	// database and rename a snap file it cannot read.
+	snapDir := filepath.Join(dir, "member", "snap")
+	for name, data := range map[string]string{"db.tmp.1": "partial", "00000000000000ff-00000000000fffff.snap": "garbage"} {
+		if err := os.WriteFile(filepath.Join(snapDir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := upgrade.DataDir(ctx, dir, "", o); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"db.tmp.1", "00000000000000ff-00000000000fffff.snap"} {
+		if _, err := os.Stat(filepath.Join(snapDir, name)); err != nil {
+			t.Fatalf("the check changed the data dir: %v", err)
+		}
+	}
 	var own string
 	editMembers(t, dir, func(b *bolt.Bucket) error {
 		k, _ := b.Cursor().First()
@@ -95,6 +115,27 @@ func TestDataDirZombies(t *testing.T) {
 	}
 	if f := finding(t, r, upgrade.CheckZombies, "data dir"); f.Status != upgrade.Fail || !strings.Contains(f.Detail, "3.6 would lose them") {
 		t.Fatalf("a member only the v2 store lists: %+v", f)
+	}
+}
+
+// A database that is no file to open, or an empty one, is an error that
+// says so: bbolt would block on a FIFO and initialise an empty file.
+func TestDataDirNotADatabase(t *testing.T) {
+	for name, make := range map[string]func(string) error{
+		"is empty":              func(p string) error { return os.WriteFile(p, nil, 0o600) },
+		"is not a regular file": func(p string) error { return syscall.Mkfifo(p, 0o600) },
+	} {
+		dir := copyEtcd35(t)
+		db := filepath.Join(dir, "member", "snap", "db")
+		if err := os.Remove(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := make(db); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := upgrade.DataDir(t.Context(), dir, "", upgrade.Options{}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("a database that %s: %v", name, err)
+		}
 	}
 }
 
@@ -154,6 +195,35 @@ func TestLiveMemberDown(t *testing.T) {
 	}
 	if f := finding(t, r, upgrade.CheckVersion, down.Name); f.Status != upgrade.Unread || r.Verdict != upgrade.Unknown {
 		t.Fatalf("a member down: %s %+v", r.Verdict, r.Findings)
+	}
+	// Another etcd at its client URL does not speak for it.
+	imp := embed.NewConfig()
+	imp.Name, imp.Dir, imp.LogLevel = "impostor", t.TempDir(), "error"
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp.ListenPeerUrls, imp.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	imp.ListenClientUrls, imp.AdvertiseClientUrls = []url.URL{down.ClientURL}, []url.URL{down.ClientURL}
+	imp.InitialCluster = "impostor=" + peer.String()
+	sec := c.Security
+	imp.ClientTLSInfo = transport.TLSInfo{CertFile: sec.Member.CertFile, KeyFile: sec.Member.KeyFile, TrustedCAFile: sec.CA.File, ClientCertAuth: true}
+	e, err := embed.StartEtcd(imp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-ctx.Done():
+		t.Fatal("the impostor did not start")
+	}
+	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckVersion, down.Name); f.Status != upgrade.Unread || !strings.Contains(f.Detail, "not as this one") || r.Verdict != upgrade.Unknown {
+		t.Fatalf("another etcd at a stopped member's URL: %s %+v", r.Verdict, f)
 	}
 	// The others run this module's etcd, past 3.6: nothing else to fix.
 	for _, f := range r.Findings {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -19,6 +20,7 @@ func checkUpgradeCmd(g *globals) *cobra.Command {
 	var (
 		dataDir, walDir, etcdConfig, workDir string
 		backup                               bool
+		streamTimeout                        time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "check-upgrade [--data-dir DIR | --backup]",
@@ -63,7 +65,7 @@ member did not answer, or a data dir cannot tell its release).`,
 					return cerr
 				}
 				defer func() { _ = cl.Close() }()
-				r, err = upgrade.Live(ctx, cl, upgrade.LiveOptions{Options: o, WorkDir: workDir})
+				r, err = upgrade.Live(ctx, cl, upgrade.LiveOptions{Options: o, WorkDir: workDir, StreamTimeout: streamTimeout})
 			}
 			if err != nil {
 				return err
@@ -94,6 +96,7 @@ member did not answer, or a data dir cannot tell its release).`,
 	f.BoolVar(&backup, "backup", false, "check the newest full snapshot of --store instead of the live cluster")
 	f.StringVar(&etcdConfig, "etcd-config", os.Getenv("ETCD_CONF"), "the members' etcd.conf.yaml, for backend-bbolt-freelist-type (default $ETCD_CONF)")
 	f.StringVar(&workDir, "work-dir", "", "where a database is held while it is read (default the system's temporary dir)")
+	f.DurationVar(&streamTimeout, "stream-timeout", 10*time.Minute, "bound on streaming the live cluster's database for its v3 membership")
 	return cmd
 }
 
