@@ -190,7 +190,15 @@ func New(ctx context.Context, c Config) (*clientv3.Client, error) {
 		}
 	}
 	if c.RequireRoot && !later {
-		if err := requireRoot(ctx, cli, c, files); err != nil {
+		err := requireRoot(ctx, cli, c, files)
+		if errors.Is(err, errNoAnswer) && c.AllowUnreachable {
+			// A member still replaying its log accepts connections and
+			// answers nothing: as for one that is down, the client goes on
+			// and its calls fail until the member answers.
+			c.Logger.Warn("etcd: a member accepts connections but answers nothing yet (one still starting does so); the client goes on", "endpoints", c.Endpoints, "error", err)
+			return cli, nil
+		}
+		if err != nil {
 			_ = cli.Close()
 			return nil, err
 		}
@@ -282,6 +290,10 @@ func logIn(cli *clientv3.Client, c Config) {
 	}
 }
 
+// errNoAnswer: a member accepted the connection and answered nothing in
+// time.
+var errNoAnswer = errors.New("no answer")
+
 // requireRoot fails unless authentication is off or the client's user
 // holds the root role.
 func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tlsfiles.Client) error {
@@ -289,7 +301,7 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 	defer cancel()
 	st, err := cli.AuthStatus(actx)
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("no answer within the request timeout of %s: %w", c.RequestTimeout, err)
+		err = fmt.Errorf("%w within the request timeout of %s: %w", errNoAnswer, c.RequestTimeout, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: ask whether authentication is on: %w", c.name(), err)
