@@ -253,7 +253,7 @@ kubectl scale statefulset etcd-main --replicas=3 >/dev/null
 until_ok "three members Ready after the scale-up" 300 ready 3
 until_ok "three voters, no learner left" 120 voters
 got=$(keys)
-[[ $got == 300 ]] || { say "after the wake-up the cluster holds $got of the 300 keys"; exit 1; }
-status "woken up: 300 of 300 keys"
+[[ $got == 300 ]] || { say "after the scale-up the cluster holds $got of the 300 keys"; exit 1; }
+status "scaled to three: 300 of 300 keys"
 
 say "passed"
