@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -232,27 +231,8 @@ func TestRotatedCertificateIsUsed(t *testing.T) {
 // its log) fails New as no answer; with AllowUnreachable the client goes
 // on, as for a member that is down.
 func TestClientOfASilentMember(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }()
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	cfg := etcdclient.Config{Endpoints: []string{"http://" + ln.Addr().String()}, RequireRoot: true, RequestTimeout: time.Second, DialTimeout: time.Second}
+	addr := etcdtest.Silent(t)
+	cfg := etcdclient.Config{Endpoints: []string{"http://" + addr}, RequireRoot: true, RequestTimeout: time.Second, DialTimeout: time.Second}
 	if _, err := dial(t, cfg); err == nil || !strings.Contains(err.Error(), "no answer within the request timeout") {
 		t.Fatalf("without AllowUnreachable: %v", err)
 	}

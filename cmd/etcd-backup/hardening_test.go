@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -625,38 +624,11 @@ func snakeCase(t *testing.T, what string, v any) {
 	}
 }
 
-// silent accepts connections and never answers, as a member or a store
-// behind a dead link does.
-func silent(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // Item: no command waits forever on a member or a store that does not
 // answer; the error names what did not answer.
 func TestCommandsHaveDeadlines(t *testing.T) {
 	t.Parallel()
-	addr := silent(t)
+	addr := etcdtest.Silent(t)
 	_, conn := secureMember(t)
 	st := "file://" + t.TempDir()
 	ok(t, nil, append([]string{"snapshot", "--store", st}, conn...)...)
