@@ -86,7 +86,8 @@ func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error
 	cfg.Dir = dir
 	cfg.LogLevel = "fatal"
 	cfg.UnsafeNoFsync = noFsync
-	cfg.QuotaBackendBytes = 8 << 30
+	// Room for the large benchmark's 8 GiB database.
+	cfg.QuotaBackendBytes = 16 << 30
 	cfg.MaxTxnOps = 1024
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}

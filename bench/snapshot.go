@@ -51,6 +51,21 @@ func fullBench(ctx context.Context, cfg config) ([]row, error) {
 			return nil, err
 		}
 	}
+	var rows []row
+	for _, comp := range []string{"none", "gzip", "zstd"} {
+		r, _, err := fullRow(ctx, cfg, m, etcdctl, storeDir, spool, comp, false)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// fullRow takes cfg.runs full snapshots of m in comp, each in a child,
+// alternating with etcdctl snapshot save of m into cfg.dir/etcdctl.db. With
+// keep, the last run's object stays in the store and is returned.
+func fullRow(ctx context.Context, cfg config, m *member, etcdctl, storeDir, spool, comp string, keep bool) (row, fullResult, error) {
 	var refRSS int64
 	ref := func() error {
 		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints", m.endpoint, "snapshot", "save", filepath.Join(cfg.dir, "etcdctl.db"))
@@ -61,46 +76,44 @@ func fullBench(ctx context.Context, cfg config) ([]row, error) {
 		refRSS = max(refRSS, rss.Peak)
 		return nil
 	}
-	var rows []row
-	var dbBytes int64
-	for _, comp := range []string{"none", "gzip", "zstd"} {
-		var object, rss int64
-		var o, r []time.Duration
-		for range cfg.runs {
-			var out fullResult
-			syscall.Sync()
-			if err := runChild(ctx, &out, "full", "-endpoint", m.endpoint, "-store", storeDir, "-spool", spool, "-compression", comp); err != nil {
-				return nil, err
-			}
-			o = append(o, out.Took)
-			object, rss, dbBytes = out.Size, max(rss, out.PeakRSS), out.DBBytes
-			// Each run writes a new object; only the disk's room is kept.
-			if err := os.Remove(filepath.Join(storeDir, out.Key)); err != nil {
-				return nil, err
-			}
-			syscall.Sync()
-			start := time.Now()
-			if err := ref(); err != nil {
-				return nil, err
-			}
-			r = append(r, time.Since(start))
+	var kept fullResult
+	var object, rss, dbBytes int64
+	var o, r []time.Duration
+	for i := range cfg.runs {
+		var out fullResult
+		syscall.Sync()
+		if err := runChild(ctx, &out, "full", "-endpoint", m.endpoint, "-store", storeDir, "-spool", spool, "-compression", comp); err != nil {
+			return row{}, kept, err
 		}
-		note := fmt.Sprintf("object %d MiB; peak RSS %d MiB (etcdctl %d MiB)", object>>20, rss>>20, refRSS>>20)
-		if comp == "none" {
-			// etcdctl does not check etcd's trailer; Full does, and on a
-			// small machine that is CPU the stream competes for.
-			took, err := hashFile(filepath.Join(cfg.dir, "etcdctl.db"))
-			if err != nil {
-				return nil, err
-			}
-			note += fmt.Sprintf("; SHA-256 of the database alone: %.2fs", took.Seconds())
+		o = append(o, out.Took)
+		object, rss, dbBytes = out.Size, max(rss, out.PeakRSS), out.DBBytes
+		// Each run writes a new object; only the disk's room is kept.
+		if keep && i == cfg.runs-1 {
+			kept = out
+		} else if err := os.Remove(filepath.Join(storeDir, out.Key)); err != nil {
+			return row{}, kept, err
 		}
-		rows = append(rows, row{
-			Subject: "full snapshot (" + comp + ")", Op: "etcd → file://", Bytes: dbBytes,
-			Ours: median(o), Reference: "etcdctl snapshot save", Ref: median(r), Note: note,
-		})
+		syscall.Sync()
+		start := time.Now()
+		if err := ref(); err != nil {
+			return row{}, kept, err
+		}
+		r = append(r, time.Since(start))
 	}
-	return rows, nil
+	note := fmt.Sprintf("object %d MiB; peak RSS %d MiB (etcdctl %d MiB)", object>>20, rss>>20, refRSS>>20)
+	if comp == "none" {
+		// etcdctl does not check etcd's trailer; Full does, and on a
+		// small machine that is CPU the stream competes for.
+		took, err := hashFile(filepath.Join(cfg.dir, "etcdctl.db"))
+		if err != nil {
+			return row{}, kept, err
+		}
+		note += fmt.Sprintf("; SHA-256 of the database alone: %.2fs", took.Seconds())
+	}
+	return row{
+		Subject: "full snapshot (" + comp + ")", Op: "etcd → file://", Bytes: dbBytes,
+		Ours: median(o), Reference: "etcdctl snapshot save", Ref: median(r), Note: note,
+	}, kept, nil
 }
 
 // fullResult is what the child reports. Took times snapshot.Full alone:
@@ -449,6 +462,7 @@ var children = map[string]func(context.Context, []string) (any, error){
 	"deltas":  childDeltas,
 	"watch":   childWatch,
 	"compact": childCompact,
+	"restore": childRestore,
 }
 
 // runChild runs the bench binary in a child mode and decodes what it prints.

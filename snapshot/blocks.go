@@ -10,6 +10,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/etcdkit/etcdkit/internal/frames"
 )
 
 // parallelBlocks compresses blocks of its input on every core, each block
@@ -50,17 +52,23 @@ func newParallelBlocks(dst io.Writer, compress func(*bytes.Buffer, []byte) error
 	return z
 }
 
-// gzipBlocks compresses each block as a gzip member at level.
+// gzipBlocks compresses each block as a gzip member at level, its length
+// in its header (internal/frames), so that a restore finds the next member
+// without inflating this one and inflates them on every core.
 func gzipBlocks(level int) func(*bytes.Buffer, []byte) error {
 	return func(dst *bytes.Buffer, block []byte) error {
 		w, err := gzip.NewWriterLevel(dst, level)
 		if err != nil {
 			return err
 		}
+		w.Extra = frames.GzipExtra()
 		if _, err := w.Write(block); err != nil {
 			return err
 		}
-		return w.Close()
+		if err := w.Close(); err != nil {
+			return err
+		}
+		return frames.SetGzipLength(dst.Bytes())
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"filippo.io/age"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/etcdkit/etcdkit/internal/frames"
 )
 
 // Compression is the compression of a snapshot object, layered under the
@@ -203,6 +205,24 @@ func (c Codec) decoder(src io.Reader, s Snapshot) (io.ReadCloser, error) {
 			return nil, fmt.Errorf("decrypt: %w", err)
 		}
 		r = dec
+	}
+	if s.Kind == KindFull && (s.Compression == Gzip || s.Compression == Zstd) {
+		// A full's blocks are independent (parallelBlocks): they decode on
+		// every core, ahead of the reader. The frames reader buffers src
+		// itself.
+		src := src
+		if s.Encrypted {
+			src = r
+		}
+		f := frames.Gzip
+		if s.Compression == Zstd {
+			f = frames.Zstd
+		}
+		fr, err := frames.NewReader(src, f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Compression, err)
+		}
+		return fr, nil
 	}
 	switch s.Compression {
 	case None:

@@ -18,6 +18,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -228,6 +229,25 @@ func TestVerifierReportsEveryShortObject(t *testing.T) {
 // multi-member stream whole: the standard library's reader must get the
 // exact bytes back, at every size around a block's edge, and see more
 // than one member in a large object.
+// A zstd full's frames declare their sizes, so a restore splits them
+// without decoding and decodes them on every core.
+func TestParallelZstdFramesSplit(t *testing.T) {
+	content, _ := payload(3*compressBlock + 5)
+	enc, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(bulkZstdLevel), zstd.WithWindowSize(compressBlock), zstd.WithLowerEncoderMem(true))
+	var out bytes.Buffer
+	z := newParallelBlocks(&out, zstdBlocks(enc))
+	if _, err := z.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := frames.Split(bytes.NewReader(out.Bytes()), frames.Zstd, func([]byte) error { n++; return nil }); err != nil || n != 4 {
+		t.Fatalf("split into %d frames (%v), want 4", n, err)
+	}
+}
+
 func TestParallelGzipIsStandardGzip(t *testing.T) {
 	content, _ := payload(3*compressBlock + 5)
 	for _, n := range []int{0, 1, compressBlock - 1, compressBlock, compressBlock + 1, 2 * compressBlock, len(content)} {
@@ -266,6 +286,15 @@ func TestParallelGzipIsStandardGzip(t *testing.T) {
 		first, _ := io.ReadAll(r)
 		if want := min(n, compressBlock); len(first) != want {
 			t.Fatalf("%d bytes: the first member holds %d bytes, want %d", n, len(first), want)
+		}
+		// Each member names its length, so a restore splits them without
+		// inflating and inflates them on every core.
+		members := 0
+		if err := frames.Split(bytes.NewReader(out.Bytes()), frames.Gzip, func([]byte) error { members++; return nil }); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		if want := max(1, (n+compressBlock-1)/compressBlock); members != want {
+			t.Fatalf("%d bytes: split into %d members, want %d", n, members, want)
 		}
 	}
 }

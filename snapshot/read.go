@@ -12,6 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -71,8 +72,10 @@ func open(ctx context.Context, st store.Store, s Snapshot, c Codec) (io.ReadClos
 		_ = obj.Close()
 		return nil, fmt.Errorf("snapshot %s: %w", s.Key, err)
 	}
-	if s.Compression == None && !s.Encrypted {
-		return &closers{Reader: newVerifier(dec), closers: []io.Closer{dec, obj}}, nil
+	if _, ahead := dec.(*frames.Reader); ahead || s.Compression == None && !s.Encrypted {
+		// Closing the object first ends a read the frames reader may be
+		// blocked in.
+		return &closers{Reader: newVerifier(dec), closers: []io.Closer{obj, dec}}, nil
 	}
 	ra := newReadAhead(dec)
 	// Closing the object ends a read the goroutine may be blocked in.

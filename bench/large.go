@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcdkit/etcdkit/internal/frames"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// largeBench measures etcdkit where production is largest: a member filled
+// with cfg.dbMiB of 8 KiB values (etcd-druid's default quota is 8 GiB), its
+// full snapshots, then a zstd full and cfg.revisions revisions of deltas on
+// top, restored, verified, validated and compacted. Every operation of ours
+// runs in a child process, so its memory is its own, and each is set
+// against its floor on this machine, measured in the same run: etcdctl
+// snapshot save for a full; for a restore, writing the raw database once
+// (dd with fsync) plus decompressing the full's blocks on every core.
+func largeBench(ctx context.Context, cfg config) ([]row, error) {
+	etcdctl, _, err := etcdTools(ctx, cfg.dir)
+	if err != nil {
+		return nil, err
+	}
+	memberDir := filepath.Join(cfg.dir, "etcd-large")
+	m, err := startMember(memberDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if m != nil {
+			m.close()
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "bench: writing %d MiB of 8 KiB values ...\n", cfg.dbMiB)
+	if err := fill(ctx, m.cli, int64(cfg.dbMiB)<<20); err != nil {
+		return nil, err
+	}
+	storeDir := filepath.Join(cfg.dir, "large-store")
+	spool := filepath.Join(cfg.dir, "spool")
+	for _, d := range []string{storeDir, spool} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	var rows []row
+	r, _, err := fullRow(ctx, cfg, m, etcdctl, storeDir, spool, "gzip", false)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, r)
+	// The zstd full stays: the chain is built on it.
+	r, full, err := fullRow(ctx, cfg, m, etcdctl, storeDir, spool, "zstd", true)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, r)
+	dbBytes := full.DBBytes
+
+	// The floor of writing the database: a copy of etcdctl's file (the
+	// database and its hash) from the page cache, with its fsync.
+	rawDB := filepath.Join(cfg.dir, "etcdctl.db")
+	write, err := ddFloor(ctx, cfg, rawDB)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(rawDB); err != nil {
+		return nil, err
+	}
+
+	st, err := store.NewFile(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "bench: writing %d revisions of 256 B puts ...\n", cfg.revisions)
+	if err := captureOnto(ctx, cfg, m, st); err != nil {
+		return nil, err
+	}
+	m.close()
+	m = nil
+	if err := os.RemoveAll(memberDir); err != nil {
+		return nil, err
+	}
+
+	decode, err := decodeFloor(filepath.Join(storeDir, full.Key), frames.Zstd)
+	if err != nil {
+		return nil, err
+	}
+	var restored restoreResult
+	dataDir := filepath.Join(cfg.dir, "large-restored")
+	var took []time.Duration
+	for i := range cfg.runs {
+		if i > 0 {
+			if err := os.RemoveAll(dataDir); err != nil {
+				return nil, err
+			}
+		}
+		syscall.Sync()
+		if err := runChild(ctx, &restored, "restore", "-store", storeDir, "-data-dir", dataDir); err != nil {
+			return nil, err
+		}
+		took = append(took, restored.Took)
+	}
+	restoreTook := median(took)
+	rows = append(rows, row{
+		Subject: "restore, zstd full + chain", Op: fmt.Sprintf("zstd full + %d revisions → data dir", restored.Revisions), Bytes: dbBytes,
+		Ours: restoreTook, Ref: write + decode, Time: true,
+		Reference: "floor: writing the database once (dd, fsync) + decompressing the full on every core",
+		Note: fmt.Sprintf("goal ≤ 1.3× (ratio ≥ 0.77); floor: write %.2fs + decompress %.2fs; download %.2fs, replay %.2fs; %v (goal: anonymous ≤ 256 MiB)",
+			write.Seconds(), decode.Seconds(), restored.Download.Seconds(), restored.Replay.Seconds(), restored.Memory),
+	})
+
+	v, err := validateDir(ctx, cfg, dataDir, fmt.Sprintf("the restored %d MiB database", dbBytes>>20))
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, v...)
+	if err := os.RemoveAll(dataDir); err != nil {
+		return nil, err
+	}
+
+	var verified time.Duration
+	for range cfg.runs {
+		syscall.Sync()
+		rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: cfg.dir})
+		if err != nil {
+			return nil, err
+		}
+		verified = max(verified, rep.Took)
+	}
+	rows = append(rows, row{
+		Subject: "verify", Op: fmt.Sprintf("zstd full + %d revisions, digest", restored.Revisions), Bytes: dbBytes,
+		Ours: verified, Ref: restoreTook * 12 / 10, Reference: "goal: 1.2 × the restore", Time: true,
+		Note: fmt.Sprintf("the slowest of %d runs; the restore %.2fs", cfg.runs, restoreTook.Seconds()),
+	})
+
+	var c compactResult
+	if err := runChild(ctx, &c, "compact", "-store", storeDir); err != nil {
+		return nil, err
+	}
+	return append(rows, row{
+		Subject: "compaction", Op: fmt.Sprintf("zstd full + %d revisions → one full", restored.Revisions), Bytes: dbBytes,
+		Ours: c.Took, Ref: restoreTook * 3 / 2, Reference: "goal: 1.5 × the restore", Time: true,
+		Note: fmt.Sprintf("%v (goal: anonymous ≤ 256 MiB); %d MiB in, %d MiB out; the restore %.2fs", c.Memory, c.InputBytes>>20, c.OutputBytes>>20, restoreTook.Seconds()),
+	}), nil
+}
+
+// captureOnto captures cfg.revisions revisions of 256 B puts over
+// ebrDeltaKeys keys in zstd deltas, after the store's full.
+func captureOnto(ctx context.Context, cfg config, m *member, st store.Store) error {
+	s, err := capture.New(m.cli, st, capture.Options{
+		FullSchedule: "@every 24h", DeltaPeriod: deltaPeriod, RetentionPeriod: -1,
+		Codec: snapshot.Codec{Compression: snapshot.Zstd},
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	werr := putRevisions(ctx, m.cli, cfg.revisions, ebrDeltaKeys)
+	if werr == nil {
+		werr = caughtUp(ctx, m.cli, s)
+	}
+	stop()
+	return errors.Join(werr, <-done)
+}
+
+// ddFloor times dd copying path (read once into the page cache first) to a
+// new file with its fsync: the least any restore of it writes.
+func ddFloor(ctx context.Context, cfg config, path string) (time.Duration, error) {
+	if _, err := hashFile(path); err != nil {
+		return 0, err
+	}
+	copyPath := path + ".dd"
+	var took []time.Duration
+	for range cfg.runs {
+		syscall.Sync()
+		start := time.Now()
+		out, err := exec.CommandContext(ctx, "dd", "if="+path, "of="+copyPath, "bs=1M", "conv=fsync").CombinedOutput()
+		if err != nil {
+			return 0, fmt.Errorf("dd: %w\n%s", err, out)
+		}
+		took = append(took, time.Since(start))
+		if err := os.Remove(copyPath); err != nil {
+			return 0, err
+		}
+	}
+	return median(took), nil
+}
+
+// decodeFloor times decompressing a full's blocks on every core, from
+// memory to nowhere: the least any decompressing restore spends on it.
+func decodeFloor(path string, f frames.Format) (time.Duration, error) {
+	obj, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = obj.Close() }()
+	var blocks [][]byte
+	if err := frames.Split(obj, f, func(b []byte) error {
+		blocks = append(blocks, append([]byte(nil), b...))
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	dec, err := frames.NewDecoder(f, workers)
+	if err != nil {
+		return 0, err
+	}
+	defer dec.Close()
+	var next int
+	var mu sync.Mutex
+	start := time.Now()
+	err = parallel(workers, func(int) error {
+		var out []byte
+		for {
+			mu.Lock()
+			i := next
+			next++
+			mu.Unlock()
+			if i >= len(blocks) {
+				return nil
+			}
+			var err error
+			if out, err = dec.Decode(blocks[i], out[:0]); err != nil {
+				return err
+			}
+		}
+	})
+	return time.Since(start), err
+}
+
+type restoreResult struct {
+	Took, Download, Replay time.Duration
+	Revisions              int64
+	Memory                 memory
+}
+
+// childRestore is the child process of a restore measurement: a restore
+// as etcd-backup restore runs it.
+func childRestore(ctx context.Context, args []string) (any, error) {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	dir := fs.String("store", "", "")
+	dataDir := fs.String("data-dir", "", "")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	st, err := store.NewFile(*dir)
+	if err != nil {
+		return nil, err
+	}
+	stop := watchSelf()
+	start := time.Now()
+	res, err := restore.Restore(ctx, st, restore.Options{DataDir: *dataDir})
+	took := time.Since(start)
+	m := stop()
+	if err != nil {
+		return nil, err
+	}
+	return restoreResult{Took: took, Download: res.Download, Replay: res.Replay, Revisions: res.Revisions, Memory: m}, nil
+}

@@ -1,0 +1,206 @@
+package frames
+
+import (
+	"bytes"
+	stdgzip "compress/gzip"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// data is half random, half text, as a database of values is.
+func data(n int) []byte {
+	b := make([]byte, n)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range b {
+		if i/4096%2 == 0 {
+			b[i] = byte(r.Uint32())
+		} else {
+			b[i] = "etcd keeps keys "[i%16]
+		}
+	}
+	return b
+}
+
+func sizedGzip(t *testing.T, blocks [][]byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	for _, b := range blocks {
+		var m bytes.Buffer
+		w, _ := gzip.NewWriterLevel(&m, gzip.BestSpeed)
+		w.Extra = GzipExtra()
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetGzipLength(m.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		out.Write(m.Bytes())
+	}
+	return out.Bytes()
+}
+
+func zstdFrames(t *testing.T, blocks [][]byte) []byte {
+	t.Helper()
+	enc, err := zstd.NewWriter(nil, zstd.WithWindowSize(1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, b := range blocks {
+		out = enc.EncodeAll(b, out)
+	}
+	return out
+}
+
+func cut(b []byte, n int) [][]byte {
+	var out [][]byte
+	for len(b) > n {
+		out = append(out, b[:n])
+		b = b[n:]
+	}
+	return append(out, b)
+}
+
+func readAll(t *testing.T, src []byte, f Format) ([]byte, error) {
+	t.Helper()
+	r, err := NewReader(bytes.NewReader(src), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	return io.ReadAll(r)
+}
+
+func blocks(t *testing.T, src []byte, f Format) int {
+	t.Helper()
+	n := 0
+	err := Split(bytes.NewReader(src), f, func([]byte) error { n++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Sized members and frames are found without decoding, decode in order,
+// and the gzip stream stays one that Go's standard reader (etcd-backup-
+// restore's) reads whole.
+func TestBlocksDecodeInOrder(t *testing.T) {
+	want := data(9<<20 + 12345)
+	for _, tc := range []struct {
+		name string
+		f    Format
+		src  []byte
+	}{
+		{"gzip", Gzip, sizedGzip(t, cut(want, 1<<20))},
+		{"zstd", Zstd, zstdFrames(t, cut(want, 1<<20))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := blocks(t, tc.src, tc.f); n != 10 {
+				t.Fatalf("Split found %d blocks, want 10", n)
+			}
+			got, err := readAll(t, tc.src, tc.f)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("decoded %d bytes (err %v), want %d equal", len(got), err, len(want))
+			}
+			if tc.f == Gzip {
+				z, err := stdgzip.NewReader(bytes.NewReader(tc.src))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := io.ReadAll(z); err != nil || !bytes.Equal(got, want) {
+					t.Fatalf("compress/gzip read %d bytes (err %v)", len(got), err)
+				}
+			}
+		})
+	}
+}
+
+// A stream whose blocks do not say their size (one gzip member as
+// etcd-backup-restore writes it, a zstd stream from a streaming encoder),
+// or that stops saying it part way, is decoded whole on one core from
+// there.
+func TestUnsizedBlocksDecodeOnOneCore(t *testing.T) {
+	want := data(5<<20 + 7)
+	var plain bytes.Buffer
+	w := gzip.NewWriter(&plain)
+	if _, err := w.Write(want[3<<20:]); err != nil || w.Close() != nil {
+		t.Fatal("gzip", err)
+	}
+	var stream bytes.Buffer
+	zw, _ := zstd.NewWriter(&stream)
+	if _, err := zw.Write(want); err != nil || zw.Close() != nil {
+		t.Fatal("zstd", err)
+	}
+	for _, tc := range []struct {
+		name string
+		f    Format
+		src  []byte
+	}{
+		{"gzip, sized then not", Gzip, append(sizedGzip(t, cut(want[:3<<20], 1<<20)), plain.Bytes()...)},
+		{"zstd, one streamed frame", Zstd, stream.Bytes()},
+		{"zstd, a skippable frame between", Zstd, append(append(zstdFrames(t, [][]byte{want[:1<<20]}), 0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 'a', 'b', 'c'), zstdFrames(t, cut(want[1<<20:], 1<<20))...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAll(t, tc.src, tc.f)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("decoded %d bytes (err %v), want %d equal", len(got), err, len(want))
+			}
+		})
+	}
+}
+
+// Damage never decodes to something shorter or different without an
+// error: a wrong length, a flipped byte, a cut stream, garbage after it.
+func TestDamagedBlocksFail(t *testing.T) {
+	want := data(3 << 20)
+	gz := sizedGzip(t, cut(want, 1<<20))
+	zs := zstdFrames(t, cut(want, 1<<20))
+	damage := func(src []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(src)) }
+	for _, tc := range []struct {
+		name string
+		f    Format
+		src  []byte
+	}{
+		{"gzip length short", Gzip, damage(gz, func(b []byte) []byte { b[gzipLengthAt]--; return b })},
+		{"gzip length long", Gzip, damage(gz, func(b []byte) []byte { b[gzipLengthAt]++; return b })},
+		{"gzip byte flipped", Gzip, damage(gz, func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b })},
+		{"gzip cut", Gzip, gz[:len(gz)-100]},
+		{"gzip garbage after", Gzip, append(bytes.Clone(gz), "garbage"...)},
+		{"zstd byte flipped", Zstd, damage(zs, func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b })},
+		{"zstd cut", Zstd, zs[:len(zs)-100]},
+		{"zstd garbage after", Zstd, append(bytes.Clone(zs), "garbage"...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readAll(t, tc.src, tc.f)
+			if err == nil {
+				t.Fatalf("decoded %d bytes without an error (equal: %v)", len(got), bytes.Equal(got, want))
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// Closing a reader that nobody drains stops its goroutine.
+func TestCloseStops(t *testing.T) {
+	src := sizedGzip(t, cut(data(20<<20), 1<<20))
+	r, err := NewReader(bytes.NewReader(src), Gzip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close()
+	select {
+	case <-r.done:
+	default:
+		t.Fatal("Close returned with the splitting goroutine running")
+	}
+}
