@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -121,4 +122,46 @@ func compareName(a, b string) int {
 		return -1
 	}
 	return 1
+}
+
+// ErrNoFollower: no member qualifies as a healthy follower.
+var ErrNoFollower = errors.New("no healthy follower: every voting member but the leader is down, behind or missing")
+
+// followerLag is how far behind the leader's raft index a follower may be
+// and still count as healthy: a few seconds of writes at most.
+const followerLag = 5000
+
+// Follower picks the follower a heavy read (a full snapshot's stream) should
+// load instead of the leader: a voting member that is not the leader,
+// answers Status, and has applied within a few thousand entries of the
+// leader's raft index; among several, the one furthest along. The leader
+// must answer too, or no follower can be judged.
+func Follower(ctx context.Context, cli *clientv3.Client, opts InspectOptions) (Status, error) {
+	all, err := Inspect(ctx, cli, opts)
+	if err != nil {
+		return Status{}, err
+	}
+	var leader *Status
+	for i := range all {
+		if all[i].Leader && all[i].Healthy() {
+			leader = &all[i]
+		}
+	}
+	if leader == nil {
+		return Status{}, fmt.Errorf("%w (the leader did not answer)", ErrNoFollower)
+	}
+	var best *Status
+	for i := range all {
+		s := &all[i]
+		if s.Leader || s.Learner || !s.Healthy() || s.RaftIndex+followerLag < leader.RaftIndex {
+			continue
+		}
+		if best == nil || s.RaftIndex > best.RaftIndex {
+			best = s
+		}
+	}
+	if best == nil {
+		return Status{}, ErrNoFollower
+	}
+	return *best, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 
@@ -26,7 +27,7 @@ func serveCmd(g *globals) *cobra.Command {
 		tlsCert, tlsKey, tlsCA   string
 		peerTLS                  tlsfiles.Files
 		memoryLimit              int64
-		fullSchedule             string
+		fullSchedule, fullFrom   string
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
 		profiling                bool
@@ -88,6 +89,13 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
 			o.Snapshots.Now = clock
 			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
+			switch fullFrom {
+			case "member":
+			case "follower":
+				o.Snapshots.FullFrom = capture.FromFollower(etcd, conn)
+			default:
+				return cli.Usage(fmt.Errorf("--full-from %q: want member or follower", fullFrom))
+			}
 			o.Follow = member.FollowOptions{Interval: followInterval}
 			o.PeerTLS = peerTLS
 			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
@@ -135,6 +143,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	f.StringVar(&peerTLS.Key, "sidecar-key", "", "the client certificate's key")
 	f.StringVar(&tokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
 	f.StringVar(&fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
+	f.StringVar(&fullFrom, "full-from", "member", "which member full snapshots stream from: member (the one the uploader talks to, its leader) or follower (a healthy follower, so a long full does not load the leader; the member when none is)")
 	f.DurationVar(&deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta (0: no deltas, full snapshots only)")
 	f.Int64Var(&memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")
 	f.DurationVar(&gcPeriod, "gc-period", time.Minute, "how often retention runs (0: never)")

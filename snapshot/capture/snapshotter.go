@@ -54,6 +54,14 @@ type Options struct {
 	Codec           snapshot.Codec
 	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
 	SpoolDir string
+	// FullFrom, when set, gives the client a full snapshot streams from
+	// (a healthy follower's, so that a long full does not load the leader)
+	// and how to release it. When it fails, the full streams from the
+	// Snapshotter's own client's member, as without it. The full's name is
+	// read from the streamed database, so it is the revision the follower
+	// held; that client's member is first asked a linearizable read, so it
+	// holds at least every revision already in a delta.
+	FullFrom func(context.Context) (*clientv3.Client, func(), error)
 	// AllowNewChain: when the store's newest chain is another cluster's
 	// (snapshot.ErrOtherCluster), begin a timeline of this cluster's own with a full
 	// snapshot instead of failing.
@@ -648,6 +656,35 @@ func (l *loop) trackLeases(ctx context.Context) {
 	}
 }
 
+// fullClient is the client a full streams from: FullFrom's, once its
+// member has caught up with a linearizable read, or the Snapshotter's own.
+func (l *loop) fullClient(ctx context.Context) (*clientv3.Client, func()) {
+	if l.opts.FullFrom == nil {
+		return l.cli, func() {}
+	}
+	cli, release, err := l.opts.FullFrom(ctx)
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, fullFromReadTimeout)
+		_, err = cli.Get(rctx, "\x00", clientv3.WithCountOnly())
+		cancel()
+		if err != nil {
+			release()
+			err = fmt.Errorf("linearizable read: %w", err)
+		}
+	}
+	if err != nil {
+		l.log.Warn("full snapshot streams from this member instead", "error", err)
+		return l.cli, func() {}
+	}
+	eps := cli.Endpoints()
+	l.log.Info("full snapshot streams from another member", "endpoints", eps)
+	return cli, release
+}
+
+// fullFromReadTimeout bounds the read that makes a follower catch up
+// before its full.
+const fullFromReadTimeout = 10 * time.Second
+
 // full takes a full snapshot. The watch stops meanwhile: a long stream
 // must not let watch responses pile up in the client.
 func (l *loop) full(ctx context.Context, reason string, final bool) Result {
@@ -655,10 +692,12 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.capture.stop()
 	l.trackLeases(ctx)
 	start := time.Now()
-	snap, err := snapshot.Full(ctx, l.cli, l.st, snapshot.FullOptions{
+	cli, release := l.fullClient(ctx)
+	snap, err := snapshot.Full(ctx, cli, l.st, snapshot.FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
+	release()
 	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}
 	l.lastFull = lastFull{started: start, ended: time.Now(), final: final, result: r}
 	if err != nil {
