@@ -81,6 +81,12 @@ func startMemberAt(dir, name string, peer, client url.URL) (*member, error) {
 }
 
 func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error) {
+	return startIn(dir, name, peer, client, noFsync, name+"="+peer.String())
+}
+
+// startIn starts a member of the cluster initialCluster names; it returns
+// once the cluster has a leader, so a cluster's members start side by side.
+func startIn(dir, name string, peer, client url.URL, noFsync bool, initialCluster string) (*member, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = name
 	cfg.Dir = dir
@@ -91,7 +97,7 @@ func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error
 	cfg.MaxTxnOps = 1024
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.InitialCluster = initialCluster
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err

@@ -84,7 +84,7 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "bench: writing %d revisions of 256 B puts ...\n", cfg.revisions)
-	if err := captureOnto(ctx, cfg, m, st); err != nil {
+	if err := captureOnto(ctx, cfg.revisions, m, st); err != nil {
 		return nil, err
 	}
 	m.close()
@@ -156,9 +156,9 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 	}), nil
 }
 
-// captureOnto captures cfg.revisions revisions of 256 B puts over
-// ebrDeltaKeys keys in zstd deltas, after the store's full.
-func captureOnto(ctx context.Context, cfg config, m *member, st store.Store) error {
+// captureOnto captures revisions revisions of 256 B puts over ebrDeltaKeys
+// keys in zstd deltas, after the store's full.
+func captureOnto(ctx context.Context, revisions int, m *member, st store.Store) error {
 	s, err := capture.New(m.cli, st, capture.Options{
 		FullSchedule: "@every 24h", DeltaPeriod: deltaPeriod, RetentionPeriod: -1,
 		Codec: snapshot.Codec{Compression: snapshot.Zstd},
@@ -169,7 +169,7 @@ func captureOnto(ctx context.Context, cfg config, m *member, st store.Store) err
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	werr := putRevisions(ctx, m.cli, cfg.revisions, ebrDeltaKeys)
+	werr := putRevisions(ctx, m.cli, revisions, ebrDeltaKeys)
 	if werr == nil {
 		werr = caughtUp(ctx, m.cli, s)
 	}

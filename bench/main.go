@@ -28,6 +28,10 @@ type config struct {
 	etcdbrctl string
 	// checkBounds fails the run when a ratio falls below its bound.
 	checkBounds bool
+	// growthDB (MiB of values) and growthRevisions are the growth
+	// benchmark's sizes; plot is where it draws them.
+	growthDB, growthRevisions []int
+	plot                      string
 	// once: -short without -runs, where the benchmarks whose ratios sit
 	// far from their bounds are measured once.
 	once bool
@@ -71,6 +75,10 @@ var benchmarks = []benchmark{
 	// By hand only: an 8 GiB database and a million revisions take the
 	// machine's disk and half an hour.
 	{name: "large", run: largeBench, byHand: true},
+	// By hand only: a cluster of three members on two cores.
+	{name: "follower", run: followerBench, byHand: true},
+	// By hand only: up to an 8 GiB database and 5,000,000 revisions.
+	{name: "growth", run: growthBench, byHand: true},
 	// By hand only: how the compression levels were chosen.
 	{name: "levels", run: levelsBench, byHand: true},
 }
@@ -96,7 +104,19 @@ func main() {
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
 	flag.StringVar(&cfg.etcdbrctl, "etcdbrctl", "", "etcd-backup-restore's binary (ebr)")
 	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run of the steady benchmarks (full, restore, validate; three when a ratio falls below its bound) and three of the others, and exit 1 when a ratio still falls below its bound")
+	growthDB := flag.String("growth-db", "51,819,6554", "MiB of values of the growth benchmark's databases (a database is about 1.25 times its values: 64 MiB, 1 GiB, 8 GiB)")
+	growthRevs := flag.String("growth-revisions", "10k,100k,1M,5M", "revisions of the growth benchmark's chains")
+	flag.StringVar(&cfg.plot, "plot", "bench/growth.png", "where the growth benchmark draws its plot")
 	flag.Parse()
+	var err error
+	if cfg.growthDB, err = parseSizes(*growthDB); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -growth-db:", err)
+		os.Exit(2)
+	}
+	if cfg.growthRevisions, err = parseSizes(*growthRevs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -growth-revisions:", err)
+		os.Exit(2)
+	}
 	if short {
 		// Small sizes unless given; the bounds below hold at these sizes.
 		set := map[string]bool{}

@@ -1,14 +1,19 @@
 package restore
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
+	"go.etcd.io/etcd/server/v3/storage/schema"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/scratch"
@@ -85,16 +90,13 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 	if err != nil {
 		return Consolidation{}, err
 	}
-	if err := r.compact(ctx); err != nil {
-		_ = r.close()
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
+	at := r.at
 	if err := r.close(); err != nil {
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
-	db := filepath.Join(work, "defragmented.db")
-	if err := defragment(ctx, r.path, db); err != nil {
-		return Consolidation{}, fmt.Errorf("compact: defragment: %w", err)
+	db := filepath.Join(work, "compacted.db")
+	if err := compactCopy(ctx, r.path, db, at); err != nil {
+		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	if err := os.Remove(r.path); err != nil {
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
@@ -126,35 +128,28 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 	return out, nil
 }
 
-// compact drops every revision but the last of each key, as etcd does on
-// a compaction.
-func (r *replayer) compact(ctx context.Context) error {
-	done, err := r.store().Compact(untraced(), r.at)
-	if err != nil {
-		return fmt.Errorf("mvcc compaction at %d: %w", r.at, err)
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	r.releaseMapped()
-	return nil
-}
-
-// defragBatch is what one transaction of defragment copies: its pages are
+// defragBatch is what one transaction of compactCopy copies: its pages are
 // Go memory until the commit writes them.
 const defragBatch = 16 << 20
 
-// defragment copies the database at src into a new file at dst, bucket by
-// bucket and key by key, its pages filled as etcd's defragmentation fills
-// them (90 %). It is etcd's Defrag without that one's cost at this size:
-// etcd maps its new file with MAP_POPULATE and grows the map by doubling,
-// and every growth copies each page the open transaction holds (a 355 MB
-// database took 9 s, most of it copying). Here the new file is mapped
-// once, as large as the old one, and nothing in it is synced: it is a
-// scratch file, uploaded and removed.
-func defragment(ctx context.Context, src, dst string) error {
+// compactCopy writes the database at src into a new file at dst as etcd
+// leaves it after a compaction at revision at and a defragmentation: of
+// each key only its last revision, none of a key whose last revision
+// deleted it, the compaction's revision in the meta bucket, every other
+// bucket as it is, the pages filled as etcd's defragmentation fills them
+// (90 %).
+//
+// It does both in one copy, and without etcd's mvcc store: that store
+// builds an index of every key (some 200 bytes each, the Go heap of an
+// 8 GiB database) and decodes every value, and etcd's Defrag maps its new
+// file with MAP_POPULATE and grows the map by doubling, each growth
+// copying every page the open transaction holds. Here a first pass reads
+// the key bucket from its newest revision back and keeps, per key, the
+// 128-bit hash of its name and its last revision (40 bytes a key, nothing
+// per revision); the second copies, in revision order, the revisions that
+// are a key's last, into a file mapped once as large as the old one and
+// never synced (a scratch file, uploaded and removed).
+func compactCopy(ctx context.Context, src, dst string, at int64) error {
 	info, err := os.Stat(src)
 	if err != nil {
 		return err
@@ -172,52 +167,146 @@ func defragment(ctx context.Context, src, dst string) error {
 	defer func() { _ = out.Close() }()
 	dir := filepath.Dir(dst)
 	return in.View(func(tx *bolt.Tx) error {
-		w, err := out.Begin(true)
+		last, err := lastRevisions(ctx, tx.Bucket(schema.Key.Name()))
 		if err != nil {
 			return err
 		}
-		defer func() { _ = w.Rollback() }()
-		var batch int
+		c := &copier{out: out, dir: dir}
+		if err := c.begin(); err != nil {
+			return err
+		}
+		defer func() { _ = c.w.Rollback() }()
 		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			ob, err := w.CreateBucketIfNotExists(name)
-			if err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
+			if err := c.bucket(name); err != nil {
+				return err
 			}
-			ob.FillPercent = 0.9
+			isKey := bytes.Equal(name, schema.Key.Name())
 			return b.ForEach(func(k, v []byte) error {
-				if batch += len(k) + len(v); batch > defragBatch {
-					if err := w.Commit(); err != nil {
-						return err
+				if isKey {
+					if len(k) < revBytesLen || mvcc.IsTombstone(k) {
+						return nil
 					}
-					if err := ctx.Err(); err != nil {
-						return err
+					key, err := kvKey(v)
+					if err != nil {
+						return fmt.Errorf("revision %x: %w", k, err)
 					}
-					// Between transactions nothing remaps either file:
-					// the pages both maps read stay in the page cache,
-					// not in this process.
-					_ = datadir.ReleaseMapped(dir)
-					if w, err = out.Begin(true); err != nil {
-						return err
+					if last[keyHash(key)] != revOf(k) {
+						return nil
 					}
-					ob = w.Bucket(name)
-					ob.FillPercent = 0.9
-					batch = len(k) + len(v)
 				}
-				return ob.Put(k, v)
+				return c.put(ctx, k, v)
 			})
 		})
 		if err != nil {
 			return err
 		}
-		return w.Commit()
+		rev := mvcc.RevToBytes(mvcc.Revision{Main: at}, mvcc.NewRevBytes())
+		if err := c.bucket(schema.Meta.Name()); err != nil {
+			return err
+		}
+		for _, k := range [][]byte{schema.ScheduledCompactKeyName, schema.FinishedCompactKeyName} {
+			if err := c.put(ctx, k, rev); err != nil {
+				return err
+			}
+		}
+		return c.w.Commit()
 	})
 }
 
-// releaseMapped releases the database's mapped pages between passes,
-// under the backend's lock, so bbolt cannot remap meanwhile.
-func (r *replayer) releaseMapped() {
-	tx := r.b.BatchTx()
-	tx.LockOutsideApply()
-	defer tx.Unlock()
-	_ = datadir.ReleaseMapped(filepath.Dir(r.path))
+// revOf is the revision a key of the key bucket names (a tombstone's
+// has a mark after it).
+func revOf(k []byte) [2]int64 {
+	r := mvcc.BytesToRev(k[:revBytesLen])
+	return [2]int64{r.Main, r.Sub}
+}
+
+// kvKey is the key of an encoded KeyValue.
+func kvKey(v []byte) ([]byte, error) {
+	if key, _ := keyAndLease(v); len(key) > 0 {
+		return key, nil
+	}
+	return nil, errors.New("a KeyValue without a key")
+}
+
+// lastRevisions reads the key bucket from its newest revision back and
+// returns each key's last revision (a deletion's too), by the hash of its
+// name.
+func lastRevisions(ctx context.Context, b *bolt.Bucket) (map[[16]byte][2]int64, error) {
+	last := map[[16]byte][2]int64{}
+	if b == nil {
+		return last, nil
+	}
+	c := b.Cursor()
+	n := 0
+	for k, v := c.Last(); k != nil; k, v = c.Prev() {
+		if len(k) < revBytesLen {
+			continue
+		}
+		if n++; n%65536 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		key, err := kvKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("revision %x: %w", k, err)
+		}
+		h := keyHash(key)
+		if _, ok := last[h]; !ok {
+			last[h] = revOf(k)
+		}
+	}
+	return last, nil
+}
+
+// keyHash names a key in 128 bits: two keys of one database share a hash
+// with a chance far below that of the disk corrupting it.
+func keyHash(key []byte) [16]byte {
+	sum := sha256.Sum256(key)
+	return [16]byte(sum[:16])
+}
+
+// copier writes into a new database in transactions of defragBatch.
+type copier struct {
+	out   *bolt.DB
+	dir   string
+	w     *bolt.Tx
+	b     *bolt.Bucket
+	name  []byte
+	batch int
+}
+
+func (c *copier) begin() (err error) {
+	c.w, err = c.out.Begin(true)
+	return err
+}
+
+func (c *copier) bucket(name []byte) error {
+	b, err := c.w.CreateBucketIfNotExists(name)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", name, err)
+	}
+	c.b, c.name = b, name
+	c.b.FillPercent = 0.9
+	return nil
+}
+
+func (c *copier) put(ctx context.Context, k, v []byte) error {
+	if c.batch += len(k) + len(v); c.batch > defragBatch {
+		if err := c.w.Commit(); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Between transactions nothing remaps either file: the pages
+		// both maps read stay in the page cache, not in this process.
+		_ = datadir.ReleaseMapped(c.dir)
+		if err := c.begin(); err != nil {
+			return err
+		}
+		if err := c.bucket(c.name); err != nil {
+			return err
+		}
+		c.batch = len(k) + len(v)
+	}
+	return c.b.Put(k, v)
 }

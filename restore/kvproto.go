@@ -7,7 +7,7 @@ import (
 
 // The fields of mvccpb.KeyValue (api/mvccpb/kv.proto).
 const (
-	kvKey            protowire.Number = 1
+	kvKeyField       protowire.Number = 1
 	kvCreateRevision protowire.Number = 2
 	kvModRevision    protowire.Number = 3
 	kvVersion        protowire.Number = 4
@@ -22,7 +22,7 @@ const (
 // proto.Marshal.
 func appendKeyValue(b []byte, kv *mvccpb.KeyValue) []byte {
 	if len(kv.Key) > 0 {
-		b = protowire.AppendTag(b, kvKey, protowire.BytesType)
+		b = protowire.AppendTag(b, kvKeyField, protowire.BytesType)
 		b = protowire.AppendBytes(b, kv.Key)
 	}
 	for _, f := range []struct {
@@ -75,7 +75,7 @@ func keyAndLease(b []byte) (key []byte, id int64) {
 		}
 		b = b[n:]
 		switch {
-		case num == kvKey && typ == protowire.BytesType:
+		case num == kvKeyField && typ == protowire.BytesType:
 			key, n = protowire.ConsumeBytes(b)
 		case num == kvLease && typ == protowire.VarintType:
 			var v uint64
