@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -31,6 +32,18 @@ type growthPoint struct {
 // (cfg.plot). Time must grow no faster than the work, memory not with the
 // revisions.
 func growthBench(ctx context.Context, cfg config) ([]row, error) {
+	if cfg.growthFrom != "" {
+		// Only draw what an earlier run measured.
+		data, err := os.ReadFile(cfg.growthFrom)
+		if err != nil {
+			return nil, err
+		}
+		var points []growthPoint
+		if err := json.Unmarshal(data, &points); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.growthFrom, err)
+		}
+		return growthRows(points), plotGrowth(cfg.plot, points)
+	}
 	var points []growthPoint
 	seen := map[[2]int]bool{}
 	var plan [][2]int
@@ -52,6 +65,30 @@ func growthBench(ctx context.Context, cfg config) ([]row, error) {
 		}
 		points = append(points, pt)
 	}
+	if cfg.plot != "" {
+		if err := writeGrowth(cfg.plot, points); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "bench: growth plot written to %s, its points beside it (.json)\n", cfg.plot)
+	}
+	return growthRows(points), nil
+}
+
+// writeGrowth draws points into path and keeps them beside it, as JSON,
+// for -growth-from.
+func writeGrowth(path string, points []growthPoint) error {
+	data, err := json.MarshalIndent(points, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(strings.TrimSuffix(path, filepath.Ext(path))+".json", append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return plotGrowth(path, points)
+}
+
+// growthRows sets each point against the first of its sweep.
+func growthRows(points []growthPoint) []row {
 	// Each point against the first, grown linearly with its sweep's work:
 	// the database's bytes, or the revisions. A ratio of 1 or more grows
 	// no faster than linearly.
@@ -75,13 +112,7 @@ func growthBench(ctx context.Context, cfg config) ([]row, error) {
 			row{Subject: "growth: compaction", Op: op, Bytes: p.DBBytes, Ours: p.Compact.Took, Ref: linear(first.Compact.Took), Reference: by, Time: true,
 				Note: p.Compact.Memory.String()})
 	}
-	if cfg.plot != "" {
-		if err := plotGrowth(cfg.plot, points); err != nil {
-			return nil, err
-		}
-		fmt.Fprintf(os.Stderr, "bench: growth plot written to %s\n", cfg.plot)
-	}
-	return rows, nil
+	return rows
 }
 
 // measureGrowth fills a member with dbMiB of 8 KiB values, takes a zstd

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -262,6 +263,8 @@ func childRestore(ctx context.Context, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// As etcd-backup restore runs it.
+	debug.SetMemoryLimit(restore.CompactionMemory)
 	stop := watchSelf()
 	start := time.Now()
 	res, err := restore.Restore(ctx, st, restore.Options{DataDir: *dataDir})

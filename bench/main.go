@@ -32,6 +32,8 @@ type config struct {
 	// benchmark's sizes; plot is where it draws them.
 	growthDB, growthRevisions []int
 	plot                      string
+	// growthFrom: draw the points a growth run kept instead of measuring.
+	growthFrom string
 	// once: -short without -runs, where the benchmarks whose ratios sit
 	// far from their bounds are measured once.
 	once bool
@@ -106,7 +108,8 @@ func main() {
 	flag.BoolVar(&short, "short", false, "CI mode: small sizes, one run of the steady benchmarks (full, restore, validate; three when a ratio falls below its bound) and three of the others, and exit 1 when a ratio still falls below its bound")
 	growthDB := flag.String("growth-db", "51,819,6554", "MiB of values of the growth benchmark's databases (a database is about 1.25 times its values: 64 MiB, 1 GiB, 8 GiB)")
 	growthRevs := flag.String("growth-revisions", "10k,100k,1M,5M", "revisions of the growth benchmark's chains")
-	flag.StringVar(&cfg.plot, "plot", "bench/growth.png", "where the growth benchmark draws its plot")
+	flag.StringVar(&cfg.plot, "plot", "bench/growth.png", "where the growth benchmark draws its plot (and keeps its points, .json)")
+	flag.StringVar(&cfg.growthFrom, "growth-from", "", "growth: draw the points of this file (a run's .json) instead of measuring")
 	flag.Parse()
 	var err error
 	if cfg.growthDB, err = parseSizes(*growthDB); err != nil {

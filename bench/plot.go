@@ -27,6 +27,8 @@ type series struct {
 type panel struct {
 	title, xlabel, ylabel string
 	lines                 []series
+	// guide draws the linear guides (time panels; memory must be flat).
+	guide bool
 }
 
 var (
@@ -71,15 +73,15 @@ func plotGrowth(path string, pts []growthPoint) error {
 	size := func(p growthPoint) float64 { return mib(p.DBBytes) }
 	revs := func(p growthPoint) float64 { return float64(p.Revisions) }
 	panels := []panel{
-		{title: "time against the database", xlabel: "database, MiB", ylabel: "s", lines: mk(bySize, size, took)},
+		{title: "time against the database", xlabel: "database, MiB", ylabel: "s", lines: mk(bySize, size, took), guide: true},
 		{title: "memory against the database", xlabel: "database, MiB", ylabel: "MiB", lines: mk(bySize, size, anon)},
-		{title: "time against the revisions", xlabel: "revisions", ylabel: "s", lines: mk(byRevs, revs, took)},
+		{title: "time against the revisions", xlabel: "revisions", ylabel: "s", lines: mk(byRevs, revs, took), guide: true},
 		{title: "memory against the revisions", xlabel: "revisions", ylabel: "MiB", lines: mk(byRevs, revs, anon)},
 	}
 	const w, h = 1000, 760
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	text(img, 10, 16, black, "etcdkit growth: grey lines are linear growth (slope 1) from the first point; memory: peak anonymous (a full: peak RSS)")
+	text(img, 10, 16, black, "etcdkit growth, log-log: grey lines grow linearly (slope 1) from each first point; memory: peak anonymous (a full: peak RSS)")
 	for i, p := range panels {
 		x0, y0 := 10+(i%2)*(w/2), 30+(i/2)*((h-30)/2)
 		p.draw(img, image.Rect(x0, y0, x0+w/2-20, y0+(h-30)/2-10))
@@ -140,11 +142,11 @@ func (p panel) draw(img *image.RGBA, r image.Rectangle) {
 	text(img, plot.Min.X-50, plot.Min.Y-4, black, p.ylabel)
 	// The linear guide, through each series' first point.
 	for _, s := range p.lines {
-		if len(s.xs) < 2 || s.ys[0] <= 0 {
+		if !p.guide || len(s.xs) < 2 || s.ys[0] <= 0 {
 			continue
 		}
 		last := s.xs[len(s.xs)-1]
-		line(img, at(s.xs[0], s.ys[0]), at(last, s.ys[0]*last/s.xs[0]), grey)
+		line(img.SubImage(plot).(*image.RGBA), at(s.xs[0], s.ys[0]), at(last, s.ys[0]*last/s.xs[0]), grey)
 	}
 	for i, s := range p.lines {
 		var prev image.Point
@@ -159,7 +161,7 @@ func (p panel) draw(img *image.RGBA, r image.Rectangle) {
 			draw.Draw(img, image.Rect(pt.X-3, pt.Y-3, pt.X+4, pt.Y+4), image.NewUniform(s.color), image.Point{}, draw.Src)
 			prev = pt
 		}
-		text(img, plot.Min.X+10+i*150, plot.Max.Y+48, s.color, s.name)
+		text(img, plot.Min.X+10+i*170, plot.Max.Y+48, s.color, s.name)
 	}
 }
 
@@ -178,13 +180,16 @@ func text(img *image.RGBA, x, y int, c color.Color, s string) {
 	d.DrawString(s)
 }
 
-// line draws a one-pixel line (Bresenham's, clipped by the image).
+// line draws a one-pixel line (Bresenham's, clipped by the image's
+// bounds).
 func line(img *image.RGBA, a, b image.Point, c color.RGBA) {
 	dx, dy := abs(b.X-a.X), -abs(b.Y-a.Y)
 	sx, sy := sign(b.X-a.X), sign(b.Y-a.Y)
 	e := dx + dy
 	for {
-		img.SetRGBA(a.X, a.Y, c)
+		if a.In(img.Bounds()) {
+			img.SetRGBA(a.X, a.Y, c)
+		}
 		if a == b {
 			return
 		}

@@ -22,11 +22,14 @@ import (
 )
 
 // CompactionMemory is the Go memory limit (GOMEMLIMIT) a Consolidate of a
-// large chain runs well in: its live heap stays near 90 MiB (the decoded
-// window, the open transaction, the index etcd's mvcc compaction builds),
-// and under this limit the process holds about that much anonymous memory
-// instead of twice it (bench/README.md: a 276 MB full and 500,000
-// revisions). The database's mapped pages are released as it goes.
+// large chain runs well in (etcd-backup compact sets it, and restore for
+// its replay, which is the same): its live heap is the replay's decoded window
+// and open transaction, then the copy's transaction (16 MiB of pages) and
+// 40 bytes for each key of the database (compactCopy), and under this limit
+// the process holds about that much anonymous memory instead of twice it
+// (bench/README.md: 239 MiB for an 8 GiB database of a million keys and a
+// chain of a million revisions). The database's mapped pages are released
+// as it goes.
 const CompactionMemory = 96 << 20
 
 // ConsolidateOptions configures Consolidate. The zero value consolidates
