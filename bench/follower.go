@@ -103,7 +103,7 @@ func followerBench(ctx context.Context, cfg config) ([]row, error) {
 	lr, fr, wr := medianFloat(fromLeader), medianFloat(fromFollower), medianFloat(without)
 	return []row{{
 		Subject: "leader's writes during a full (zstd)", Op: "10,000 puts of 1 KiB, 32 writers, full from a follower", Bytes: int64(cfg.dbMiB) << 20,
-		Ours: per(fr), Reference: "the same, full from the leader", Ref: per(lr),
+		Ours: per(fr), Reference: "the same, full from the leader", Ref: per(lr), Time: true,
 		Note: fmt.Sprintf("%.0f writes/s with the full from a follower (%.1fs), %.0f from the leader (%.1fs), %.0f without a full; three members in one process",
 			fr, median(followerTook).Seconds(), lr, median(leaderTook).Seconds(), wr),
 	}}, nil
