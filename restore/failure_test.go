@@ -289,6 +289,47 @@ func TestPlainFullAloneDamaged(t *testing.T) {
 	}
 }
 
+// A compressed full whose blocks decode on every core, damaged, is damage
+// to a restore: it fails with the way out (or turns to another site), and
+// the old data dir stays.
+func TestCompressedFullAloneDamaged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := m.Client(t)
+	if _, err := (etcdtest.Workload{Ops: 3000, Seed: 41, ValueSize: 2048}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []snapshot.Compression{snapshot.Gzip, snapshot.Zstd} {
+		for name, damage := range map[string]func([]byte) []byte{
+			"flipped byte": func(b []byte) []byte { b[len(b)/2] ^= 0x40; return b },
+			"last byte":    func(b []byte) []byte { b[len(b)-1] ^= 0x40; return b },
+			"byte after":   func(b []byte) []byte { return append(b, 0x1f) },
+		} {
+			t.Run(string(c)+" "+name, func(t *testing.T) {
+				st, err := store.NewFile(t.TempDir())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: c}}); err != nil {
+					t.Fatal(err)
+				}
+				cat, err := snapshot.List(ctx, st)
+				if err != nil || len(cat.Snapshots) != 1 {
+					t.Fatalf("list: %v, %v", cat, err)
+				}
+				rewrite(t, st, cat.Snapshots[0].Key, damage)
+				dir, intact := oldDataDir(t)
+				_, err = restore.Restore(ctx, st, restore.Options{DataDir: dir})
+				if !restore.Damaged(err) || !strings.Contains(err.Error(), "move it out of the store") {
+					t.Fatalf("a damaged %s full: %v", c, err)
+				}
+				intact()
+			})
+		}
+	}
+}
+
 // loopOfPages points the last child of the database's first branch page
 // (bbolt's pages of 4 KiB: id, flags, count; branch elements of 16
 // bytes, the child's id last) back at the page itself.

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -421,7 +422,7 @@ var ErrDamaged = errors.New("the backup is damaged")
 // compression or database does not hold.
 func Damaged(err error) bool {
 	var corrupt flate.CorruptInputError
-	return errors.Is(err, ErrDamaged) || errors.Is(err, snap.ErrChecksum) || errors.Is(err, snap.ErrTruncated) ||
+	return errors.Is(err, ErrDamaged) || errors.Is(err, snap.ErrChecksum) || errors.Is(err, snap.ErrTruncated) || errors.Is(err, frames.ErrCorrupt) ||
 		errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, zlib.ErrHeader) ||
 		errors.Is(err, zlib.ErrChecksum) || errors.As(err, &corrupt) || errors.Is(err, io.ErrUnexpectedEOF)
 }

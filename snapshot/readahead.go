@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"errors"
 	"io"
 	"sync"
 )
@@ -46,9 +45,14 @@ func newReadAhead(src io.Reader) *readAhead {
 			case <-r.stop:
 				return
 			}
-			n, err := io.ReadFull(src, buf)
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				err = io.EOF
+			// Not io.ReadFull: a decoder's own io.ErrUnexpectedEOF (a
+			// stream cut short) must not read as the end of a short chunk.
+			n := 0
+			var err error
+			for n < len(buf) && err == nil {
+				var k int
+				k, err = src.Read(buf[n:])
+				n += k
 			}
 			select {
 			case r.full <- chunk{b: buf[:n], err: err}:

@@ -29,6 +29,18 @@ const MaxBlock = 8 << 20
 // last block).
 const maxFrame = MaxBlock + MaxBlock/8
 
+// ErrCorrupt is a stream that does not decode: a block that fails its
+// check or its format, or bytes after the last block. A failed read of the
+// source is not one.
+var ErrCorrupt = errors.New("damaged compressed stream")
+
+func corrupt(err error) error {
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
 // errUnsized says the next block's length cannot be known without
 // decoding it; nothing of it was consumed but what the caller is handed
 // back.
@@ -69,7 +81,7 @@ func gzipNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 			return nil, io.EOF
 		}
 		if errors.Is(err, io.EOF) {
-			return nil, errUnsized // let the decoder name the damage
+			return nil, corrupt(fmt.Errorf("%d bytes after the last gzip member", len(h)))
 		}
 		return nil, err
 	}
@@ -96,6 +108,22 @@ func gzipNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 	if n < 12+xlen+2+8 || n > maxFrame {
 		return nil, errUnsized
 	}
+	// A length is believed only when it ends where the stream ends or the
+	// next member begins, and its member's size fits a block: a length
+	// damaged on its own leaves the stream whole, and the one-core decoder
+	// reads it (CRC-32 and the trailer still check every byte).
+	h, err = r.Peek(n + 3)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	switch {
+	case len(h) < n:
+		return nil, errUnsized // cut short: the decoder names it
+	case len(h) > n && (len(h) < n+3 || h[n] != 0x1f || h[n+1] != 0x8b || h[n+2] != 8):
+		return nil, errUnsized
+	case binary.LittleEndian.Uint32(h[n-4:n]) > MaxBlock:
+		return nil, errUnsized
+	}
 	buf = grow(buf, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
 		return nil, fmt.Errorf("gzip member of %d bytes: %w", n, unexpected(err))
@@ -112,7 +140,10 @@ func zstdNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 			if errors.Is(err, io.EOF) && len(h) == 0 {
 				return nil, io.EOF
 			}
-			return nil, errUnsized
+			if errors.Is(err, io.EOF) {
+				return nil, corrupt(fmt.Errorf("%d bytes after the last zstd frame", len(h)))
+			}
+			return nil, err
 		}
 		magic := binary.LittleEndian.Uint32(h)
 		if magic&0xFFFFFFF0 != 0x184D2A50 {

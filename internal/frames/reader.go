@@ -102,14 +102,17 @@ func NewDecoder(f Format, workers int) (*Decoder, error) {
 
 // Decode appends block's decoded bytes to dst.
 func (d *Decoder) Decode(block, dst []byte) ([]byte, error) {
+	var out []byte
+	var err error
 	if d.format == Gzip {
-		return decodeGzip(block, dst)
-	}
-	out, err := d.zstd.DecodeAll(block, dst)
-	if err == nil && len(out)-len(dst) > MaxBlock {
+		out, err = decodeGzip(block, dst)
+	} else if out, err = d.zstd.DecodeAll(block, dst); err == nil && len(out)-len(dst) > MaxBlock {
 		err = fmt.Errorf("zstd frame decodes to more than %d bytes", MaxBlock)
 	}
-	return out, err
+	if err != nil {
+		return nil, corrupt(err)
+	}
+	return out, nil
 }
 
 // Close releases the decoder; no Decode may run.
@@ -163,27 +166,35 @@ func (r *Reader) split() {
 func (r *Reader) sequential() {
 	var dec io.ReadCloser
 	var err error
+	src := &sourceErr{r: r.src}
 	if r.format == Zstd {
 		var zr *zstd.Decoder
-		if zr, err = zstd.NewReader(r.src, zstd.WithDecoderConcurrency(1)); err == nil {
+		if zr, err = zstd.NewReader(src, zstd.WithDecoderConcurrency(1)); err == nil {
 			dec = zr.IOReadCloser()
 		}
 	} else {
-		dec, err = gzip.NewReader(r.src)
+		dec, err = gzip.NewReader(src)
 	}
 	if err != nil {
 		ch := make(chan block, 1)
-		ch <- block{err: err}
+		ch <- block{err: src.classify(err)}
 		r.send(ch)
 		return
 	}
 	defer dec.Close()
 	for {
 		out := r.outs.Get().(*[]byte)
-		n, err := io.ReadFull(dec, (*out)[:chunk])
+		// Not io.ReadFull: a decoder's own io.ErrUnexpectedEOF (a stream
+		// cut short) must not read as the end of a short last chunk.
+		n := 0
+		for n < chunk && err == nil {
+			var k int
+			k, err = dec.Read((*out)[n:chunk])
+			n += k
+		}
 		*out = (*out)[:n]
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = io.EOF
+		if err != nil && !errors.Is(err, io.EOF) {
+			err = src.classify(err)
 		}
 		ch := make(chan block, 1)
 		ch <- block{out: out, err: err}
@@ -264,4 +275,26 @@ func decodeGzip(member, dst []byte) ([]byte, error) {
 		return nil, fmt.Errorf("gzip member: %d bytes after its trailer, inside the length its header gives", src.Len())
 	}
 	return dst, nil
+}
+
+// sourceErr remembers the error its source returned, so that a decoder's
+// error that is not it is known for damage.
+type sourceErr struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceErr) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
+}
+
+func (s *sourceErr) classify(err error) error {
+	if s.err != nil && errors.Is(err, s.err) {
+		return err
+	}
+	return corrupt(err)
 }
