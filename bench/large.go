@@ -253,18 +253,11 @@ type restoreResult struct {
 // childRestore is the child process of a restore measurement: a restore
 // as etcd-backup restore runs it.
 func childRestore(ctx context.Context, args []string) (any, error) {
-	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
-	dir := fs.String("store", "", "")
-	dataDir := fs.String("data-dir", "", "")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	st, err := store.NewFile(*dir)
+	var dataDir *string
+	st, _, err := replayingChild("restore", args, func(fs *flag.FlagSet) { dataDir = fs.String("data-dir", "", "") })
 	if err != nil {
 		return nil, err
 	}
-	// As etcd-backup restore runs it.
-	debug.SetMemoryLimit(restore.CompactionMemory)
 	stop := watchSelf()
 	start := time.Now()
 	res, err := restore.Restore(ctx, st, restore.Options{DataDir: *dataDir})
@@ -274,4 +267,24 @@ func childRestore(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	return restoreResult{Took: took, Download: res.Download, Replay: res.Replay, Revisions: res.Revisions, Memory: m}, nil
+}
+
+// replayingChild parses the flags of a child that replays a chain (-store
+// and what more declares), opens its store and sets the memory limit
+// etcd-backup restore and compact run under.
+func replayingChild(name string, args []string, more func(*flag.FlagSet)) (store.Store, string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	dir := fs.String("store", "", "")
+	if more != nil {
+		more(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	st, err := store.NewFile(*dir)
+	if err != nil {
+		return nil, "", err
+	}
+	debug.SetMemoryLimit(restore.CompactionMemory)
+	return st, *dir, nil
 }

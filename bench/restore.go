@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -335,19 +333,12 @@ type compactResult struct {
 
 // childCompact is the child process of the compaction measurement.
 func childCompact(ctx context.Context, args []string) (any, error) {
-	fs := flag.NewFlagSet("compact", flag.ContinueOnError)
-	dir := fs.String("store", "", "")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	st, err := store.NewFile(*dir)
+	st, dir, err := replayingChild("compact", args, nil)
 	if err != nil {
 		return nil, err
 	}
-	// As etcd-backup compact runs it.
-	debug.SetMemoryLimit(restore.CompactionMemory)
 	stop := watchSelf()
-	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(*dir)})
+	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(dir)})
 	m := stop()
 	if err != nil {
 		return nil, err
