@@ -333,16 +333,23 @@ func (h *harness) head(ctx context.Context) int64 {
 
 func (h *harness) sampleHeads(ctx context.Context) {
 	for ctx.Err() == nil {
-		if hd := h.head(ctx); hd > 0 {
-			h.mu.Lock()
-			h.heads = append(h.heads, headSample{at: time.Now(), head: hd})
-			h.mu.Unlock()
-		}
+		h.sampleHead(ctx)
 		select {
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// sampleHead reads the store's head and keeps it as a sample of the RPO.
+func (h *harness) sampleHead(ctx context.Context) int64 {
+	hd := h.head(ctx)
+	if hd > 0 {
+		h.mu.Lock()
+		h.heads = append(h.heads, headSample{at: time.Now(), head: hd})
+		h.mu.Unlock()
+	}
+	return hd
 }
 
 // supervise restarts a process that exited by itself, as the kubelet
