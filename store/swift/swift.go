@@ -197,7 +197,7 @@ func (s *Store) created(ctx context.Context, sc *gophercloud.ServiceClient, key,
 	if err != nil && !gophercloud.ResponseCodeIs(err, http.StatusPreconditionFailed) {
 		return s.fail("put", key, err)
 	}
-	meta, herr := objects.Get(ctx, sc, s.cfg.Container, name, objects.GetOpts{Newest: true}).ExtractMetadata()
+	meta, herr := s.lookAfterCreate(ctx, sc, name)
 	switch {
 	case herr == nil && meta[uploadMeta] == id:
 		return nil
@@ -208,6 +208,29 @@ func (s *Store) created(ctx context.Context, sc *gophercloud.ServiceClient, key,
 		return fmt.Errorf("store %s: put %s: the object was not there right after it was written: %w", s.loc, key, herr)
 	}
 	return s.fail("put", key, herr)
+}
+
+// lookAfterCreate reads the metadata of an object just taken. While two
+// writers of one key race, an object server can answer 404 for an object
+// it holds: it lists the object's files, a newer one replaces the file it
+// listed, and the open finds nothing. Swift's 404 there is a moment's, so
+// it is asked again a few times, briefly, before it is believed.
+func (s *Store) lookAfterCreate(ctx context.Context, sc *gophercloud.ServiceClient, name string) (map[string]string, error) {
+	wait := 20 * time.Millisecond
+	for try := 0; ; try++ {
+		meta, err := objects.Get(ctx, sc, s.cfg.Container, name, objects.GetOpts{Newest: true}).ExtractMetadata()
+		if err == nil || !gophercloud.ResponseCodeIs(err, http.StatusNotFound) || try == 4 {
+			return meta, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 // segment is one uploaded segment of a large object.
