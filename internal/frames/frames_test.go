@@ -12,15 +12,22 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
+// blk is the tests' block: larger than a zstd block (128 KiB), so that a
+// frame's blocks are walked, and small enough for the race detector.
+const blk = 256 << 10
+
 // data is half random, half text, as a database of values is.
 func data(n int) []byte {
 	b := make([]byte, n)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range b {
+	r := rand.NewChaCha8([32]byte{1, 2})
+	for i := 0; i < n; i += 4096 {
+		chunk := b[i:min(n, i+4096)]
 		if i/4096%2 == 0 {
-			b[i] = byte(r.Uint32())
-		} else {
-			b[i] = "etcd keeps keys "[i%16]
+			_, _ = r.Read(chunk)
+			continue
+		}
+		for j := range chunk {
+			chunk[j] = "etcd keeps keys "[(i+j)%16]
 		}
 	}
 	return b
@@ -49,7 +56,7 @@ func sizedGzip(t *testing.T, blocks [][]byte) []byte {
 
 func zstdFrames(t *testing.T, blocks [][]byte) []byte {
 	t.Helper()
-	enc, err := zstd.NewWriter(nil, zstd.WithWindowSize(1<<20))
+	enc, err := zstd.NewWriter(nil, zstd.WithWindowSize(blk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +100,14 @@ func blocks(t *testing.T, src []byte, f Format) int {
 // and the gzip stream stays one that Go's standard reader (etcd-backup-
 // restore's) reads whole.
 func TestBlocksDecodeInOrder(t *testing.T) {
-	want := data(9<<20 + 12345)
+	want := data(9*blk + 12345)
 	for _, tc := range []struct {
 		name string
 		f    Format
 		src  []byte
 	}{
-		{"gzip", Gzip, sizedGzip(t, cut(want, 1<<20))},
-		{"zstd", Zstd, zstdFrames(t, cut(want, 1<<20))},
+		{"gzip", Gzip, sizedGzip(t, cut(want, blk))},
+		{"zstd", Zstd, zstdFrames(t, cut(want, blk))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if n := blocks(t, tc.src, tc.f); n != 10 {
@@ -128,10 +135,10 @@ func TestBlocksDecodeInOrder(t *testing.T) {
 // or that stops saying it part way, is decoded whole on one core from
 // there.
 func TestUnsizedBlocksDecodeOnOneCore(t *testing.T) {
-	want := data(5<<20 + 7)
+	want := data(5*blk + 7)
 	var plain bytes.Buffer
 	w := gzip.NewWriter(&plain)
-	if _, err := w.Write(want[3<<20:]); err != nil || w.Close() != nil {
+	if _, err := w.Write(want[3*blk:]); err != nil || w.Close() != nil {
 		t.Fatal("gzip", err)
 	}
 	var stream bytes.Buffer
@@ -144,9 +151,9 @@ func TestUnsizedBlocksDecodeOnOneCore(t *testing.T) {
 		f    Format
 		src  []byte
 	}{
-		{"gzip, sized then not", Gzip, append(sizedGzip(t, cut(want[:3<<20], 1<<20)), plain.Bytes()...)},
+		{"gzip, sized then not", Gzip, append(sizedGzip(t, cut(want[:3*blk], blk)), plain.Bytes()...)},
 		{"zstd, one streamed frame", Zstd, stream.Bytes()},
-		{"zstd, a skippable frame between", Zstd, append(append(zstdFrames(t, [][]byte{want[:1<<20]}), 0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 'a', 'b', 'c'), zstdFrames(t, cut(want[1<<20:], 1<<20))...)},
+		{"zstd, a skippable frame between", Zstd, append(append(zstdFrames(t, [][]byte{want[:blk]}), 0x50, 0x2a, 0x4d, 0x18, 3, 0, 0, 0, 'a', 'b', 'c'), zstdFrames(t, cut(want[blk:], blk))...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := readAll(t, tc.src, tc.f)
@@ -160,9 +167,9 @@ func TestUnsizedBlocksDecodeOnOneCore(t *testing.T) {
 // Damage never decodes to something shorter or different without an
 // error: a wrong length, a flipped byte, a cut stream, garbage after it.
 func TestDamagedBlocksFail(t *testing.T) {
-	want := data(3 << 20)
-	gz := sizedGzip(t, cut(want, 1<<20))
-	zs := zstdFrames(t, cut(want, 1<<20))
+	want := data(3 * blk)
+	gz := sizedGzip(t, cut(want, blk))
+	zs := zstdFrames(t, cut(want, blk))
 	damage := func(src []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(src)) }
 	for _, tc := range []struct {
 		name string
@@ -197,8 +204,8 @@ func TestDamagedBlocksFail(t *testing.T) {
 // where it does not end at the next member, and the one-core decoder reads
 // the stream, its CRC-32s checking every byte.
 func TestWrongLengthsDecodeOnOneCore(t *testing.T) {
-	want := data(3 << 20)
-	gz := sizedGzip(t, cut(want, 1<<20))
+	want := data(3 * blk)
+	gz := sizedGzip(t, cut(want, blk))
 	for _, d := range []func([]byte){
 		func(b []byte) { b[gzipLengthAt]-- },
 		func(b []byte) { b[gzipLengthAt]++ },
@@ -216,7 +223,7 @@ func TestWrongLengthsDecodeOnOneCore(t *testing.T) {
 
 // A stream cut inside the last member's trailer is damage, not a short end.
 func TestCutTrailerFails(t *testing.T) {
-	want := data(1<<20 + 100)
+	want := data(blk + 100)
 	var one bytes.Buffer
 	w := gzip.NewWriter(&one)
 	if _, err := w.Write(want); err != nil || w.Close() != nil {
@@ -230,7 +237,7 @@ func TestCutTrailerFails(t *testing.T) {
 
 // Closing a reader that nobody drains stops its goroutine.
 func TestCloseStops(t *testing.T) {
-	src := sizedGzip(t, cut(data(20<<20), 1<<20))
+	src := sizedGzip(t, cut(data(20*blk), blk))
 	r, err := NewReader(bytes.NewReader(src), Gzip)
 	if err != nil {
 		t.Fatal(err)
