@@ -147,7 +147,7 @@ func measureGrowth(ctx context.Context, cfg config, dbMiB, revisions int) (growt
 	if err != nil {
 		return p, err
 	}
-	if err := captureOnto(ctx, revisions, m, st); err != nil {
+	if _, err := captureOnto(ctx, revisions, m, st, nil); err != nil {
 		return p, err
 	}
 	m.close()

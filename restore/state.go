@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -63,7 +64,7 @@ type State struct {
 func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, error) {
 	var kvs []*mvccpb.KeyValue
 	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "read", func(r *replayer) (err error) {
-		kvs, err = r.read(ctx, opts.Keys)
+		kvs, err = r.read(ctx, opts.Keys, r.at)
 		return err
 	})
 	if err != nil {
@@ -72,16 +73,59 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 	return State{Chain: res.Chain, Revision: res.Revision, KVs: kvs}, nil
 }
 
-// read ranges over the keys picked at the replayed head, a page at a time.
-func (r *replayer) read(ctx context.Context, k Keys) ([]*mvccpb.KeyValue, error) {
+// ReadStates reads the keys picked at revision from and at the revision
+// opts' target picks (a diff's two sides). Where the later side's chain
+// holds from (its full is at or before it), one replay serves both: the
+// replayed database keeps every revision since its full. Otherwise each
+// side is replayed on its own, as ReadState does.
+func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
+	src := opts.Source.withDefaults()
+	chain, err := Chain(ctx, st, src.Target)
+	if err != nil {
+		return State{}, State{}, err
+	}
+	if from < chain.Full.LastRevision || from > chain.LastRevision() {
+		return readApart(ctx, st, opts, from)
+	}
+	src.Chain = &chain
+	var a, b []*mvccpb.KeyValue
+	res, err := inScratch(ctx, st, src, opts.WorkDir, "read", func(r *replayer) (err error) {
+		if from > r.at {
+			return fmt.Errorf("revision %d is after the chain's last, %d", from, r.at)
+		}
+		if a, err = r.read(ctx, opts.Keys, from); err == nil {
+			b, err = r.read(ctx, opts.Keys, r.at)
+		}
+		return err
+	})
+	if err != nil {
+		return State{}, State{}, err
+	}
+	return State{Chain: res.Chain, Revision: from, KVs: a}, State{Chain: res.Chain, Revision: res.Revision, KVs: b}, nil
+}
+
+// readApart reads the two sides of ReadStates in a replay each.
+func readApart(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
+	earlier := opts
+	earlier.Target.Revision, earlier.Target.Time = from, time.Time{}
+	a, err := ReadState(ctx, st, earlier)
+	if err != nil {
+		return State{}, State{}, err
+	}
+	b, err := ReadState(ctx, st, opts)
+	return a, b, err
+}
+
+// read ranges over the keys picked at revision at, a page at a time.
+func (r *replayer) read(ctx context.Context, k Keys, at int64) ([]*mvccpb.KeyValue, error) {
 	var out []*mvccpb.KeyValue
 	key, end := k.start(), k.rangeEnd()
 	for {
 		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
-		res, err := tr.Range(ctx, key, end, mvcc.RangeOptions{Limit: page, Rev: r.at})
+		res, err := tr.Range(ctx, key, end, mvcc.RangeOptions{Limit: page, Rev: at})
 		tr.End()
 		if err != nil {
-			return nil, fmt.Errorf("range at revision %d: %w", r.at, err)
+			return nil, fmt.Errorf("range at revision %d: %w", at, err)
 		}
 		out = append(out, res.KVs...)
 		if end == nil || len(res.KVs) < page {

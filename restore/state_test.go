@@ -107,6 +107,29 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 		t.Fatalf("diff: deleted %v, changed %v", deleted, changed)
 	}
 
+	// Both sides of a diff at once: in one replay while the latest chain
+	// holds the earlier revision, in two once a newer full is past it.
+	sameStates := func(how string) {
+		t.Helper()
+		a, b, err := restore.ReadStates(ctx, st, restore.StateOptions{Keys: prefix}, past)
+		if err != nil {
+			t.Fatalf("%s: %v", how, err)
+		}
+		for _, c := range []struct{ got, want restore.State }{{a, then}, {b, now}} {
+			if c.got.Revision != c.want.Revision || fmt.Sprint(c.got.KVs) != fmt.Sprint(c.want.KVs) {
+				t.Fatalf("%s: the state at %d: %v, read alone at %d: %v", how, c.got.Revision, c.got.KVs, c.want.Revision, c.want.KVs)
+			}
+		}
+	}
+	sameStates("one replay")
+	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	sameStates("a replay each")
+	if _, _, err := restore.ReadStates(ctx, st, restore.StateOptions{Keys: prefix}, now.Revision+1); err == nil {
+		t.Fatal("a diff from a revision after the latest was read")
+	}
+
 	dry, err := restore.Undelete(ctx, cli, then, restore.UndeleteOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -160,9 +160,14 @@ func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, er
 // scratch directory.
 func inScratch(ctx context.Context, st store.Store, src Source, workDir, what string, read func(*replayer) error) (Result, error) {
 	src = src.withDefaults()
-	chain, err := Chain(ctx, st, src.Target)
-	if err != nil {
-		return Result{}, err
+	var chain snap.Chain
+	if src.Chain != nil {
+		chain = *src.Chain
+	} else {
+		var err error
+		if chain, err = Chain(ctx, st, src.Target); err != nil {
+			return Result{}, err
+		}
 	}
 	work, release, err := scratch.Dir(workDir, "etcdkit-"+what+"-")
 	if err != nil {

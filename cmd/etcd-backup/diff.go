@@ -21,8 +21,8 @@ func diffCmd(g *globals) *cobra.Command {
 		Use:   "diff --from R1 [--to R2] [--prefix P]",
 		Short: "What changed between two revisions, from the backups; the cluster is not touched",
 		Long: `diff reads the keys (under --prefix, or all) at revision R1 and at R2 (default: the
-latest) from the backups, each replayed in a scratch directory, and prints every key
-created (+), deleted (-) or put again (~) in between.`,
+latest) from the backups, replayed in a scratch directory (once, when R2's chain holds R1),
+and prints every key created (+), deleted (-) or put again (~) in between.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -34,18 +34,13 @@ created (+), deleted (-) or put again (~) in between.`,
 			if err != nil {
 				return err
 			}
-			opts.Target.Revision = from
-			a, err := restore.ReadState(ctx, st, opts)
-			if err == nil {
-				opts.Target.Revision = to
-				var b restore.State
-				if b, err = restore.ReadState(ctx, st, opts); err == nil {
-					p.Done()
-					return printDiff(g, a, b)
-				}
-			}
+			opts.Target.Revision = to
+			a, b, err := restore.ReadStates(ctx, st, opts, from)
 			p.Done()
-			return err
+			if err != nil {
+				return err
+			}
+			return printDiff(g, a, b)
 		},
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "the earlier revision")
