@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -333,12 +334,18 @@ type compactResult struct {
 
 // childCompact is the child process of the compaction measurement.
 func childCompact(ctx context.Context, args []string) (any, error) {
-	st, dir, err := replayingChild("compact", args, nil)
+	var comp *string
+	st, dir, err := replayingChild("compact", args, func(fs *flag.FlagSet) { comp = fs.String("compression", "", "") })
+	if err != nil {
+		return nil, err
+	}
+	c0, err := snapshot.ParseCompression(*comp)
 	if err != nil {
 		return nil, err
 	}
 	stop := watchSelf()
-	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(dir)})
+	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(dir),
+		Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: c0}}})
 	m := stop()
 	if err != nil {
 		return nil, err

@@ -83,27 +83,50 @@ func LiveDigest(ctx context.Context, cli *clientv3.Client, rev int64) (Digest, e
 	}
 }
 
-// digest sums the replayed database at its head.
+// digest sums the replayed database at its head. The hash is one core's
+// work in key order, so the keys are read a page ahead on another.
 func (r *replayer) digest(ctx context.Context) (Digest, error) {
-	d := newDigester()
-	key := []byte{0}
-	for {
-		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
-		// An empty, non-nil end is "every key from key on", as etcd's
-		// server passes a range end of "\x00" to mvcc.
-		res, err := tr.Range(ctx, key, []byte{}, mvcc.RangeOptions{Limit: page, Rev: r.at})
-		tr.End()
-		if err != nil {
-			return Digest{}, fmt.Errorf("digest at revision %d: %w", r.at, err)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []*mvccpb.KeyValue, 2)
+	var readErr error
+	go func() {
+		defer close(pages)
+		key := []byte{0}
+		for {
+			tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
+			// An empty, non-nil end is "every key from key on", as etcd's
+			// server passes a range end of "\x00" to mvcc.
+			res, err := tr.Range(ctx, key, []byte{}, mvcc.RangeOptions{Limit: page, Rev: r.at})
+			tr.End()
+			if err != nil {
+				readErr = fmt.Errorf("digest at revision %d: %w", r.at, err)
+				return
+			}
+			select {
+			case pages <- res.KVs:
+			case <-ctx.Done():
+				return
+			}
+			if len(res.KVs) < page {
+				return
+			}
+			key = append(res.KVs[len(res.KVs)-1].Key, 0)
 		}
-		for _, kv := range res.KVs {
+	}()
+	d := newDigester()
+	for kvs := range pages {
+		for _, kv := range kvs {
 			d.add(kv)
 		}
-		if len(res.KVs) < page {
-			return d.digest(r.at), nil
-		}
-		key = append(res.KVs[len(res.KVs)-1].Key, 0)
 	}
+	if readErr != nil {
+		return Digest{}, readErr
+	}
+	if err := ctx.Err(); err != nil {
+		return Digest{}, err
+	}
+	return d.digest(r.at), nil
 }
 
 // VerifyOptions configures Verify. The zero value verifies the latest
