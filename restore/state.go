@@ -79,7 +79,7 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 // replayed database keeps every revision since its full. Otherwise each
 // side is replayed on its own, as ReadState does.
 func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
-	src := opts.Source.withDefaults()
+	src := opts.withDefaults()
 	chain, err := Chain(ctx, st, src.Target)
 	if err != nil {
 		return State{}, State{}, err
