@@ -88,9 +88,11 @@ type standbyFile struct {
 // without downloading the full again: the backend commits only whole
 // revisions.
 //
-// When ctx ends, Follow makes a copy of the standby a member's data dir at
-// opts.DataDir, exactly as Restore would (the old data dir moved aside, the
-// revision bumped as asked), and returns; the standby stays, and the next
+// When ctx ends, Follow reads the store once more (what landed since, or
+// the newest chain at once when no delta continues the standby), makes a
+// copy of the standby a member's data dir at opts.DataDir, exactly as
+// Restore would (the old data dir moved aside, the revision bumped as
+// asked), and returns; the standby stays, and the next
 // Follow continues it. Errors of the store are logged and retried at the
 // next poll; Follow returns an error only when it cannot build a standby
 // or the data dir.
@@ -122,7 +124,7 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 		return Result{}, err
 	}
 	for ctx.Err() == nil {
-		if err := f.poll(ctx); err != nil && ctx.Err() == nil {
+		if err := f.poll(ctx, false); err != nil && ctx.Err() == nil {
 			o.Logger.Warn("restore: follow: the standby did not advance; trying again", "revision", f.r.at, "error", err)
 		}
 		select {
@@ -131,8 +133,19 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 		}
 	}
 	// The data dir is made even though ctx ended: that is what stopping a
-	// follower asks for. Only local files are written, then one record
-	// on the store.
+	// follower asks for. It holds what the store holds now, as a plain
+	// restore would: a last poll applies what landed since the previous
+	// one, and builds the standby again from the newest chain at once when
+	// no delta continues it (the wait for an uploader to close the old
+	// chain is over). Then only local files are written, and one record on
+	// the store.
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	if err := f.poll(lctx, true); err != nil {
+		o.Logger.Warn("restore: follow: the store was not read once more before the data dir was made; "+
+			"the data dir holds the standby's revision, and the store may hold later ones: restore again to be sure",
+			"revision", f.r.at, "error", err)
+	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	return f.promote(pctx)
@@ -319,11 +332,20 @@ func (f *follower) applied() {
 	}
 }
 
-// poll lists the store and brings the standby to its newest revision: the
-// deltas that continue it, or a catch-up from the newest full when none
-// does.
-func (f *follower) poll(ctx context.Context) error {
-	cat, latest, err := f.list(ctx)
+// poll lists the store and brings the standby to its newest revision:
+// the deltas that continue it, or a catch-up from the newest full when
+// none does, after CatchUpAfter, or at once when final (the follower
+// stops).
+func (f *follower) poll(ctx context.Context, final bool) error {
+	lctx := ctx
+	if final {
+		// A store that does not answer does not hold the promotion up
+		// for long: the standby is what there is.
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	cat, latest, err := f.list(lctx)
 	if err != nil {
 		return err
 	}
@@ -348,12 +370,12 @@ func (f *follower) poll(ctx context.Context) error {
 	switch {
 	case reaches >= latest.Full.LastRevision:
 		f.short = time.Time{}
-	case f.short.IsZero():
+	case f.short.IsZero() && !final:
 		f.short = time.Now()
-	case time.Since(f.short) >= f.opts.CatchUpAfter:
+	case final || time.Since(f.short) >= f.opts.CatchUpAfter:
 		// The deltas stop short of the newest full: it is the way on.
 		f.opts.Logger.Info("restore: follow: no deltas continue the standby to the newest full snapshot; building it again from that",
-			"revision", f.r.at, "full", latest.Full.Key, "full_revision", latest.Full.LastRevision, "waited", f.opts.CatchUpAfter)
+			"revision", f.r.at, "full", latest.Full.Key, "full_revision", latest.Full.LastRevision, "waited", f.opts.CatchUpAfter, "stopping", final)
 		f.short = time.Time{}
 		return f.catchUpLatest(ctx, latest)
 	}

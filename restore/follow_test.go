@@ -47,7 +47,10 @@ func followSites(ctx context.Context, t *testing.T, st store.Store, opts restore
 	}
 	done := make(chan ended, 1)
 	go func() {
-		opts.Poll, opts.CatchUpAfter = 100*time.Millisecond, 2*time.Second
+		opts.Poll = 100 * time.Millisecond
+		if opts.CatchUpAfter == 0 {
+			opts.CatchUpAfter = 2 * time.Second
+		}
 		opts.Applied = func(s restore.Standby) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -242,14 +245,17 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := s.TakeDelta(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f = follow(ctx, t, st, opts)
-	f.reaches(t, s.Status().LastRevision)
-	if l := f.last(); l.CatchUps != 1 {
-		t.Fatalf("standby %+v after a gap: want one build from the new full", l)
-	}
+	// Stopped before it would build again (an hour), the follower still
+	// makes the data dir of the store's newest revision, as a plain
+	// restore would: its last look at the store builds it at once.
+	f = followSites(ctx, t, st, restore.FollowOptions{Options: opts, CatchUpAfter: time.Hour})
+	etcdtest.Eventually(t, "the follower resumes", 30*time.Second, func() bool { return f.last().Resumed })
 	res, err := f.stop()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l := f.last(); l.CatchUps != 1 || res.Revision != s.Status().LastRevision {
+		t.Fatalf("standby %+v, data dir at revision %d after a gap: want one build from the new full, revision %d", l, res.Revision, s.Status().LastRevision)
 	}
 	if res.MovedAside == "" {
 		t.Fatal("the second data dir did not move the first aside")
