@@ -152,6 +152,27 @@ func TestFailedRestoresLeaveTheOldDataDir(t *testing.T) {
 			},
 			want: "v2/Full-",
 		},
+		{
+			// A delta's bytes under a later delta's name: whole and
+			// summed, its events end before its name does.
+			name: "delta short of its name",
+			damage: func(t *testing.T, st *store.File, keys []string) {
+				last, err := snapshot.Parse(keys[len(keys)-1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				rc, err := st.Get(context.Background(), keys[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = rc.Close() }()
+				next := snapshot.NewDelta(last.LastRevision+1, last.LastRevision+1, time.Now(), snapshot.Codec{})
+				if err := st.Put(context.Background(), next.Key, rc); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "its events end at revision",
+		},
 		{name: "wrong key", codec: encrypted, read: snapshot.Codec{Identities: []age.Identity{other}}, want: "decrypt"},
 		{name: "no key", codec: encrypted, want: "no identity was given"},
 		{

@@ -242,6 +242,12 @@ func (r *replayer) apply(ctx context.Context, batches <-chan batch, delta func(n
 			if err := r.flush(); err != nil {
 				return err
 			}
+			// A delta is named by its first and last events (etcd-backup-
+			// restore's deltas as etcdkit's): one whose events end before
+			// its name does would drop revisions in silence.
+			if d, err := snapshot.Parse(b.name); err == nil && !r.done && r.at < d.LastRevision {
+				return fmt.Errorf("delta %s: its events end at revision %d, before the %d its name says: %w", b.name, r.at, d.LastRevision, ErrDamaged)
+			}
 			if delta != nil {
 				delta(b.name)
 			}

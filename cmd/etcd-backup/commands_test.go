@@ -138,7 +138,7 @@ func operatorCommands(t *testing.T, s storeUnderTest) {
 	if err := json.Unmarshal([]byte(ok(t, s.env, append([]string{"verify", "--store", s.url, "--against", eps, "-o", "json"}, conn...)...)), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v["live"] != "equal" || int64(v["revision"].(float64)) != chainRev {
+	if v["live"] != "equal" || int64(v["revision"].(float64)) != chainRev || int64(v["live_revision"].(float64)) <= chainRev {
 		t.Fatalf("verify: %v", v)
 	}
 	if !s.smoke {

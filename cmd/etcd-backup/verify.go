@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/restore"
@@ -50,10 +51,11 @@ compacted past that revision only the chain is checked, and the output says so.`
 				"keys": rep.Digest.Keys, "sha256": rep.Digest.SHA256, "took_seconds": rep.Took.Seconds()}
 			var mismatch error
 			if len(against) > 0 {
-				live, note, err := g.liveDigest(cmd, against, rep.Digest.Revision)
+				live, head, note, err := g.liveDigest(cmd, against, rep.Digest.Revision)
 				if err != nil {
 					return err
 				}
+				out["live_revision"] = head
 				switch {
 				case note != "":
 					out["live"] = note
@@ -72,6 +74,11 @@ compacted past that revision only the chain is checked, and the output says so.`
 				case string:
 					fmt.Fprintf(w, "live cluster\t%s\n", v)
 				}
+				// Equal at the chain's revision says nothing of what the
+				// cluster wrote after it: the backups are that far behind.
+				if head, ok := out["live_revision"].(int64); ok && head > rep.Digest.Revision {
+					fmt.Fprintf(w, "live revision\t%d (%d past the backups)\n", head, head-rep.Digest.Revision)
+				}
 			}); err != nil {
 				return err
 			}
@@ -85,19 +92,24 @@ compacted past that revision only the chain is checked, and the output says so.`
 	return cmd
 }
 
-// liveDigest sums the live cluster at rev, or says why it cannot.
-func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, string, error) {
+// liveDigest sums the live cluster at rev, or says why it cannot, and
+// reads the cluster's own revision.
+func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, int64, string, error) {
 	cli, err := etcdclient.New(cmd.Context(), g.conn(endpoints))
 	if err != nil {
-		return restore.Digest{}, "", err
+		return restore.Digest{}, 0, "", err
 	}
 	defer func() { _ = cli.Close() }()
+	head, err := cli.Get(cmd.Context(), "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return restore.Digest{}, 0, "", err
+	}
 	live, err := restore.LiveDigest(cmd.Context(), cli, rev)
 	if errors.Is(err, rpctypes.ErrCompacted) {
-		return live, fmt.Sprintf("not compared: the cluster has compacted past revision %d", rev), nil
+		return live, head.Header.Revision, fmt.Sprintf("not compared: the cluster has compacted past revision %d", rev), nil
 	}
 	if err != nil {
-		return live, "", err
+		return live, 0, "", err
 	}
-	return live, "", nil
+	return live, head.Header.Revision, "", nil
 }
