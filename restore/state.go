@@ -116,20 +116,27 @@ func readApart(ctx context.Context, st store.Store, opts StateOptions, from int6
 	return a, b, err
 }
 
-// read ranges over the keys picked at revision at, a page at a time.
+// read ranges over the keys picked at revision at.
 func (r *replayer) read(ctx context.Context, k Keys, at int64) ([]*mvccpb.KeyValue, error) {
 	var out []*mvccpb.KeyValue
+	err := r.each(ctx, k, at, func(kvs []*mvccpb.KeyValue) { out = append(out, kvs...) })
+	return out, err
+}
+
+// each hands the keys picked at revision at to f a page at a time, in key
+// order.
+func (r *replayer) each(ctx context.Context, k Keys, at int64, f func([]*mvccpb.KeyValue)) error {
 	key, end := k.start(), k.rangeEnd()
 	for {
 		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
 		res, err := tr.Range(ctx, key, end, mvcc.RangeOptions{Limit: page, Rev: at})
 		tr.End()
 		if err != nil {
-			return nil, fmt.Errorf("range at revision %d: %w", at, err)
+			return fmt.Errorf("range at revision %d: %w", at, err)
 		}
-		out = append(out, res.KVs...)
+		f(res.KVs)
 		if end == nil || len(res.KVs) < page {
-			return out, nil
+			return nil
 		}
 		key = append(bytes.Clone(res.KVs[len(res.KVs)-1].Key), 0)
 	}

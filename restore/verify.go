@@ -12,7 +12,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
@@ -83,48 +82,17 @@ func LiveDigest(ctx context.Context, cli *clientv3.Client, rev int64) (Digest, e
 	}
 }
 
-// digest sums the replayed database at its head. The hash is one core's
-// work in key order, so the keys are read a page ahead on another.
+// digest sums the replayed database at its head: every key (Keys' zero
+// value), in key order.
 func (r *replayer) digest(ctx context.Context) (Digest, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pages := make(chan []*mvccpb.KeyValue, 2)
-	var readErr error
-	go func() {
-		defer close(pages)
-		key := []byte{0}
-		for {
-			tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
-			// An empty, non-nil end is "every key from key on", as etcd's
-			// server passes a range end of "\x00" to mvcc.
-			res, err := tr.Range(ctx, key, []byte{}, mvcc.RangeOptions{Limit: page, Rev: r.at})
-			tr.End()
-			if err != nil {
-				readErr = fmt.Errorf("digest at revision %d: %w", r.at, err)
-				return
-			}
-			select {
-			case pages <- res.KVs:
-			case <-ctx.Done():
-				return
-			}
-			if len(res.KVs) < page {
-				return
-			}
-			key = append(res.KVs[len(res.KVs)-1].Key, 0)
-		}
-	}()
 	d := newDigester()
-	for kvs := range pages {
+	err := r.each(ctx, Keys{}, r.at, func(kvs []*mvccpb.KeyValue) {
 		for _, kv := range kvs {
 			d.add(kv)
 		}
-	}
-	if readErr != nil {
-		return Digest{}, readErr
-	}
-	if err := ctx.Err(); err != nil {
-		return Digest{}, err
+	})
+	if err != nil {
+		return Digest{}, fmt.Errorf("digest: %w", err)
 	}
 	return d.digest(r.at), nil
 }
