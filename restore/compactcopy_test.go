@@ -76,7 +76,7 @@ func TestCompactCopyIsEtcdsCompactionAndDefrag(t *testing.T) {
 	}
 
 	ours := filepath.Join(dir, "ours.db")
-	if err := compactCopy(context.Background(), src, ours, head); err != nil {
+	if err := compactCopy(context.Background(), src, ours, head, nil); err != nil {
 		t.Fatal(err)
 	}
 	a, e := dump(t, ours), dump(t, theirs)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/scratch"
@@ -98,7 +101,7 @@ func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	db := filepath.Join(work, "compacted.db")
-	if err := compactCopy(ctx, r.path, db, at); err != nil {
+	if err := compactCopy(ctx, r.path, db, at, nil); err != nil {
 		return Consolidation{}, fmt.Errorf("compact: %w", err)
 	}
 	if err := os.Remove(r.path); err != nil {
@@ -152,7 +155,12 @@ const defragBatch = 16 << 20
 // per revision); the second copies, in revision order, the revisions that
 // are a key's last, into a file mapped once as large as the old one and
 // never synced (a scratch file, uploaded and removed).
-func compactCopy(ctx context.Context, src, dst string, at int64) error {
+//
+// With keep, only the keys keep picks are copied, under the name it gives
+// (a tenant's keys, renamed or not), and only the leases they are attached
+// to (the key bucket is copied before the lease bucket: buckets are in
+// name order).
+func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) error {
 	info, err := os.Stat(src)
 	if err != nil {
 		return err
@@ -184,8 +192,10 @@ func compactCopy(ctx context.Context, src, dst string, at int64) error {
 				return err
 			}
 			isKey := bytes.Equal(name, schema.Key.Name())
+			isLease := bytes.Equal(name, schema.Lease.Name())
 			return b.ForEach(func(k, v []byte) error {
-				if isKey {
+				switch {
+				case isKey:
 					if len(k) < revBytesLen || mvcc.IsTombstone(k) {
 						return nil
 					}
@@ -194,6 +204,16 @@ func compactCopy(ctx context.Context, src, dst string, at int64) error {
 						return fmt.Errorf("revision %x: %w", k, err)
 					}
 					if last[keyHash(key)] != revOf(k) {
+						return nil
+					}
+					if keep != nil {
+						var ok bool
+						if v, ok, err = keep.kv(v); err != nil || !ok {
+							return err
+						}
+					}
+				case isLease && keep != nil && len(k) == 8:
+					if !keep.leases[int64(binary.BigEndian.Uint64(k))] {
 						return nil
 					}
 				}
@@ -214,6 +234,38 @@ func compactCopy(ctx context.Context, src, dst string, at int64) error {
 		}
 		return c.w.Commit()
 	})
+}
+
+// keyPick picks the keys under a prefix for compactCopy, renames them,
+// and gathers the leases they are attached to.
+type keyPick struct {
+	prefix []byte
+	rename Rename
+	leases map[int64]bool
+}
+
+func newKeyPick(prefix string, rename Rename) *keyPick {
+	return &keyPick{prefix: []byte(prefix), rename: rename, leases: map[int64]bool{}}
+}
+
+// kv is the encoded KeyValue v as copied, if its key is picked.
+func (p *keyPick) kv(v []byte) ([]byte, bool, error) {
+	key, id := keyAndLease(v)
+	if !bytes.HasPrefix(key, p.prefix) {
+		return nil, false, nil
+	}
+	if id != 0 {
+		p.leases[id] = true
+	}
+	if p.rename == (Rename{}) {
+		return v, true, nil
+	}
+	var kv mvccpb.KeyValue
+	if err := proto.Unmarshal(v, &kv); err != nil {
+		return nil, false, fmt.Errorf("key %q: %w", key, err)
+	}
+	kv.Key = p.rename.key(kv.Key)
+	return appendKeyValue(nil, &kv), true, nil
 }
 
 // revOf is the revision a key of the key bucket names (a tombstone's

@@ -138,6 +138,13 @@ type Options struct {
 	// revisions to watchers (Kubernetes' among them) that would stall or
 	// miss events on a revision that goes back.
 	SafeRevision bool
+	// Prefix restores only the keys under it (a tenant's, for a cluster
+	// of its own): the data dir holds each at its last revision, with the
+	// leases they are attached to, compacted at the restored revision.
+	// "": every key, with its history since the full.
+	Prefix string
+	// Rename writes the keys under Prefix under another prefix.
+	Rename Rename
 	// Now names the moved-aside data dir. Default time.Now.
 	Now func() time.Time
 }
@@ -222,6 +229,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Rename != (Rename{}) && o.Prefix == "" {
+		return o, errors.New("restore: a rename needs a prefix: the keys to rename")
+	}
+	if err := o.Rename.Check(o.Prefix); err != nil {
+		return o, fmt.Errorf("restore: %w", err)
 	}
 	o.Source = o.Source.withDefaults()
 	// Before anything is downloaded: the member must fit its cluster.
@@ -355,6 +368,12 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return res, olderChain(st, chain, err)
 	}
 	res.RevisionBump, res.Followed, res.Beyond = opts.bump(latest, res.Revision), followed, beyond
+	if opts.Prefix != "" {
+		if err := keepPrefix(ctx, r, db, res.Revision, opts.Prefix, opts.Rename); err != nil {
+			return res, fmt.Errorf("restore the keys under %q: %w", opts.Prefix, err)
+		}
+		r = nil
+	}
 	if err := finishInPlace(r, out, res.Revision, opts.member(res.RevisionBump)); err != nil {
 		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
 	}
@@ -366,6 +385,23 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 		return res, err
 	}
 	return res, nil
+}
+
+// keepPrefix makes the database a replay left at db hold the keys under
+// prefix alone (renamed), as etcd would after deleting every other key
+// and compacting at the replay's revision: the replay is closed, and the
+// copy takes its place.
+func keepPrefix(ctx context.Context, r *replayer, db string, at int64, prefix string, rename Rename) error {
+	if r != nil { // nil: a full alone, never opened
+		if err := r.close(); err != nil {
+			return err
+		}
+	}
+	picked := db + ".prefix"
+	if err := compactCopy(ctx, db, picked, at, newKeyPick(prefix, rename)); err != nil {
+		return err
+	}
+	return os.Rename(picked, db)
 }
 
 // install swaps the data dir built at out into opts.DataDir (the old one

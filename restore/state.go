@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
 	snap "github.com/etcdkit/etcdkit/snapshot"
@@ -56,21 +57,47 @@ type State struct {
 	Revision int64
 	// KVs are sorted by key.
 	KVs []*mvccpb.KeyValue
+	// Leases are the TTLs (seconds, as granted) of the leases KVs are
+	// attached to, by lease ID; ReadState fills them in.
+	Leases map[int64]int64
 }
 
 // ReadState replays the chain the target asks for in a scratch directory,
 // as Verify does, and reads the keys picked at the revision reached. The
 // cluster is never touched.
 func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, error) {
-	var kvs []*mvccpb.KeyValue
+	var (
+		kvs    []*mvccpb.KeyValue
+		leases map[int64]int64
+	)
 	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "read", func(r *replayer) (err error) {
-		kvs, err = r.read(ctx, opts.Keys, r.at)
+		if kvs, err = r.read(ctx, opts.Keys, r.at); err == nil {
+			leases = r.leaseTTLs(kvs)
+		}
 		return err
 	})
 	if err != nil {
 		return State{}, err
 	}
-	return State{Chain: res.Chain, Revision: res.Revision, KVs: kvs}, nil
+	return State{Chain: res.Chain, Revision: res.Revision, KVs: kvs, Leases: leases}, nil
+}
+
+// leaseTTLs are the granted TTLs of the leases kvs are attached to, as the
+// replayed database holds them at its last revision.
+func (r *replayer) leaseTTLs(kvs []*mvccpb.KeyValue) map[int64]int64 {
+	out := map[int64]int64{}
+	for _, kv := range kvs {
+		if kv.Lease == 0 {
+			continue
+		}
+		if _, ok := out[kv.Lease]; ok {
+			continue
+		}
+		if l := r.lessor.Lookup(lease.LeaseID(kv.Lease)); l != nil {
+			out[kv.Lease] = l.TTL()
+		}
+	}
+	return out
 }
 
 // ReadStates reads the keys picked at revision from and at the revision

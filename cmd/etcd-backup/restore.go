@@ -85,9 +85,10 @@ func restoreCmd(g *globals) *cobra.Command {
 			on                 bool
 			poll, catchUpAfter time.Duration
 		}
+		tn tenant
 	)
 	cmd := &cobra.Command{
-		Use:   "restore --data-dir DIR [--revision R | --time T | --follow]",
+		Use:   "restore (--data-dir DIR | --prefix P --to ENDPOINTS) [--revision R | --time T | --follow]",
 		Short: "Rebuild a member's data dir from the backups; an existing data dir is moved aside",
 		Long: `Rebuild a member's data dir from the backups; an existing data dir is moved aside.
 
@@ -95,13 +96,27 @@ With --follow, restore keeps a warm standby: the latest chain is restored once i
 DIR.standby, and every new delta is replayed into it as it lands. On SIGTERM or SIGINT
 the standby's state is made a member's data dir at DIR, as a plain restore would, and the
 standby stays: run it again to go on following. A follower that is killed resumes
-where it stood, without downloading the full snapshot again.`,
+where it stood, without downloading the full snapshot again.
+
+With --prefix, only a tenant's keys are restored: into a data dir of their own (their
+last revisions and their leases, every other key left out), or with --to into a live
+cluster, where each key is written in a transaction guarded on its mod revision as read,
+so a concurrent writer is never overwritten. --to is a dry run until --apply; --replace
+also deletes the live keys under the prefix that the past did not hold; --rename P=Q
+writes the keys under another prefix.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if opts.DataDir == "" {
-				return cli.Usage(errors.New("--data-dir is required"))
+			if err := tn.check(cmd, opts.DataDir, follow.on); err != nil {
+				return err
 			}
+			if len(tn.to) > 0 {
+				return tn.run(cmd, g, t)
+			}
+			if opts.DataDir == "" {
+				return cli.Usage(errors.New("--data-dir is required (or --prefix P --to ENDPOINTS for a tenant's keys in a live cluster)"))
+			}
+			opts.Prefix, opts.Rename = tn.prefix, tn.rename
 			// A restore replays as a compaction does: its heap stays flat in
 			// the revisions under the same limit, where without one it grows
 			// to twice what is live (bench/README.md, the growth rows).
@@ -156,9 +171,16 @@ where it stood, without downloading the full snapshot again.`,
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
-				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond)}
+				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+				if opts.Prefix != "" {
+					under := ""
+					if opts.Rename != (restore.Rename{}) {
+						under = fmt.Sprintf(", renamed %s → %s", opts.Rename.From, opts.Rename.To)
+					}
+					fmt.Fprintf(w, "keys	only those under %s%s, each at its last revision, with its lease; every other key left out\n", opts.Prefix, under)
+				}
 				if end := lastCreated(res); !opts.Target.Time.IsZero() && end.Before(opts.Target.Time) {
 					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
 				}
@@ -209,6 +231,7 @@ where it stood, without downloading the full snapshot again.`,
 	f.DurationVar(&follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
 	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
+	tn.flags(cmd)
 	g.secondaryFlag(cmd)
 	return cmd
 }

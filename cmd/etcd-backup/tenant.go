@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/restore"
+)
+
+// tenant is restore's --prefix, --to, --apply, --replace and --rename: one
+// prefix's keys restored into a data dir of their own or a live cluster.
+type tenant struct {
+	prefix, renameFlag string
+	rename             restore.Rename
+	to                 []string
+	apply, replace     bool
+	work               string
+}
+
+func (tn *tenant) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&tn.prefix, "prefix", "", "restore only the keys under this prefix (a tenant's)")
+	f.StringSliceVar(&tn.to, "to", nil, "with --prefix: write the keys into this live cluster (client URLs; the TLS and auth flags apply) instead of a data dir")
+	f.BoolVar(&tn.apply, "apply", false, "with --to: write; without it, only report what would be written")
+	f.BoolVar(&tn.replace, "replace", false, "with --to: also delete the live keys under the prefix that the past did not hold")
+	f.StringVar(&tn.renameFlag, "rename", "", "with --prefix: write the keys under another prefix, given as FROM=TO (FROM begins the --prefix)")
+	f.StringVar(&tn.work, "scratch-dir", "", "with --to: where the chain is replayed (default: the system's temporary directory)")
+}
+
+// check refuses the flags that do not go together.
+func (tn *tenant) check(cmd *cobra.Command, dataDir string, follow bool) error {
+	changed := cmd.Flags().Changed
+	switch {
+	case len(tn.to) > 0 && tn.prefix == "":
+		return cli.Usage(errors.New("--to writes one prefix's keys into a live cluster: give --prefix (a whole cluster is restored into a --data-dir)"))
+	case len(tn.to) > 0 && dataDir != "":
+		return cli.Usage(errors.New("--to and --data-dir exclude each other: a tenant's keys go into a live cluster or into a data dir of their own"))
+	case follow && tn.prefix != "":
+		return cli.Usage(errors.New("--follow keeps a whole cluster's standby: it takes no --prefix"))
+	case len(tn.to) == 0 && (changed("apply") || changed("replace") || changed("scratch-dir")):
+		return cli.Usage(errors.New("--apply, --replace and --scratch-dir go with --to: a data dir is always written whole"))
+	case tn.renameFlag != "" && tn.prefix == "":
+		return cli.Usage(errors.New("--rename needs --prefix: the keys to rename"))
+	}
+	if tn.renameFlag != "" {
+		var err error
+		if tn.rename, err = restore.ParseRename(tn.renameFlag); err != nil {
+			return cli.Usage(err)
+		}
+		if err := tn.rename.Check(tn.prefix); err != nil {
+			return cli.Usage(err)
+		}
+	}
+	return nil
+}
+
+// run reads the prefix's past state from the backups and applies it to
+// the cluster at --to.
+func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
+	ctx := cmd.Context()
+	opts := restore.StateOptions{WorkDir: tn.work, Keys: restore.Keys{Key: tn.prefix, Prefix: true}}
+	var err error
+	if opts.Target, err = t.target(cmd); err != nil {
+		return err
+	}
+	// A tenant's user may read and write its prefix alone: no root role.
+	conn := g.etcd.Config().With(tn.to...)
+	conn.Logger = g.log
+	live, err := etcdclient.New(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = live.Close() }()
+	st, p, err := g.source(ctx, &opts.Source)
+	if err != nil {
+		return err
+	}
+	past, err := restore.ReadState(ctx, st, opts)
+	p.Done()
+	if err != nil {
+		return err
+	}
+	a, err := restore.ApplyState(ctx, live, past, tn.prefix, restore.ApplyOptions{Apply: tn.apply, Replace: tn.replace, Rename: tn.rename})
+	if err != nil {
+		return err
+	}
+	var bytes int64
+	for _, kv := range past.KVs {
+		bytes += int64(len(kv.Key) + len(kv.Value))
+	}
+	written := tn.prefix
+	if tn.rename != (restore.Rename{}) {
+		written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
+	}
+	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,
+		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace,
+		"created": nonNil(a.Created), "overwritten": nonNil(a.Overwritten), "same": nonNil(a.Same), "deleted": nonNil(a.Deleted),
+		"extra": nonNil(a.Extra), "conflicts": nonNil(a.Conflicts), "leases": a.Leases, "without_lease": nonNil(a.WithoutLease)}
+	return g.print(out, func(w *tabwriter.Writer) {
+		if !tn.apply {
+			fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
+		}
+		fmt.Fprintf(w, "past state\trevision %d, %d keys (%d bytes) under %s\n", past.Revision, len(past.KVs), bytes, tn.prefix)
+		fmt.Fprintf(w, "live cluster\trevision %d, keys under %s\n", a.Revision, written)
+		verb := func(done, todo string) string {
+			if tn.apply {
+				return done
+			}
+			return todo
+		}
+		rows := []struct {
+			name string
+			keys []string
+		}{
+			{verb("created", "to create"), a.Created},
+			{verb("overwritten", "to overwrite"), a.Overwritten},
+			{"already as then", a.Same},
+			{verb("deleted", "to delete"), a.Deleted},
+			{"not in the past, left (--replace deletes them)", a.Extra},
+			{"changed by another writer meanwhile, left", a.Conflicts},
+			{"written without their lease (no TTL recorded)", a.WithoutLease},
+		}
+		for _, r := range rows {
+			if len(r.keys) > 0 || r.name == "already as then" {
+				fmt.Fprintf(w, "%s\t%d\t%s\n", r.name, len(r.keys), keyList(r.keys))
+			}
+		}
+		if a.Leases > 0 {
+			fmt.Fprintf(w, "%s\t%d (the TTLs they were granted)\n", verb("leases granted", "leases to grant"), a.Leases)
+		}
+	})
+}
+
+// keyList shows the first keys of a list; -o json has them all.
+func keyList(keys []string) string {
+	const shown = 10
+	if len(keys) <= shown {
+		return strings.Join(keys, " ")
+	}
+	return fmt.Sprintf("%s … and %d more (-o json lists every key)", strings.Join(keys[:shown], " "), len(keys)-shown)
+}
+
+// nonNil makes an empty list [] in JSON, not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,332 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Rename rewrites a key prefix: each key under From is written under To
+// instead (a tenant restored under another name). The zero value keeps
+// every key as it is.
+type Rename struct {
+	From, To string
+}
+
+// ParseRename reads a rename given as FROM=TO.
+func ParseRename(s string) (Rename, error) {
+	from, to, ok := strings.Cut(s, "=")
+	if !ok || from == "" || to == "" {
+		return Rename{}, fmt.Errorf("rename %q: give it as FROM=TO, two non-empty prefixes", s)
+	}
+	return Rename{From: from, To: to}, nil
+}
+
+// Check says whether the rename applies to every key under prefix: the
+// keys picked must all start with From, or some would keep their name.
+func (r Rename) Check(prefix string) error {
+	if r == (Rename{}) || strings.HasPrefix(prefix, r.From) {
+		return nil
+	}
+	return fmt.Errorf("rename %s=%s: the prefix %q does not start with %q, so its keys would not all be renamed", r.From, r.To, prefix, r.From)
+}
+
+// key is k renamed.
+func (r Rename) key(k []byte) []byte {
+	if r == (Rename{}) || !bytes.HasPrefix(k, []byte(r.From)) {
+		return k
+	}
+	return append([]byte(r.To), k[len(r.From):]...)
+}
+
+// ApplyOptions configures ApplyState. The zero value is a dry run that
+// would write each key of the past state whose live value differs, and
+// delete nothing.
+type ApplyOptions struct {
+	// Apply writes; without it ApplyState only reports what it would do.
+	Apply bool
+	// Replace also deletes the live keys under the prefix that the past
+	// state does not hold, so that the prefix holds exactly the past.
+	Replace bool
+	// Rename writes the past keys under another prefix (and compares
+	// them with the live keys there).
+	Rename Rename
+	// beforeWrite runs between the read of the live keys and the first
+	// write: a test's concurrent writer.
+	beforeWrite func()
+}
+
+// Applied is what ApplyState did, or in a dry run would do, to each key;
+// every list is in key order and names the keys as written (renamed).
+type Applied struct {
+	// Revision is the live cluster's revision its keys were read at.
+	Revision int64
+	// Created: absent live, written.
+	Created []string
+	// Overwritten: live with another value, written with the past one.
+	Overwritten []string
+	// Same: live with the past value already; left as it is.
+	Same []string
+	// Deleted: live keys the past did not hold, deleted (Replace).
+	Deleted []string
+	// Extra: live keys the past did not hold, left (no Replace).
+	Extra []string
+	// Conflicts: keys another writer changed between the read and the
+	// write; each write is guarded on the key's mod revision as read, so
+	// these were left as that writer made them.
+	Conflicts []string
+	// Leases granted for the keys written (or to grant): one for each
+	// lease of the past state that they were attached to, with its TTL.
+	Leases int
+	// WithoutLease: keys written without the lease they had, whose TTL
+	// the backups do not record.
+	WithoutLease []string
+}
+
+// applyBatch bounds a transaction of ApplyState: etcd refuses more than
+// 128 operations (--max-txn-ops) and requests over 1.5 MiB by default.
+const (
+	applyBatchOps   = 64
+	applyBatchBytes = 1 << 20
+)
+
+// liveKey is what the live cluster held at a key when it was read.
+type liveKey struct {
+	value []byte
+	mod   int64
+}
+
+// ApplyState writes a past state of the keys under prefix (read from the
+// backups with ReadState and Keys{Key: prefix, Prefix: true}) into a live
+// cluster: each key whose live value differs is written, each absent one
+// created, and with Replace each live key under the prefix that the past
+// did not hold deleted. Every write and delete is guarded by a Txn on the
+// mod revision the key had when read, so a concurrent writer is never
+// overwritten blindly: its keys are reported as conflicts. Keys with a
+// lease get a new lease of the old one's TTL. Nothing outside the prefix
+// (renamed) is read or touched, so a role with read and write on it is
+// enough.
+func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix string, opts ApplyOptions) (Applied, error) {
+	var a Applied
+	if prefix == "" {
+		return a, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
+	}
+	if err := opts.Rename.Check(prefix); err != nil {
+		return a, err
+	}
+	livePrefix := string(opts.Rename.key([]byte(prefix)))
+	live, rev, err := readLive(ctx, cli, livePrefix)
+	if err != nil {
+		return a, err
+	}
+	a.Revision = rev
+	if opts.beforeWrite != nil {
+		opts.beforeWrite()
+	}
+	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]int64{}}
+	seen := map[string]bool{}
+	for _, kv := range past.KVs {
+		key := string(opts.Rename.key(kv.Key))
+		seen[key] = true
+		l, ok := live[key]
+		switch {
+		case !ok:
+			err = b.put(ctx, key, kv, 0, &a.Created)
+		case bytes.Equal(l.value, kv.Value):
+			a.Same = append(a.Same, key)
+		default:
+			err = b.put(ctx, key, kv, l.mod, &a.Overwritten)
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	for _, key := range sortedKeys(live) {
+		if seen[key] {
+			continue
+		}
+		if !opts.Replace {
+			a.Extra = append(a.Extra, key)
+			continue
+		}
+		if err := b.del(ctx, key, live[key].mod); err != nil {
+			return a, err
+		}
+	}
+	if err := b.flush(ctx); err != nil {
+		return a, err
+	}
+	a.Leases = len(b.leases)
+	return a, nil
+}
+
+// readLive reads the live keys under prefix, a page at a time, all at the
+// revision of the first page.
+func readLive(ctx context.Context, cli *clientv3.Client, prefix string) (map[string]liveKey, int64, error) {
+	out := map[string]liveKey{}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	key := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := cli.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the live keys under %q: %w", prefix, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			out[string(kv.Key)] = liveKey{value: kv.Value, mod: kv.ModRevision}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func sortedKeys(m map[string]liveKey) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // as etcd sorts keys: by their bytes
+	return keys
+}
+
+// applier gathers guarded writes into transactions of a batch each.
+type applier struct {
+	cli  *clientv3.Client
+	opts ApplyOptions
+	past State
+	out  *Applied
+	// leases maps a past lease to the one granted for it (in a dry run,
+	// to its own ID).
+	leases map[int64]int64
+	ops    []guarded
+	bytes  int
+}
+
+// guarded is one write of a batch, with the list it lands in if it
+// succeeds.
+type guarded struct {
+	key  string
+	cmp  clientv3.Cmp
+	op   clientv3.Op
+	into *[]string
+}
+
+func (b *applier) put(ctx context.Context, key string, kv *mvccpb.KeyValue, mod int64, into *[]string) error {
+	var opts []clientv3.OpOption
+	if kv.Lease != 0 {
+		id, ok, err := b.lease(ctx, kv.Lease)
+		if err != nil {
+			return err
+		}
+		if ok {
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(id)))
+		} else {
+			b.out.WithoutLease = append(b.out.WithoutLease, key)
+		}
+	}
+	return b.add(ctx, guarded{key: key, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
+		op: clientv3.OpPut(key, string(kv.Value), opts...), into: into}, len(key)+len(kv.Value))
+}
+
+func (b *applier) del(ctx context.Context, key string, mod int64) error {
+	return b.add(ctx, guarded{key: key, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
+		op: clientv3.OpDelete(key), into: &b.out.Deleted}, len(key))
+}
+
+// lease is the live lease for a past one: granted once, with the past
+// lease's TTL. A lease the backups hold no TTL of is none (false).
+func (b *applier) lease(ctx context.Context, past int64) (int64, bool, error) {
+	if id, ok := b.leases[past]; ok {
+		return id, true, nil
+	}
+	ttl, ok := b.past.Leases[past]
+	if !ok {
+		return 0, false, nil
+	}
+	id := past
+	if b.opts.Apply {
+		resp, err := b.cli.Grant(ctx, ttl)
+		if err != nil {
+			return 0, false, fmt.Errorf("grant a lease of %d s for the keys of past lease %x: %w", ttl, past, err)
+		}
+		id = int64(resp.ID)
+	}
+	b.leases[past] = id
+	return id, true, nil
+}
+
+func (b *applier) add(ctx context.Context, g guarded, size int) error {
+	if !b.opts.Apply {
+		*g.into = append(*g.into, g.key)
+		return nil
+	}
+	if len(b.ops) == applyBatchOps || len(b.ops) > 0 && b.bytes+size > applyBatchBytes {
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+	}
+	b.ops = append(b.ops, g)
+	b.bytes += size
+	return nil
+}
+
+// flush commits the batch in one transaction guarded on every key; when
+// a guard fails, each key is tried on its own, so that only the keys
+// another writer changed are left.
+func (b *applier) flush(ctx context.Context) error {
+	ops := b.ops
+	b.ops, b.bytes = nil, 0
+	if len(ops) == 0 {
+		return nil
+	}
+	ok, err := b.commit(ctx, ops)
+	if err != nil {
+		return err
+	}
+	if ok {
+		for _, g := range ops {
+			*g.into = append(*g.into, g.key)
+		}
+		return nil
+	}
+	for _, g := range ops {
+		ok, err := b.commit(ctx, []guarded{g})
+		if err != nil {
+			return err
+		}
+		if ok {
+			*g.into = append(*g.into, g.key)
+		} else {
+			b.out.Conflicts = append(b.out.Conflicts, g.key)
+		}
+	}
+	return nil
+}
+
+func (b *applier) commit(ctx context.Context, ops []guarded) (bool, error) {
+	cmps := make([]clientv3.Cmp, len(ops))
+	then := make([]clientv3.Op, len(ops))
+	for i, g := range ops {
+		cmps[i], then[i] = g.cmp, g.op
+	}
+	resp, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	if err != nil {
+		return false, fmt.Errorf("write %d keys from %q on: %w", len(ops), ops[0].key, err)
+	}
+	return resp.Succeeded, nil
+}
