@@ -113,25 +113,30 @@ type liveKey struct {
 // (renamed) is read or touched, so a role with read and write on it is
 // enough.
 func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix string, opts ApplyOptions) (Applied, error) {
-	var a Applied
 	if prefix == "" {
-		return a, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
+		return Applied{}, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
 	}
 	if err := opts.Rename.Check(prefix); err != nil {
-		return a, err
+		return Applied{}, err
 	}
-	livePrefix := string(opts.Rename.key([]byte(prefix)))
-	live, rev, err := readLive(ctx, cli, livePrefix)
+	var a Applied
+	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]int64{}}
+	return b.apply(ctx, prefix)
+}
+
+// apply is ApplyState's work, into b.out.
+func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
+	a, opts := b.out, b.opts
+	live, rev, err := readLive(ctx, b.cli, string(opts.Rename.key([]byte(prefix))))
 	if err != nil {
-		return a, err
+		return *a, err
 	}
 	a.Revision = rev
 	if opts.beforeWrite != nil {
 		opts.beforeWrite()
 	}
-	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]int64{}}
 	seen := map[string]bool{}
-	for _, kv := range past.KVs {
+	for _, kv := range b.past.KVs {
 		key := string(opts.Rename.key(kv.Key))
 		seen[key] = true
 		l, ok := live[key]
@@ -144,7 +149,7 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 			err = b.put(ctx, key, kv, l.mod, &a.Overwritten)
 		}
 		if err != nil {
-			return a, err
+			return *a, err
 		}
 	}
 	for _, key := range sortedKeys(live) {
@@ -156,14 +161,14 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 			continue
 		}
 		if err := b.del(ctx, key, live[key].mod); err != nil {
-			return a, err
+			return *a, err
 		}
 	}
 	if err := b.flush(ctx); err != nil {
-		return a, err
+		return *a, err
 	}
 	a.Leases = len(b.leases)
-	return a, nil
+	return *a, nil
 }
 
 // readLive reads the live keys under prefix, a page at a time, all at the

@@ -23,12 +23,19 @@ type tenant struct {
 	work               string
 }
 
+// flags are restore's: a dry run unless --apply.
 func (tn *tenant) flags(cmd *cobra.Command) {
+	tn.keyFlags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&tn.prefix, "prefix", "", "restore only the keys under this prefix (a tenant's)")
-	f.StringSliceVar(&tn.to, "to", nil, "with --prefix: write the keys into this live cluster (client URLs; the TLS and auth flags apply) instead of a data dir")
 	f.BoolVar(&tn.apply, "apply", false, "with --to: write; without it, only report what would be written")
 	f.BoolVar(&tn.replace, "replace", false, "with --to: also delete the live keys under the prefix that the past did not hold")
+}
+
+// keyFlags pick the keys and where they go, for restore and move.
+func (tn *tenant) keyFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&tn.prefix, "prefix", "", "only the keys under this prefix (a tenant's)")
+	f.StringSliceVar(&tn.to, "to", nil, "with --prefix: write the keys into this live cluster (client URLs; the TLS and auth flags apply) instead of a data dir")
 	f.StringVar(&tn.renameFlag, "rename", "", "with --prefix: write the keys under another prefix, given as FROM=TO (FROM begins the --prefix)")
 	f.StringVar(&tn.work, "scratch-dir", "", "with --to: where the chain is replayed (default: the system's temporary directory)")
 }

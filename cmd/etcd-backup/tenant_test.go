@@ -5,14 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
 )
 
 // A tenant's keys restored into its live cluster as a tenant admin runs
@@ -106,5 +111,134 @@ func TestRestoreATenantsPrefix(t *testing.T) {
 		if r := etcdBackup(t, nil, bad...); r.code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (usage): %s", bad, r.code, exitUsage, r.stderr)
 		}
+	}
+}
+
+// A tenant moved to another cluster as an operator runs it: serve backs
+// up the source (TLS, authentication, its default delta period of 20 s),
+// move loads the tenant from the backups and follows the deltas while
+// the tenant writes; the writer stops, move gets SIGTERM, asks the
+// sidecar for a delta and exits once it is applied, and the writer goes
+// on against the target. The target holds what the source held; the
+// writer's pause is the move's downtime.
+func TestMoveATenantToAnotherCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src, conn := secureMember(t)
+	dst := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true, Auth: true, Security: src.Security})
+	scli, dcli := src.Client(t), dst.Client(t)
+	storeURL := "file://" + t.TempDir()
+	serve := startServe(t, conn, storeURL, "--delta-period", "20s")
+	uploading(t, serve)
+	for i := range 10 {
+		if _, err := scli.Put(ctx, fmt.Sprintf("/t/a/k%02d", i), "first"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 409: the full holds them already.
+	if r := apiCall(t, serve, "POST", "/v1/snapshots/delta", ""); r.code != 200 && r.code != 409 {
+		t.Fatalf("a delta on demand: %d %s", r.code, r.body)
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"move", "--store", storeURL, "--prefix", "/t/a/", "--to", dst.Endpoints()[0], "--poll", "100ms",
+		"--sidecar-url", serve.url, "--sidecar-token-file", token, "-o", "json"}, conn...)
+	var stdout, stderr lockedLog
+	move := exec.Command(binary, args...)
+	move.Stdout, move.Stderr = &stdout, &stderr
+	if err := move.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- move.Wait() }()
+	t.Cleanup(func() {
+		_ = move.Process.Kill()
+		if t.Failed() {
+			t.Logf("move's log:\n%s", stderr.String())
+		}
+	})
+	etcdtest.Eventually(t, "move writes the first state", time.Minute, func() bool {
+		return strings.Contains(stderr.String(), "first state written")
+	})
+
+	stopWriting, stopped, wrote := make(chan struct{}), make(chan time.Time, 1), make(chan struct{})
+	go func() {
+		var last time.Time
+		defer func() { stopped <- last }()
+		for i := 0; ; i++ {
+			select {
+			case <-stopWriting:
+				return
+			default:
+			}
+			if _, err := scli.Put(ctx, fmt.Sprintf("/t/a/k%02d", i%15), fmt.Sprint(i)); err != nil {
+				t.Error(err)
+				return
+			}
+			last = time.Now()
+			if i == 20 {
+				close(wrote)
+			}
+		}
+	}()
+	<-wrote
+	if r := apiCall(t, serve, "POST", "/v1/snapshots/delta", ""); r.code != 200 {
+		t.Fatalf("a delta on demand: %d %s", r.code, r.body)
+	}
+	etcdtest.Eventually(t, "move follows a delta", time.Minute, func() bool {
+		return strings.Contains(stderr.String(), "move: following")
+	})
+	close(stopWriting)
+	lastWrite := <-stopped
+	if err := move.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("move: %v\n%s", err, stderr.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("move did not exit after SIGTERM")
+	}
+	if _, err := dcli.Put(ctx, "/t/a/switched", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	downtime := time.Since(lastWrite)
+	var out struct {
+		Revision        int64
+		Deltas          int
+		Events          int64
+		LagClosed       int64   `json:"lag_closed"`
+		CutOverSeconds  float64 `json:"cut_over_seconds"`
+		CutOverRevision int64   `json:"cut_over_revision"`
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	t.Logf("move: %+v; the writer's downtime %v", out, downtime.Round(time.Millisecond))
+	if out.LagClosed == 0 || out.Deltas < 2 || out.Revision < out.CutOverRevision {
+		t.Fatalf("move's report: %+v", out)
+	}
+	srcKVs, err := scli.Get(ctx, "/t/a/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstKVs, err := dcli.Get(ctx, "/t/a/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got []string
+	for _, kv := range srcKVs.Kvs {
+		want = append(want, string(kv.Key)+"="+string(kv.Value))
+	}
+	want = append(want, "/t/a/switched=yes")
+	for _, kv := range dstKVs.Kvs {
+		got = append(got, string(kv.Key)+"="+string(kv.Value))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the target holds %v\nthe source held %v", got, want)
 	}
 }

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/sidecar/api"
+)
+
+func moveCmd(g *globals) *cobra.Command {
+	var (
+		tn        tenant
+		opts      restore.MoveOptions
+		sidecar   api.Client
+		tokenFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "move --prefix P --to ENDPOINTS [--rename P=Q] [--endpoints SOURCE] [--sidecar-url URL]",
+		Short: "Move a tenant's keys to another cluster: load them from the backups, follow the deltas, cut over on SIGTERM",
+		Long: `move copies the keys under --prefix from the backups into the cluster at --to (the
+prefix there is made exactly the latest state), then applies each new delta's events
+under the prefix as the source's sidecar uploads them.
+
+To cut over, stop the tenant's writers and send SIGTERM or SIGINT: move reads the
+source's revision (--endpoints, when given), asks the source's sidecar for a delta now
+(--sidecar-url, when given; otherwise its next delta is waited for), applies the deltas
+up to that revision, reports the lag it closed and exits. Then point the writers at the
+target. Until the cut-over the target's prefix is move's: keys written there are
+overwritten by the source's next events.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if tn.prefix == "" || len(tn.to) == 0 {
+				return cli.Usage(errors.New("--prefix and --to are required: the tenant's keys and the cluster they move to"))
+			}
+			if err := tn.check(cmd, "", false); err != nil {
+				return err
+			}
+			opts.Prefix, opts.Rename, opts.WorkDir = tn.prefix, tn.rename, tn.work
+			if err := cli.AtLeast("poll", int64(opts.Poll), int64(10*time.Millisecond)); err != nil {
+				return err
+			}
+			conn := g.etcd.Config()
+			conn.Logger = g.log
+			target, err := etcdclient.New(ctx, conn.With(tn.to...))
+			if err != nil {
+				return fmt.Errorf("--to: %w", err)
+			}
+			defer func() { _ = target.Close() }()
+			if cmd.Flags().Changed("endpoints") {
+				source, err := etcdclient.New(ctx, conn.With(g.endpoints...))
+				if err != nil {
+					return fmt.Errorf("--endpoints (the source): %w", err)
+				}
+				defer func() { _ = source.Close() }()
+				opts.CutOverRevision = func(ctx context.Context) (int64, error) {
+					resp, err := source.Get(ctx, tn.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+					if err != nil {
+						return 0, err
+					}
+					return resp.Header.Revision, nil
+				}
+			}
+			if sidecar.URL != "" {
+				if err := errors.Join(cli.URLs("sidecar-url", sidecar.URL), sidecar.Check()); err != nil {
+					return cli.Usage(err)
+				}
+				if tokenFile != "" {
+					b, err := os.ReadFile(tokenFile)
+					if err != nil {
+						return cli.Usage(fmt.Errorf("--sidecar-token-file: %w", err))
+					}
+					sidecar.Token = strings.TrimSpace(string(b))
+				}
+				opts.Trigger = func(ctx context.Context) error {
+					_, err := sidecar.Delta(ctx)
+					// 409: no events since the last snapshot, nothing to wait for.
+					if e := (*api.Error)(nil); errors.As(err, &e) && e.Code == http.StatusConflict {
+						return nil
+					}
+					return err
+				}
+			}
+			st, p, err := g.source(ctx, &opts.Source)
+			if err != nil {
+				return err
+			}
+			opts.Followed = func(mp restore.MoveProgress) {
+				p.Done()
+				g.log.Info("move: following", "revision", mp.Revision, "delta", mp.Delta, "events", mp.Events)
+			}
+			m, err := restore.Move(ctx, st, target, opts)
+			p.Done()
+			if err != nil {
+				return err
+			}
+			out := map[string]any{"prefix": tn.prefix, "to": tn.to, "revision": m.Revision, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
+				"deleted_in_target": len(m.Loaded.Deleted), "deltas": m.Deltas, "events": m.Events, "cut_over_revision": m.CutOverAt,
+				"lag_closed": m.LagClosed, "cut_over_seconds": m.CutOverTook.Seconds()}
+			return g.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "moved\t%s to %s\n", tn.prefix, strings.Join(tn.to, ","))
+				fmt.Fprintf(w, "first state\t%d keys written, %d kept, %d deleted that the source did not hold\n",
+					len(m.Loaded.Created)+len(m.Loaded.Overwritten), len(m.Loaded.Same), len(m.Loaded.Deleted))
+				fmt.Fprintf(w, "followed\t%d deltas, %d events of the prefix\n", m.Deltas, m.Events)
+				fmt.Fprintf(w, "cut over\tat revision %d: %d revisions of lag closed in %s\n", m.Revision, m.LagClosed, m.CutOverTook.Round(time.Millisecond))
+				fmt.Fprintf(w, "next\tpoint the tenant's writers at %s\n", strings.Join(tn.to, ","))
+			})
+		},
+	}
+	tn.keyFlags(cmd)
+	f := cmd.Flags()
+	f.DurationVar(&opts.Poll, "poll", time.Second, "how often the store is listed for new deltas")
+	f.DurationVar(&opts.CutOverTimeout, "cut-over-timeout", 2*time.Minute, "how long the cut-over may wait for the last delta")
+	f.StringVar(&sidecar.URL, "sidecar-url", "", "the source's sidecar API (etcd-backup serve): asked for a delta at the cut-over")
+	f.StringVar(&tokenFile, "sidecar-token-file", "", "the sidecar API's bearer token")
+	f.StringVar(&sidecar.TLS.CA, "sidecar-cacert", "", "CA bundle that signed the sidecar's certificate, for an https --sidecar-url")
+	return cmd
+}

@@ -1,0 +1,285 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	snap "github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// MoveOptions configures Move. The zero value polls the store every
+// second and cuts over when ctx ends, at the newest revision the deltas
+// reach then.
+type MoveOptions struct {
+	// Source reads the backups (its Target is ignored: a move starts from
+	// the latest state and follows the newest timeline's deltas).
+	Source
+	// Prefix is the tenant's: the only keys read, written and followed.
+	Prefix string
+	// Rename writes them under another prefix in the target.
+	Rename Rename
+	// WorkDir holds the chain while the first state is replayed. Default
+	// os.TempDir().
+	WorkDir string
+	// Poll is how often the store is listed for new deltas. Default 1 s;
+	// while cutting over, a tenth of it.
+	Poll time.Duration
+	// CutOver ends the following: once it is closed, Move waits for the
+	// deltas to reach the cut-over revision, applies them and returns.
+	// nil: when ctx ends (the cut-over then runs on a context of its own,
+	// bounded by CutOverTimeout).
+	CutOver <-chan struct{}
+	// CutOverRevision is the source revision the target must hold at the
+	// cut-over: the source cluster's current revision, read after the
+	// tenant's writers stopped. nil: what the deltas reach at the first
+	// poll after the cut-over (and Trigger's delta).
+	CutOverRevision func(context.Context) (int64, error)
+	// Trigger asks the source's sidecar for a delta now (its API's POST
+	// /v1/snapshots/delta), so the cut-over does not wait for the delta
+	// period. nil: the sidecar's next delta is waited for.
+	Trigger func(context.Context) error
+	// CutOverTimeout bounds the cut-over. Default 2 min.
+	CutOverTimeout time.Duration
+	// Followed is called after each delta that was applied.
+	Followed func(MoveProgress)
+}
+
+// MoveProgress is where a move stands.
+type MoveProgress struct {
+	// Revision is the source revision the target holds the prefix at.
+	Revision int64
+	// Delta is the last delta applied; Events how many events of the
+	// prefix have been applied since the first state.
+	Delta  string
+	Events int64
+}
+
+// Moved reports a Move.
+type Moved struct {
+	// Loaded is what the first state's ApplyState wrote.
+	Loaded Applied
+	MoveProgress
+	// Deltas applied after the first state.
+	Deltas int
+	// CutOverAt is the source revision the cut-over waited for;
+	// LagClosed how many revisions the target was behind it when the
+	// cut-over began, and CutOverTook how long it took from CutOver to the
+	// last event applied: the tenant's downtime, if its writers stopped at
+	// CutOver and move to the target when Move returns.
+	CutOverAt, LagClosed int64
+	CutOverTook          time.Duration
+}
+
+// Move copies a tenant's keys from the backups into a live target cluster
+// and keeps them there as the source goes on: it applies the latest
+// state (ApplyState with Replace, so the target's prefix holds exactly
+// it), then each new delta's events under the prefix as they land on the
+// store, until CutOver; then it waits for the deltas to reach the
+// cut-over revision, applies them and returns. Until then the target's
+// prefix is the move's: a key written there meanwhile is overwritten by
+// the next event of the source.
+func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts MoveOptions) (Moved, error) {
+	opts.Source = opts.withDefaults()
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
+	}
+	if opts.CutOverTimeout <= 0 {
+		opts.CutOverTimeout = 2 * time.Minute
+	}
+	var m Moved
+	if opts.Prefix == "" {
+		return m, errors.New("move: a prefix is required: the tenant's keys")
+	}
+	if err := opts.Rename.Check(opts.Prefix); err != nil {
+		return m, fmt.Errorf("move: %w", err)
+	}
+	chain, err := Chain(ctx, st, Target{})
+	if err != nil {
+		return m, fmt.Errorf("move: %w", err)
+	}
+	opts.Chain = &chain
+	past, err := ReadState(ctx, st, StateOptions{Source: opts.Source, Keys: Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})
+	if err != nil {
+		return m, fmt.Errorf("move: read the first state: %w", err)
+	}
+	if past.Leases == nil {
+		past.Leases = map[int64]int64{}
+	}
+	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]int64{}}
+	if m.Loaded, err = b.apply(ctx, opts.Prefix); err != nil {
+		return m, fmt.Errorf("move: write the first state into the target: %w", err)
+	}
+	if len(m.Loaded.Conflicts) > 0 {
+		return m, fmt.Errorf("move: %d keys under the target's prefix were written while the first state was (%s …): the target's prefix must be the move's alone",
+			len(m.Loaded.Conflicts), m.Loaded.Conflicts[0])
+	}
+	m.Revision = past.Revision
+	opts.Logger.Info("move: first state written into the target", "prefix", opts.Prefix, "revision", past.Revision,
+		"keys", len(past.KVs), "created", len(m.Loaded.Created), "overwritten", len(m.Loaded.Overwritten), "deleted", len(m.Loaded.Deleted))
+	f := &mover{st: st, opts: opts, full: chain.Full, m: &m, b: b}
+
+	// Without CutOver, the end of ctx is the cut-over, not a failure.
+	cutOver, cancelled := opts.CutOver, ctx.Done()
+	if cutOver == nil {
+		cutOver, cancelled = ctx.Done(), nil
+	}
+	tick := time.NewTicker(opts.Poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cutOver:
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.CutOverTimeout)
+			defer cancel()
+			return m, f.cutOver(cctx)
+		case <-cancelled:
+			return m, ctx.Err()
+		case <-tick.C:
+			if _, err := f.poll(ctx); err != nil {
+				opts.Logger.Warn("move: follow the deltas", "revision", m.Revision, "error", err)
+			}
+		}
+	}
+}
+
+// mover applies the deltas that continue the target's state.
+type mover struct {
+	st   store.Store
+	opts MoveOptions
+	full snap.Snapshot
+	m    *Moved
+	b    *applier
+}
+
+// cutOver waits for the deltas to reach the cut-over revision and
+// applies them.
+func (f *mover) cutOver(ctx context.Context) error {
+	start := time.Now()
+	var want int64
+	if f.opts.CutOverRevision != nil {
+		rev, err := f.opts.CutOverRevision(ctx)
+		if err != nil {
+			return fmt.Errorf("move: cut over: the source's revision: %w", err)
+		}
+		want = rev
+	}
+	if f.opts.Trigger != nil {
+		if err := f.opts.Trigger(ctx); err != nil {
+			// The sidecar's own period brings the delta all the same.
+			f.opts.Logger.Warn("move: cut over: the sidecar did not take a delta on demand; waiting for its next", "error", err)
+		}
+	}
+	from := f.m.Revision
+	for first := true; ; first = false {
+		reached, err := f.poll(ctx)
+		if err != nil {
+			return fmt.Errorf("move: cut over at revision %d: %w", want, err)
+		}
+		if want == 0 && first {
+			want = reached
+		}
+		if f.m.Revision >= want {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("move: cut over: the deltas reached revision %d, not yet the source's %d: %w", f.m.Revision, want, ctx.Err())
+		case <-time.After(f.opts.Poll / 10):
+		}
+	}
+	f.m.CutOverAt, f.m.LagClosed, f.m.CutOverTook = want, max(0, want-from), time.Since(start)
+	f.opts.Logger.Info("move: cut over", "revision", f.m.Revision, "lag_closed", f.m.LagClosed, "took", f.m.CutOverTook.Round(time.Millisecond))
+	return nil
+}
+
+// poll applies the deltas that continue the target's state and returns
+// the revision they reach.
+func (f *mover) poll(ctx context.Context) (int64, error) {
+	cat, err := snap.List(ctx, f.st)
+	if err != nil {
+		return f.m.Revision, err
+	}
+	for _, d := range cat.Continuing(f.full, f.m.Revision) {
+		if err := f.apply(ctx, d); err != nil {
+			return f.m.Revision, err
+		}
+	}
+	return f.m.Revision, nil
+}
+
+// apply writes a delta's events under the prefix into the target, in
+// revision order: a transaction holds each key once.
+func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
+	r, err := snap.OpenDelta(ctx, f.st, d, f.opts.Codec)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	var batch []clientv3.Op
+	keys := map[string]bool{}
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if _, err := f.b.cli.Txn(ctx).Then(batch...).Commit(); err != nil {
+			return fmt.Errorf("delta %s: write %d events into the target: %w", d.Key, len(batch), err)
+		}
+		batch, keys = batch[:0], map[string]bool{}
+		return nil
+	}
+	var events int64
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("delta %s: %w", d.Key, err)
+		}
+		kv := ev.EtcdEvent.GetKv()
+		if kv == nil || !strings.HasPrefix(string(kv.Key), f.opts.Prefix) {
+			continue
+		}
+		key := string(f.opts.Rename.key(kv.Key))
+		if keys[key] || len(batch) == applyBatchOps {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		keys[key] = true
+		events++
+		if ev.EtcdEvent.Type == mvccpb.DELETE {
+			batch = append(batch, clientv3.OpDelete(key))
+			continue
+		}
+		var lease []clientv3.OpOption
+		if kv.Lease != 0 {
+			if _, known := f.b.past.Leases[kv.Lease]; !known && ev.LeaseTTL > 0 {
+				f.b.past.Leases[kv.Lease] = ev.LeaseTTL
+			}
+			id, ok, err := f.b.lease(ctx, kv.Lease)
+			if err != nil {
+				return err
+			}
+			if ok {
+				lease = append(lease, clientv3.WithLease(clientv3.LeaseID(id)))
+			}
+		}
+		batch = append(batch, clientv3.OpPut(key, string(kv.Value), lease...))
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	f.m.Revision, f.m.Delta, f.m.Events, f.m.Deltas = d.LastRevision, d.Key, f.m.Events+events, f.m.Deltas+1
+	if f.opts.Followed != nil {
+		f.opts.Followed(f.m.MoveProgress)
+	}
+	return nil
+}

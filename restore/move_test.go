@@ -1,0 +1,191 @@
+package restore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// A tenant moves to a cluster of its own while its writer goes on: the
+// move loads the tenant's state from the backups, follows the source's
+// deltas, and at the cut-over (the writer stopped) asks the sidecar for a
+// delta and applies it; the writer then writes to the target, which holds
+// exactly what the source held, renamed. The downtime is the writer's
+// pause: from its last write to the source to its first to the target.
+func TestMoveATenantWhileItWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	dst := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	scli, dcli := src.Client(t), dst.Client(t)
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fulls := make(chan struct{}, 1)
+	// The sidecar's default period: only the deltas asked for land
+	// during the test.
+	s, err := capture.New(scli, st, capture.Options{DeltaPeriod: 20 * time.Second, FullSchedule: "@every 1h", RetentionPeriod: -1,
+		SpoolDir: t.TempDir(), OnResult: func(r capture.Result) {
+			if r.Op == capture.OpFull && r.Err == nil {
+				select {
+				case fulls <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("snapshotter: %v", err)
+		}
+	}()
+	lease, err := scli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		var opts []clientv3.OpOption
+		if i%5 == 0 {
+			opts = append(opts, clientv3.WithLease(lease.ID))
+		}
+		if _, err := scli.Put(ctx, fmt.Sprintf("/t/a/k%02d", i), "first", opts...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := scli.Put(ctx, fmt.Sprintf("/other/k%02d", i), "noise"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-fulls
+	trigger := func(ctx context.Context) error {
+		if _, err := s.TakeDelta(ctx); err != nil && !errors.Is(err, capture.ErrNoEvents) {
+			return err
+		}
+		return nil
+	}
+	if err := trigger(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tenant's writer: a key at a time, a delete every seventh write,
+	// beside another tenant's writes, until told to switch.
+	switchNow, stopped := make(chan struct{}), make(chan time.Time, 1)
+	go func() {
+		var last time.Time
+		defer func() { stopped <- last }()
+		for i := 0; ; i++ {
+			select {
+			case <-switchNow:
+				return
+			default:
+			}
+			op := clientv3.OpPut(fmt.Sprintf("/t/a/k%02d", i%30), fmt.Sprint(i))
+			if i%7 == 3 {
+				op = clientv3.OpDelete(fmt.Sprintf("/t/a/k%02d", (i+11)%30))
+			}
+			if _, err := scli.Do(ctx, op); err != nil {
+				t.Error(err)
+				return
+			}
+			last = time.Now()
+			if _, err := scli.Put(ctx, "/other/busy", fmt.Sprint(i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+
+	cutOver := make(chan struct{})
+	followed := make(chan restore.MoveProgress, 16)
+	type result struct {
+		m   restore.Moved
+		err error
+	}
+	moved := make(chan result, 1)
+	go func() {
+		m, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"},
+			Poll: 50 * time.Millisecond, CutOver: cutOver, Trigger: trigger,
+			CutOverRevision: func(ctx context.Context) (int64, error) {
+				resp, err := scli.Get(ctx, "/t/a/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+				if err != nil {
+					return 0, err
+				}
+				return resp.Header.Revision, nil
+			},
+			Followed: func(p restore.MoveProgress) { followed <- p }})
+		moved <- result{m, err}
+	}()
+	// One delta while the writer writes is followed before the cut-over.
+	d, err := s.TakeDelta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range followed {
+		if p.Revision >= d.LastRevision {
+			break
+		}
+	}
+
+	close(switchNow)
+	lastWrite := <-stopped
+	close(cutOver)
+	r := <-moved
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if _, err := dcli.Put(ctx, "/t/b/switched", "yes"); err != nil {
+		t.Fatal(err)
+	}
+	downtime := time.Since(lastWrite)
+	m := r.m
+	t.Logf("moved %d keys, then %d events in %d deltas; cut over at revision %d: %d revisions of lag closed in %v; the writer's downtime %v",
+		len(m.Loaded.Created), m.Events, m.Deltas, m.CutOverAt, m.LagClosed, m.CutOverTook.Round(time.Millisecond), downtime.Round(time.Millisecond))
+	if m.LagClosed == 0 || m.Deltas < 2 || m.Revision < m.CutOverAt {
+		t.Fatalf("move: %+v", m)
+	}
+
+	srcKVs, err := scli.Get(ctx, "/t/a/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dstKVs, err := dcli.Get(ctx, "/t/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got []string
+	for _, kv := range srcKVs.Kvs {
+		want = append(want, "/t/b/"+string(kv.Key[len("/t/a/"):])+"="+string(kv.Value))
+	}
+	want = append(want, "/t/b/switched=yes")
+	slices.Sort(want)
+	for _, kv := range dstKVs.Kvs {
+		got = append(got, string(kv.Key)+"="+string(kv.Value))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the target holds %v\nthe source held %v", got, want)
+	}
+	// A key that kept its lease through the move has one in the target.
+	for _, kv := range srcKVs.Kvs {
+		if kv.Lease != 0 {
+			if err := checkLeased(ctx, dcli, "/t/b/"+string(kv.Key[len("/t/a/"):]), 600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
