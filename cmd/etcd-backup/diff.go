@@ -16,6 +16,7 @@ func diffCmd(g *globals) *cobra.Command {
 		from, to int64
 		prefix   string
 		work     string
+		sum      summary
 	)
 	cmd := &cobra.Command{
 		Use:   "diff --from R1 [--to R2] [--prefix P]",
@@ -29,6 +30,9 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 			if from <= 0 || to < 0 || to != 0 && to < from {
 				return cli.Usage(errors.New("--from is a revision, and --to (0: the latest) one at or after it"))
 			}
+			if err := sum.check(); err != nil {
+				return err
+			}
 			opts := restore.StateOptions{WorkDir: work, Keys: restore.Keys{Key: prefix, Prefix: true}}
 			st, p, err := g.source(ctx, &opts.Source)
 			if err != nil {
@@ -40,18 +44,19 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 			if err != nil {
 				return err
 			}
-			return printDiff(g, a, b)
+			return printDiff(g, a, b, prefix, sum)
 		},
 	}
 	cmd.Flags().Int64Var(&from, "from", 0, "the earlier revision")
 	cmd.Flags().Int64Var(&to, "to", 0, "the later revision (default: the latest)")
 	cmd.Flags().StringVar(&prefix, "prefix", "", "only the keys that start with this")
+	sum.flags(cmd)
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chains are replayed (default: the system's temporary directory)")
 	g.secondaryFlag(cmd)
 	return cmd
 }
 
-func printDiff(g *globals, a, b restore.State) error {
+func printDiff(g *globals, a, b restore.State, prefix string, sum summary) error {
 	changes := restore.Diff(a, b)
 	type changeJSON struct {
 		Key    string   `json:"key"`
@@ -70,9 +75,14 @@ func printDiff(g *globals, a, b restore.State) error {
 		}
 		list[i] = changeJSON{Key: ch.Key, Change: kind, From: keyOut(ch.From), To: keyOut(ch.To)}
 	}
-	out := map[string]any{"from": a.Revision, "to": b.Revision, "changes": list}
+	subs := restore.SummarizeDiff(prefix, sum.depth, a, b)
+	out := map[string]any{"from": a.Revision, "to": b.Revision, "changes": list, "sub_prefixes": subs}
 	return g.print(out, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "# from revision %d to %d: %d keys changed\n", a.Revision, b.Revision, len(list))
+		if sum.on {
+			printDiffSubPrefixes(w, subs)
+			return
+		}
 		for _, ch := range list {
 			switch ch.Change {
 			case "created":

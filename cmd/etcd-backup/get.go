@@ -50,6 +50,7 @@ func getCmd(g *globals) *cobra.Command {
 		t      target
 		prefix string
 		work   string
+		sum    summary
 	)
 	cmd := &cobra.Command{
 		Use:   "get [KEY | --prefix P] [--revision R | --time T]",
@@ -61,6 +62,9 @@ key, as they were then. The cluster is never contacted.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			opts := restore.StateOptions{WorkDir: work}
+			if err := sum.check(); err != nil {
+				return err
+			}
 			var err error
 			if opts.Keys, err = keysOf(args, prefix, cmd.Flags().Changed("prefix")); err != nil {
 				return err
@@ -77,14 +81,20 @@ key, as they were then. The cluster is never contacted.`,
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"revision": state.Revision, "full": state.Chain.Full.Key, "deltas": len(state.Chain.Deltas), "count": len(state.KVs)}
+			subs := restore.Summarize(opts.Key, sum.depth, state.KVs)
+			out := map[string]any{"revision": state.Revision, "full": state.Chain.Full.Key, "deltas": len(state.Chain.Deltas), "count": len(state.KVs),
+				"bytes": totalBytes(subs), "sub_prefixes": subs}
 			kvs := make([]*keyJSON, len(state.KVs))
 			for i, kv := range state.KVs {
 				kvs[i] = keyOut(kv)
 			}
 			out["kvs"] = kvs
 			return g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "# revision %d, from %s and %d deltas: %d keys\n", state.Revision, state.Chain.Full.Key, len(state.Chain.Deltas), len(kvs))
+				fmt.Fprintf(w, "# revision %d, from %s and %d deltas: %d keys, %s\n", state.Revision, state.Chain.Full.Key, len(state.Chain.Deltas), len(kvs), size(totalBytes(subs)))
+				if sum.on {
+					printSubPrefixes(w, subs)
+					return
+				}
 				fmt.Fprintf(w, "KEY\tMOD\tVERSION\tLEASE\tVALUE\n")
 				for _, kv := range kvs {
 					fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%q\n", kv.Key, kv.ModRevision, kv.Version, kv.Lease, kv.Value)
@@ -93,6 +103,7 @@ key, as they were then. The cluster is never contacted.`,
 		},
 	}
 	t.flags(cmd)
+	sum.flags(cmd)
 	cmd.Flags().StringVar(&prefix, "prefix", "", "every key that starts with this")
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
 	g.secondaryFlag(cmd)

@@ -97,23 +97,21 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 	if err != nil {
 		return err
 	}
-	var bytes int64
-	for _, kv := range past.KVs {
-		bytes += int64(len(kv.Key) + len(kv.Value))
-	}
+	subs := restore.Summarize(tn.prefix, 1, past.KVs)
+	bytes := totalBytes(subs)
 	written := tn.prefix
 	if tn.rename != (restore.Rename{}) {
 		written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
 	}
 	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,
-		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace,
+		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace, "sub_prefixes": subs,
 		"created": nonNil(a.Created), "overwritten": nonNil(a.Overwritten), "same": nonNil(a.Same), "deleted": nonNil(a.Deleted),
 		"extra": nonNil(a.Extra), "conflicts": nonNil(a.Conflicts), "leases": a.Leases, "without_lease": nonNil(a.WithoutLease)}
 	return g.print(out, func(w *tabwriter.Writer) {
 		if !tn.apply {
 			fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
 		}
-		fmt.Fprintf(w, "past state\trevision %d, %d keys (%d bytes) under %s\n", past.Revision, len(past.KVs), bytes, tn.prefix)
+		fmt.Fprintf(w, "past state\trevision %d, %d keys (%s) under %s\n", past.Revision, len(past.KVs), size(bytes), tn.prefix)
 		fmt.Fprintf(w, "live cluster\trevision %d, keys under %s\n", a.Revision, written)
 		verb := func(done, todo string) string {
 			if tn.apply {

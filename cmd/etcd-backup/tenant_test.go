@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/restore"
 )
 
 // A tenant's keys restored into its live cluster as a tenant admin runs
@@ -100,7 +101,28 @@ func TestRestoreATenantsPrefix(t *testing.T) {
 		t.Fatalf("after the restore: %v, want %v", kvs, want)
 	}
 
+	// A tenant admin's view of the backups: counts and sizes by
+	// sub-prefix.
+	table := ok(t, nil, "get", "--store", storeURL, "--prefix", "/t/", "--summary")
+	t.Logf("a user sees:\n%s", table)
+	for _, row := range []string{`(?m)^/t/ +1 +9 B$`, `(?m)^/t/a/ +4 +`} {
+		if !regexp.MustCompile(row).MatchString(table) {
+			t.Fatalf("get --summary has no row %s:\n%s", row, table)
+		}
+	}
+	var diff struct {
+		SubPrefixes []restore.SubPrefix `json:"sub_prefixes"`
+	}
+	if err := json.Unmarshal([]byte(ok(t, nil, "diff", "--store", storeURL, "--prefix", "/t/", "--from", past, "-o", "json")), &diff); err != nil {
+		t.Fatal(err)
+	}
+	if want := []restore.SubPrefix{{Prefix: "/t/", Keys: 1, Bytes: 9, Changed: 1, BytesBefore: 9}, {Prefix: "/t/a/", Keys: 4, Bytes: 42, Created: 1, Deleted: 1, Changed: 1, BytesBefore: 36}}; !slices.Equal(diff.SubPrefixes, want) {
+		t.Fatalf("diff's sub-prefixes: %+v, want %+v", diff.SubPrefixes, want)
+	}
+	t.Logf("a user sees:\n%s", ok(t, nil, "diff", "--store", storeURL, "--prefix", "/t/", "--from", past, "--summary"))
+
 	for _, bad := range [][]string{
+		{"get", "--store", storeURL, "--prefix", "/t/", "--summary", "--depth", "0"},
 		{"restore", "--store", storeURL, "--to", c.Endpoints()[0]},
 		{"restore", "--store", storeURL, "--prefix", "/t/a/", "--to", c.Endpoints()[0], "--data-dir", t.TempDir()},
 		{"restore", "--store", storeURL, "--prefix", "/t/a/", "--data-dir", t.TempDir(), "--apply"},

@@ -59,15 +59,16 @@ Without --apply nothing is written: the report says what would be.`,
 			if err != nil {
 				return err
 			}
+			subs := restore.Summarize(prefix, 1, past.KVs)
 			out := map[string]any{"revision": past.Revision, "applied": apply, "written": u.Written, "same": u.Same,
-				"changed": u.Changed, "without_lease": u.WithoutLease}
+				"changed": u.Changed, "without_lease": u.WithoutLease, "bytes": totalBytes(subs), "sub_prefixes": subs}
 			return g.print(out, func(w *tabwriter.Writer) {
 				verb := "written"
 				if !apply {
 					verb = "to write"
 					fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
 				}
-				fmt.Fprintf(w, "past state\trevision %d, %d keys under %s\n", past.Revision, len(past.KVs), prefix)
+				fmt.Fprintf(w, "past state\trevision %d, %d keys (%s) under %s\n", past.Revision, len(past.KVs), size(totalBytes(subs)), prefix)
 				fmt.Fprintf(w, "%s\t%d\t%s\n", verb, len(u.Written), strings.Join(u.Written, " "))
 				fmt.Fprintf(w, "already as then\t%d\t%s\n", len(u.Same), strings.Join(u.Same, " "))
 				fmt.Fprintf(w, "changed since, left alone\t%d\t%s\n", len(u.Changed), strings.Join(u.Changed, " "))
