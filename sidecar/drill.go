@@ -14,13 +14,6 @@ import (
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
-// The results of a restore drill.
-const (
-	drillOK       = "ok"
-	drillMismatch = "mismatch"
-	drillFailed   = "failed"
-)
-
 // Drill is the last restore drill: the latest chain replayed in the work
 // dir and compared with the live cluster at its revision.
 type Drill struct {
@@ -47,7 +40,7 @@ func (d *drills) record(dr Drill, chain snapshot.Chain) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.last = dr
-	if dr.Result == drillOK {
+	if dr.Result == snapshot.DrillOK {
 		d.verified = chain
 	}
 }
@@ -119,7 +112,7 @@ func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64)
 		speedRevisions: g("etcdkit_restore_speed_revisions_per_second", "Revisions the last drill replayed per second."),
 		budget:         g("etcdkit_restore_budget_seconds", "The restore-time budget past which the chain is compacted (--max-restore-time); 0: none."),
 	}
-	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
+	for _, r := range []string{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
 		m.result.WithLabelValues(r)
 	}
 	reg.MustRegister(m.lastRun, m.lastVerified, m.verifiedRevision, m.result, m.estimate, m.speedBytes, m.speedRevisions, m.budget,
@@ -151,9 +144,9 @@ func (s *Sidecar) drillLoop(ctx context.Context) {
 // result and the speed it measured.
 func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	if s.snap == nil {
-		return Drill{At: time.Now(), Result: drillFailed, Err: ErrNoStore}
+		return Drill{At: time.Now(), Result: snapshot.DrillFailed, Err: ErrNoStore}
 	}
-	d := Drill{Result: drillFailed}
+	d := Drill{Result: snapshot.DrillFailed}
 	rep, err := restore.Verify(ctx, s.opts.Store, restore.VerifyOptions{
 		Source: restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
 	d.Report = rep
@@ -163,17 +156,17 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 		switch {
 		case errors.Is(err, rpctypes.ErrCompacted):
 			// Only the chain could be checked; it replayed whole.
-			d.Result, err = drillOK, nil
+			d.Result, err = snapshot.DrillOK, nil
 		case err == nil && live != rep.Digest:
-			d.Result, err = drillMismatch, fmt.Errorf("the backup has %s; the cluster has %s", rep.Digest, live)
+			d.Result, err = snapshot.DrillMismatch, fmt.Errorf("the backup has %s; the cluster has %s", rep.Digest, live)
 		case err == nil:
-			d.Result, d.Compared = drillOK, true
+			d.Result, d.Compared = snapshot.DrillOK, true
 		}
 	}
 	d.Err, d.At = err, time.Now()
 	m := s.drills.m
 	m.lastRun.Set(float64(d.At.Unix()))
-	for _, r := range []string{drillOK, drillMismatch, drillFailed} {
+	for _, r := range []string{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
 		v := 0.0
 		if r == d.Result {
 			v = 1
@@ -181,7 +174,7 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 		m.result.WithLabelValues(r).Set(v)
 	}
 	s.ran(Operation{Name: "drill", Took: rep.Took, Err: err})
-	if d.Result != drillOK {
+	if d.Result != snapshot.DrillOK {
 		s.metrics.failures.WithLabelValues("drill").Inc()
 		s.log.Error("sidecar: restore drill failed", "result", d.Result, "error", err)
 	} else {
@@ -195,7 +188,25 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	}
 	s.drills.record(d, rep.Chain)
 	s.estimate()
+	s.recordDrill(ctx, d)
 	return d
+}
+
+// recordDrill keeps the drill's result on the store, where etcd-backup
+// fleet reads it and a fleet drill finds the digest to check a restore
+// against.
+func (s *Sidecar) recordDrill(ctx context.Context, d Drill) {
+	rep := d.Report
+	r := snapshot.DrillRecord{At: d.At, Source: snapshot.DrillBySidecar, Result: d.Result, Full: rep.Chain.Full.Key,
+		Revision: rep.Digest.Revision, Keys: rep.Digest.Keys, SHA256: rep.Digest.SHA256, Compared: d.Compared, TookSeconds: rep.Took.Seconds()}
+	if d.Err != nil {
+		r.Error = d.Err.Error()
+	}
+	if key, err := snapshot.WriteDrill(ctx, s.opts.Store, r); err != nil {
+		s.log.Warn("sidecar: the drill's record was not written", "error", err)
+	} else {
+		s.log.Debug("sidecar: drill recorded", "key", key)
+	}
 }
 
 // estimate is the latest chain's restore time at this node's speed, into

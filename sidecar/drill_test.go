@@ -81,6 +81,13 @@ func TestDrillsAndTheRestoreBudget(t *testing.T) {
 	if d := sc.RunDrill(ctx); d.Result != "failed" || d.Err == nil {
 		t.Fatalf("a drill without a full snapshot: %+v", d)
 	}
+	// Every drill is recorded on the store: the last failed, the one
+	// before verified the digest against the cluster.
+	last, verified, ok, hasVerified, err := snapshot.Drills(ctx, s.st)
+	if err != nil || !ok || !hasVerified || last.Result != snapshot.DrillFailed || last.Error == "" ||
+		verified.Source != snapshot.DrillBySidecar || verified.SHA256 == "" || verified.Revision < d.Report.Digest.Revision {
+		t.Fatalf("drill records: last %+v, verified %+v (%v %v %v)", last, verified, ok, hasVerified, err)
+	}
 	got = gathered(t, sc)
 	if got[`etcdkit_drill_result{result="failed"}`] != 1 || got[`etcdkit_drill_result{result="ok"}`] != 0 {
 		t.Fatalf("after a failed drill: %v", got)
