@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"restore": 3, "defrag": 3, "snapshot/capture": 3,
 	"heartbeat": 4,
 	"startup":   4,
+	"fleet":     4,
 	"sidecar":   5, "wrapper": 5,
 	"sidecar/etcdbr": 6,
 	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/soak": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,

@@ -115,7 +115,7 @@ Exit codes:
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 	g.codec.Flags(pf)
 	g.lock.Flags(pf)
-	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), moveCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g), checkUpgradeCmd(g),
+	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), moveCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g), fleetCmd(g), checkUpgradeCmd(g),
 		cli.Version(func() bool { return g.output == "json" }))
 	cli.Strict(root)
 	root.SetArgs(args)

@@ -12,17 +12,20 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-// exported are the sidecar's metrics (metrics.txt, held to its registry
-// by the sidecar's TestMetricsListIsTheRegistrys).
+// exported are the sidecar's metrics and fleet serve's (metrics.txt and
+// fleet-metrics.txt, held to their registries by the sidecar's
+// TestMetricsListIsTheRegistrys and fleet's TestMetricsListIsTheExporters).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for name := range strings.FieldsSeq(string(b)) {
-		out[name] = true
+	for _, file := range []string{"metrics.txt", "fleet-metrics.txt"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range strings.FieldsSeq(string(b)) {
+			out[name] = true
+		}
 	}
 	return out
 }
@@ -76,8 +79,10 @@ func TestRules(t *testing.T) {
 		}
 	}
 	// What the rules are for: failed verification, RPO past a threshold,
-	// the restore-time budget exceeded.
-	for _, a := range []string{"EtcdkitBackupDiffersFromCluster", "EtcdkitDrillFailing", "EtcdkitRPOTooHigh", "EtcdkitRestoreTimeOverBudget"} {
+	// the restore-time budget exceeded; across a fleet, failed drills,
+	// stale prefixes and RPO.
+	for _, a := range []string{"EtcdkitBackupDiffersFromCluster", "EtcdkitDrillFailing", "EtcdkitRPOTooHigh", "EtcdkitRestoreTimeOverBudget",
+		"EtcdkitFleetDrillMismatch", "EtcdkitFleetPrefixStale", "EtcdkitFleetRPOTooHigh"} {
 		if !alerts[a] {
 			t.Errorf("no alert %s", a)
 		}

@@ -1,0 +1,239 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/fleet"
+	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/store"
+)
+
+// counting counts a store's calls.
+type counting struct {
+	store.Store
+	lists, gets atomic.Int64
+}
+
+func (c *counting) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	c.lists.Add(1)
+	return c.Store.List(ctx, prefix)
+}
+
+func (c *counting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+// backUp writes a full and a delta of the cluster under prefix, and with
+// sidecar a drill record of the chain's digest as a sidecar's drill
+// writes it (digest: "" for the live one).
+func backUp(t *testing.T, ctx context.Context, cli *clientv3.Client, bucket store.Store, prefix string, digest string) store.Store {
+	t.Helper()
+	st, err := store.WithPrefix(bucket, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/k/"+prefix, "v"); err != nil {
+		t.Fatal(err)
+	}
+	deltas, err := capture.Delta(ctx, cli, st, full.LastRevision, capture.DeltaOptions{})
+	if err != nil || len(deltas) != 1 {
+		t.Fatalf("delta: %v, %v", deltas, err)
+	}
+	live, err := restore.LiveDigest(ctx, cli, deltas[0].LastRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != "" {
+		live.SHA256 = digest
+	}
+	if _, err := snapshot.WriteDrill(ctx, st, snapshot.DrillRecord{At: time.Now(), Source: snapshot.DrillBySidecar, Result: snapshot.DrillOK,
+		Full: full.Key, Revision: live.Revision, Keys: live.Keys, SHA256: live.SHA256, Compared: true}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// One bucket holding three clusters' backups, one of them silent for
+// days, and an object that is no backup: the scan finds each prefix with
+// one listing, sums it up, calls the silent one stale; fleet drills
+// restore each far from its cluster and check the digest its sidecar
+// recorded, and find the one whose backup no longer matches; the metrics
+// say all of it by prefix.
+func TestAFleetInOneBucket(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	dir := t.TempDir()
+	file, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := &counting{Store: file}
+	a := backUp(t, ctx, cli, file, "seed/shoot--a/etcd-main", "")
+	backUp(t, ctx, cli, file, "seed/shoot--b/etcd-main", strings.Repeat("0", 64))
+	backUp(t, ctx, cli, file, "seed/shoot--c/etcd-main", "")
+	if err := file.Put(ctx, "seed/README.txt", strings.NewReader("not a backup")); err != nil {
+		t.Fatal(err)
+	}
+	// shoot--c has written nothing for three days.
+	old := time.Now().Add(-72 * time.Hour)
+	if err := filepath.Walk(filepath.Join(dir, "seed", "shoot--c"), func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, old, old)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	f, err := fleet.Scan(ctx, bucket, fleet.ScanOptions{PricePerGiBMonth: 0.02})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Clusters) != 3 || bucket.lists.Load() != 1 || bucket.gets.Load() > 3*3 {
+		t.Fatalf("scan: %d prefixes with %d lists and %d reads: %+v", len(f.Clusters), bucket.lists.Load(), bucket.gets.Load(), f.Clusters)
+	}
+	for i, want := range []string{"seed/shoot--a/etcd-main", "seed/shoot--b/etcd-main", "seed/shoot--c/etcd-main"} {
+		cl := f.Clusters[i]
+		if cl.Prefix != want || cl.Layout != fleet.LayoutEtcdkit || cl.ClusterID == "" || cl.ChainDeltas != 1 || cl.NewestDelta == "" ||
+			cl.Drill == nil || cl.Drill.Source != snapshot.DrillBySidecar || cl.Problem != "" || cl.Stale != (i == 2) || cl.Bytes == 0 || cl.MonthlyCost <= 0 {
+			t.Fatalf("prefix %d: %+v", i, cl)
+		}
+	}
+
+	for i, want := range []string{snapshot.DrillOK, snapshot.DrillMismatch} {
+		st, err := store.WithPrefix(file, f.Clusters[i].Prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := fleet.Drill(ctx, st, fleet.DrillOptions{WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Result != want || !rec.Compared || rec.Source != snapshot.DrillByFleet {
+			t.Fatalf("fleet drill of %s: %+v, want %s", f.Clusters[i].Prefix, rec, want)
+		}
+		t.Logf("fleet drill of %s: %s %s", f.Clusters[i].Prefix, rec.Result, rec.Error)
+	}
+	// A prefix whose sidecar recorded no digest: the latest chain
+	// replays, uncompared.
+	if err := a.Delete(ctx, f.Clusters[0].Drill.Key); err != nil {
+		t.Fatal(err)
+	}
+	// (the fleet drill's own record stays; it is no sidecar's)
+	rec, err := fleet.Drill(ctx, a, fleet.DrillOptions{WorkDir: t.TempDir()})
+	if err != nil || rec.Result != snapshot.DrillOK || rec.Compared {
+		t.Fatalf("a drill without a recorded digest: %+v, %v", rec, err)
+	}
+
+	e := fleet.NewExporter(bucket, fleet.ScanOptions{}, time.Hour)
+	if _, err := e.Scan(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, fam := range families {
+		for _, m := range fam.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetGauge().GetValue()
+			if m.GetCounter() != nil {
+				v = m.GetCounter().GetValue()
+			}
+			got[fam.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	for name, want := range map[string]float64{
+		"etcdkit_fleet_prefixes{}":                                                                3,
+		"etcdkit_fleet_stale{prefix=seed/shoot--c/etcd-main}":                                     1,
+		"etcdkit_fleet_stale{prefix=seed/shoot--a/etcd-main}":                                     0,
+		"etcdkit_fleet_chain_deltas{prefix=seed/shoot--b/etcd-main}":                              1,
+		"etcdkit_fleet_drill_result{prefix=seed/shoot--b/etcd-main,result=mismatch,source=fleet}": 1,
+		"etcdkit_fleet_drill_result{prefix=seed/shoot--a/etcd-main,result=ok,source=fleet}":       1,
+		"etcdkit_fleet_scans_total{}":                                                             1,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", name, v, ok, want)
+		}
+	}
+	if got["etcdkit_fleet_rpo_seconds{prefix=seed/shoot--a/etcd-main}"] <= 0 {
+		t.Errorf("no RPO for shoot--a: %v", got)
+	}
+}
+
+func TestSampleIsTheDays(t *testing.T) {
+	var prefixes []string
+	for i := range 100 {
+		prefixes = append(prefixes, fmt.Sprintf("p%03d", i))
+	}
+	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	a, b := fleet.Sample(prefixes, 10, day), fleet.Sample(prefixes[50:], 10, day)
+	if fmt.Sprint(a) != fmt.Sprint(fleet.Sample(prefixes, 10, day.Add(20*time.Hour))) {
+		t.Fatal("two callers on the same day picked other prefixes")
+	}
+	if fmt.Sprint(a) == fmt.Sprint(fleet.Sample(prefixes, 10, day.Add(24*time.Hour))) || len(a) != 10 || len(b) != 10 {
+		t.Fatalf("samples: %v, %v", a, b)
+	}
+	if got := fleet.Sample(prefixes[:3], 10, day); len(got) != 3 {
+		t.Fatalf("a sample larger than the fleet: %v", got)
+	}
+}
+
+// deploy/monitoring/fleet-metrics.txt lists the exporter's metrics, which
+// the alerting rules there may name.
+func TestMetricsListIsTheExporters(t *testing.T) {
+	const file = "../deploy/monitoring/fleet-metrics.txt"
+	ch := make(chan *prometheus.Desc, 64)
+	go func() { fleet.NewExporter(nil, fleet.ScanOptions{}, 0).Describe(ch); close(ch) }()
+	var names []string
+	for d := range ch {
+		if m := descName.FindStringSubmatch(d.String()); m != nil {
+			names = append(names, m[1])
+		}
+	}
+	slices.Sort(names)
+	want := strings.Join(names, "\n") + "\n"
+	if os.Getenv("UPDATE_METRICS") != "" {
+		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is not the exporter's metrics; run UPDATE_METRICS=1 go test -run TestMetricsListIsTheExporters ./fleet\nwant:\n%s", file, want)
+	}
+}
+
+var descName = regexp.MustCompile(`fqName: "(etcdkit_[a-z_]+)"`)
