@@ -21,6 +21,8 @@ type config struct {
 	revisions int
 	// fullKeys are the 1 KiB keys of the restore benchmark's full.
 	fullKeys int
+	// prefixes are the clusters of the fleet benchmark's bucket.
+	prefixes int
 	runs     int
 	dir      string
 	only     []string
@@ -81,6 +83,8 @@ var benchmarks = []benchmark{
 	{name: "follower", run: followerBench, byHand: true},
 	// By hand only: up to an 8 GiB database and 5,000,000 revisions.
 	{name: "growth", run: growthBench, byHand: true},
+	// By hand only: a thousand clusters' backups on an emulator.
+	{name: "fleet", run: fleetBench, byHand: true},
 	// By hand only: how the compression levels were chosen.
 	{name: "levels", run: levelsBench, byHand: true},
 }
@@ -101,6 +105,7 @@ func main() {
 	flag.DurationVar(&cfg.load, "load", 30*time.Second, "how long writers write (delta)")
 	flag.IntVar(&cfg.revisions, "revisions", 500000, "revisions of deltas in the chain (restore)")
 	flag.IntVar(&cfg.fullKeys, "full-keys", ebrFullKeys, "keys of 1 KiB in the chain's full (restore)")
+	flag.IntVar(&cfg.prefixes, "prefixes", 1000, "clusters' prefixes in the bucket (fleet)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")
