@@ -9,12 +9,13 @@ import (
 	"testing"
 )
 
-// fleet.yaml hangs together: the drill CronJob's Indexed Job runs as many
-// completions as the sample it draws, each container's flags parse in
-// etcd-backup, the metrics probe hits the port fleet serve listens on,
-// and the credential file is a key of the secret mounted at its path.
-// (TestManifestsApply applies it with the server dry run.)
-func TestFleetManifest(t *testing.T) {
+// fleetManifest checks that fleet.yaml hangs together: the drill
+// CronJob's Indexed Job runs as many completions as the sample it draws,
+// each container's flags parse in etcd-backup (bin), the metrics probe hits
+// the port fleet serve listens on, and the credential file is a key of the
+// secret mounted at its path. (TestManifestsApply applies it with the
+// server dry run.)
+func fleetManifest(t *testing.T, bin string) {
 	objs := load(t, "fleet.yaml")
 	cron, deploy := objs["CronJob/etcd-fleet-drill"], objs["Deployment/etcd-fleet"]
 	if cron == nil || deploy == nil || objs["Secret/etcd-fleet"] == nil {
@@ -26,7 +27,6 @@ func TestFleetManifest(t *testing.T) {
 	if job.str("completionMode") != "Indexed" || parallelism < 1 || parallelism > completions {
 		t.Fatalf("the drill Job: mode %q, %v completions, %v at a time", job.str("completionMode"), completions, parallelism)
 	}
-	bin := buildBinaries(t)["etcd-backup"]
 	for _, spec := range []object{object(job.get("template", "spec").(map[string]any)), object(deploy.get("spec", "template", "spec").(map[string]any))} {
 		volumes := map[string]object{}
 		for _, v := range list(spec.get("volumes")) {

@@ -102,6 +102,7 @@ func TestManifests(t *testing.T) {
 	}
 
 	bins := buildBinaries(t)
+	t.Run("fleet.yaml", func(t *testing.T) { fleetManifest(t, bins["etcd-backup"]) })
 	spec := object(sts.get("spec", "template", "spec").(map[string]any))
 	if links, ok := spec.get("enableServiceLinks").(bool); !ok || links {
 		t.Error("the pods get service links: set enableServiceLinks: false")
