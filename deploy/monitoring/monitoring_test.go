@@ -89,10 +89,16 @@ func TestRules(t *testing.T) {
 	}
 }
 
-// Every panel of the dashboard queries with PromQL that parses and names
-// only exported metrics.
+// Every panel of the dashboards (the sidecar's, the fleet's) queries with
+// PromQL that parses and names only exported metrics.
 func TestDashboard(t *testing.T) {
-	b, err := os.ReadFile("etcdkit-dashboard.json")
+	for _, file := range []string{"etcdkit-dashboard.json", "etcdkit-fleet-dashboard.json"} {
+		t.Run(file, func(t *testing.T) { checkDashboard(t, file) })
+	}
+}
+
+func checkDashboard(t *testing.T, file string) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
