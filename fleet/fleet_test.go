@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/fleet"
+	"github.com/etcdkit/etcdkit/internal/metricslist"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
@@ -211,29 +210,6 @@ func TestSampleIsTheDays(t *testing.T) {
 // deploy/monitoring/fleet-metrics.txt lists the exporter's metrics, which
 // the alerting rules there may name.
 func TestMetricsListIsTheExporters(t *testing.T) {
-	const file = "../deploy/monitoring/fleet-metrics.txt"
-	ch := make(chan *prometheus.Desc, 64)
-	go func() { fleet.NewExporter(nil, fleet.ScanOptions{}, 0).Describe(ch); close(ch) }()
-	var names []string
-	for d := range ch {
-		if m := descName.FindStringSubmatch(d.String()); m != nil {
-			names = append(names, m[1])
-		}
-	}
-	slices.Sort(names)
-	want := strings.Join(names, "\n") + "\n"
-	if os.Getenv("UPDATE_METRICS") != "" {
-		if err := os.WriteFile(file, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatalf("%s is not the exporter's metrics; run UPDATE_METRICS=1 go test -run TestMetricsListIsTheExporters ./fleet\nwant:\n%s", file, want)
-	}
+	metricslist.Check(t, "../deploy/monitoring/fleet-metrics.txt", fleet.NewExporter(nil, fleet.ScanOptions{}, 0).Describe,
+		"go test -run TestMetricsListIsTheExporters ./fleet")
 }
-
-var descName = regexp.MustCompile(`fqName: "(etcdkit_[a-z_]+)"`)

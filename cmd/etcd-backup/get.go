@@ -72,12 +72,7 @@ key, as they were then. The cluster is never contacted.`,
 			if opts.Target, err = t.target(cmd); err != nil {
 				return err
 			}
-			st, p, err := g.source(ctx, &opts.Source)
-			if err != nil {
-				return err
-			}
-			state, err := restore.ReadState(ctx, st, opts)
-			p.Done()
+			state, err := g.readState(ctx, opts)
 			if err != nil {
 				return err
 			}

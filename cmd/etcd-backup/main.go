@@ -185,6 +185,17 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 	return st, g.progress, nil
 }
 
+// readState reads the keys opts picks from the backups, as ReadState does,
+// with the progress line on while the chain replays.
+func (g *globals) readState(ctx context.Context, opts restore.StateOptions) (restore.State, error) {
+	st, p, err := g.source(ctx, &opts.Source)
+	if err != nil {
+		return restore.State{}, err
+	}
+	defer p.Done()
+	return restore.ReadState(ctx, st, opts)
+}
+
 // sites opens --store and --secondary-store as sites that may not answer,
 // and picks the one a read uses (restore.PickSite).
 func (g *globals) sites(ctx context.Context) (store.Store, error) {

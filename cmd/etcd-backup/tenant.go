@@ -84,12 +84,7 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 		return err
 	}
 	defer func() { _ = live.Close() }()
-	st, p, err := g.source(ctx, &opts.Source)
-	if err != nil {
-		return err
-	}
-	past, err := restore.ReadState(ctx, st, opts)
-	p.Done()
+	past, err := g.readState(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -46,12 +46,7 @@ Without --apply nothing is written: the report says what would be.`,
 				return err
 			}
 			defer func() { _ = live.Close() }()
-			st, p, err := g.source(ctx, &opts.Source)
-			if err != nil {
-				return err
-			}
-			past, err := restore.ReadState(ctx, st, opts)
-			p.Done()
+			past, err := g.readState(ctx, opts)
 			if err != nil {
 				return err
 			}
