@@ -395,8 +395,9 @@ func heapWatchdog(limit uint64) (stop func()) {
 }
 
 // A restored data dir that etcd has since written to may hold writes no
-// backup has: once moved aside it is kept, while the restored dirs etcd
-// never wrote to are pruned.
+// backup has: once moved aside it is kept (a key written, or only a user
+// added, which no key revision shows), while the restored dirs etcd never
+// ran on are pruned.
 func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -432,10 +433,18 @@ func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 	}
 	m.Stop()
 	written := again()
+	// A user added changes no key's revision: the dir etcd ran on is
+	// kept all the same.
+	m.Restart(t)
+	if _, err := m.Client(t).UserAdd(ctx, "only-here", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	m.Stop()
+	usersOnly := again()
 	unwritten := again()
 	just := again()
 	aside, _ := filepath.Glob(m.Dir + ".bak-*")
-	if want := []string{original, written, just}; !slices.Equal(aside, want) {
+	if want := []string{original, written, usersOnly, just}; !slices.Equal(aside, want) {
 		t.Fatalf("moved-aside dirs %v, want %v (%s, which etcd never wrote to, pruned)", aside, want, unwritten)
 	}
 }

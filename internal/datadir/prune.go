@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -32,6 +33,42 @@ type built struct {
 	By       string `json:"built_by"`
 	At       string `json:"at"`
 	Revision *int64 `json:"revision"`
+	// Files are the member dir's files as built: etcd writes its WAL
+	// before its database (a write acknowledged and then killed is in the
+	// WAL alone), and users, roles and leases change no key revision, so
+	// the database's revision alone cannot tell that etcd ran.
+	Files map[string]fileState `json:"files"`
+}
+
+// fileState is what a file was when the marker was left.
+type fileState struct {
+	Size     int64 `json:"size"`
+	Modified int64 `json:"modified_unix_nano"`
+}
+
+// memberFiles are the files under dir/member, by their path below it.
+func memberFiles(dir string) (map[string]fileState, error) {
+	out := map[string]fileState{}
+	root := filepath.Join(dir, "member")
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) && p == root {
+			return fs.SkipDir
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		out[filepath.ToSlash(rel)] = fileState{Size: info.Size(), Modified: info.ModTime().UnixNano()}
+		return nil
+	})
+	return out, err
 }
 
 // MarkBuilt leaves the marker in dir, saying what built it and the
@@ -44,7 +81,11 @@ func MarkBuilt(dir, by string, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("mark %s built: %w", dir, err)
 	}
-	b, err := json.Marshal(built{By: by, At: now.UTC().Format(time.RFC3339), Revision: &rev})
+	files, err := memberFiles(dir)
+	if err != nil {
+		return fmt.Errorf("mark %s built: %w", dir, err)
+	}
+	b, err := json.Marshal(built{By: by, At: now.UTC().Format(time.RFC3339), Revision: &rev, Files: files})
 	if err != nil {
 		return err
 	}
@@ -52,19 +93,25 @@ func MarkBuilt(dir, by string, now time.Time) error {
 }
 
 // Built says whether dir holds the marker and nothing written since: its
-// database (if any) still has the marker's revision. An unreadable marker
-// or database keeps the dir.
+// database (if any) still has the marker's revision, and every file of
+// its member dir is as the marker saw it (none added, none changed). An
+// unreadable marker or database, or a marker that recorded no files (an
+// older etcdkit's), keeps the dir.
 func Built(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, BuiltMarker))
 	if err != nil {
 		return false
 	}
 	var m built
-	if json.Unmarshal(b, &m) != nil || m.Revision == nil {
+	if json.Unmarshal(b, &m) != nil || m.Revision == nil || m.Files == nil {
 		return false
 	}
 	rev, err := dbRevision(dir)
-	return err == nil && rev == *m.Revision
+	if err != nil || rev != *m.Revision {
+		return false
+	}
+	files, err := memberFiles(dir)
+	return err == nil && maps.Equal(files, m.Files)
 }
 
 // dbRevision is the revision of dir's etcd database, 0 when it has none.
