@@ -39,13 +39,16 @@ type MoveOptions struct {
 	CutOver <-chan struct{}
 	// CutOverRevision is the source revision the target must hold at the
 	// cut-over: the source cluster's current revision, read after the
-	// tenant's writers stopped. nil: what the deltas reach at the first
-	// poll after the cut-over (and Trigger's delta).
+	// tenant's writers stopped; the deltas are waited for until they
+	// reach it.
 	CutOverRevision func(context.Context) (int64, error)
 	// Trigger asks the source's sidecar for a delta now (its API's POST
 	// /v1/snapshots/delta), so the cut-over does not wait for the delta
-	// period. nil: the sidecar's next delta is waited for.
-	Trigger func(context.Context) error
+	// period, and returns the revision that delta reaches (0: the sidecar
+	// had nothing newer than its last upload). One of CutOverRevision and
+	// Trigger is required: without either, the last delta cannot be
+	// told from any other.
+	Trigger func(context.Context) (int64, error)
 	// CutOverTimeout bounds the cut-over. Default 2 min.
 	CutOverTimeout time.Duration
 	// Followed is called after each delta that was applied.
@@ -69,6 +72,9 @@ type Moved struct {
 	MoveProgress
 	// Deltas applied after the first state.
 	Deltas int
+	// LeasesGranted in the target, under the source's lease IDs: kept
+	// alive while the move followed, then by the tenant's clients.
+	LeasesGranted int
 	// CutOverAt is the source revision the cut-over waited for;
 	// LagClosed how many revisions the target was behind it when the
 	// cut-over began, and CutOverTook how long it took from CutOver to the
@@ -101,6 +107,9 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	if err := opts.Rename.Check(opts.Prefix); err != nil {
 		return m, fmt.Errorf("move: %w", err)
 	}
+	if opts.CutOverRevision == nil && opts.Trigger == nil {
+		return m, errors.New("move: the cut-over needs the source's revision or its sidecar, to know which delta is the last")
+	}
 	chain, err := Chain(ctx, st, Target{})
 	if err != nil {
 		return m, fmt.Errorf("move: %w", err)
@@ -113,7 +122,25 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	if past.Leases == nil {
 		past.Leases = map[int64]int64{}
 	}
-	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]int64{}}
+	// The leases granted in the target live while the move follows: the
+	// source's keep them, and its deltas delete their keys when they go.
+	// From the cut-over on, the tenant's clients keep them alive, by the
+	// same IDs.
+	kctx, stopKeepAlive := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeepAlive()
+	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]bool{},
+		granted: func(id int64) {
+			m.LeasesGranted++
+			ch, err := target.KeepAlive(kctx, clientv3.LeaseID(id))
+			if err != nil {
+				opts.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
+				return
+			}
+			go func() {
+				for range ch {
+				}
+			}()
+		}}
 	if m.Loaded, err = b.apply(ctx, opts.Prefix); err != nil {
 		return m, fmt.Errorf("move: write the first state into the target: %w", err)
 	}
@@ -159,21 +186,31 @@ type mover struct {
 }
 
 // cutOver waits for the deltas to reach the cut-over revision and
-// applies them.
+// applies them: the source's revision, or the revision the sidecar's delta
+// on demand reached. When neither is known, the cut-over fails: a target
+// short of the source's last writes must never be taken for whole.
 func (f *mover) cutOver(ctx context.Context) error {
 	start := time.Now()
 	var want int64
+	known := false
 	if f.opts.CutOverRevision != nil {
 		rev, err := f.opts.CutOverRevision(ctx)
 		if err != nil {
 			return fmt.Errorf("move: cut over: the source's revision: %w", err)
 		}
-		want = rev
+		want, known = rev, true
 	}
 	if f.opts.Trigger != nil {
-		if err := f.opts.Trigger(ctx); err != nil {
-			// The sidecar's own period brings the delta all the same.
-			f.opts.Logger.Warn("move: cut over: the sidecar did not take a delta on demand; waiting for its next", "error", err)
+		rev, err := f.opts.Trigger(ctx)
+		switch {
+		case err == nil:
+			// 0: nothing newer than the sidecar's last upload, which the
+			// first poll reaches.
+			want = max(want, rev)
+		case !known:
+			return fmt.Errorf("move: cut over: the sidecar took no delta on demand and the source's revision is unknown, so the last delta cannot be told (give the source's endpoints, or try again): %w", err)
+		default:
+			f.opts.Logger.Warn("move: cut over: the sidecar took no delta on demand; waiting for its next to reach the source's revision", "revision", want, "error", err)
 		}
 	}
 	from := f.m.Revision
@@ -264,12 +301,12 @@ func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
 			if _, known := f.b.past.Leases[kv.Lease]; !known && ev.LeaseTTL > 0 {
 				f.b.past.Leases[kv.Lease] = ev.LeaseTTL
 			}
-			id, ok, err := f.b.lease(ctx, kv.Lease)
+			ok, err := f.b.lease(ctx, kv.Lease)
 			if err != nil {
 				return err
 			}
 			if ok {
-				lease = append(lease, clientv3.WithLease(clientv3.LeaseID(id)))
+				lease = append(lease, clientv3.WithLease(clientv3.LeaseID(kv.Lease)))
 			}
 		}
 		batch = append(batch, clientv3.OpPut(key, string(kv.Value), lease...))

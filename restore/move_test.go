@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,14 +73,32 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	<-fulls
-	trigger := func(ctx context.Context) error {
-		if _, err := s.TakeDelta(ctx); err != nil && !errors.Is(err, capture.ErrNoEvents) {
-			return err
-		}
-		return nil
+	// A key whose lease its client keeps alive in the source, for a TTL
+	// far shorter than a move.
+	short, err := scli.Grant(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := trigger(ctx); err != nil {
+	alive, err := scli.KeepAlive(ctx, short.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for range alive {
+		}
+	}()
+	if _, err := scli.Put(ctx, "/t/a/held", "by a lease", clientv3.WithLease(short.ID)); err != nil {
+		t.Fatal(err)
+	}
+	<-fulls
+	trigger := func(ctx context.Context) (int64, error) {
+		d, err := s.TakeDelta(ctx)
+		if errors.Is(err, capture.ErrNoEvents) {
+			return 0, nil
+		}
+		return d.LastRevision, err
+	}
+	if _, err := trigger(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -131,6 +150,17 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 			Followed: func(p restore.MoveProgress) { followed <- p }})
 		moved <- result{m, err}
 	}()
+	// The lease lives in the target under its ID while the move follows:
+	// its TTL runs down and is renewed there.
+	lowest := int64(3)
+	etcdtest.Eventually(t, "the target's lease is renewed", 30*time.Second, func() bool {
+		l, err := dcli.TimeToLive(ctx, short.ID)
+		if err != nil || l.TTL < 0 {
+			return false
+		}
+		lowest = min(lowest, l.TTL)
+		return lowest < l.TTL
+	})
 	// One delta while the writer writes is followed before the cut-over.
 	d, err := s.TakeDelta(ctx)
 	if err != nil {
@@ -156,8 +186,11 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	m := r.m
 	t.Logf("moved %d keys, then %d events in %d deltas; cut over at revision %d: %d revisions of lag closed in %v; the writer's downtime %v",
 		len(m.Loaded.Created), m.Events, m.Deltas, m.CutOverAt, m.LagClosed, m.CutOverTook.Round(time.Millisecond), downtime.Round(time.Millisecond))
-	if m.LagClosed == 0 || m.Deltas < 2 || m.Revision < m.CutOverAt {
+	if m.LagClosed == 0 || m.Deltas < 2 || m.Revision < m.CutOverAt || m.LeasesGranted != 2 {
 		t.Fatalf("move: %+v", m)
+	}
+	if held, err := dcli.Get(ctx, "/t/b/held"); err != nil || len(held.Kvs) != 1 || held.Kvs[0].Lease != int64(short.ID) {
+		t.Fatalf("the leased key in the target: %v, %v; want it under lease %x", held, err, short.ID)
 	}
 
 	srcKVs, err := scli.Get(ctx, "/t/a/", clientv3.WithPrefix())
@@ -180,12 +213,32 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the target holds %v\nthe source held %v", got, want)
 	}
-	// A key that kept its lease through the move has one in the target.
+	// Each leased key has its lease in the target: the same ID, the
+	// same TTL.
 	for _, kv := range srcKVs.Kvs {
-		if kv.Lease != 0 {
-			if err := checkLeased(ctx, dcli, "/t/b/"+string(kv.Key[len("/t/a/"):]), 600); err != nil {
-				t.Fatal(err)
-			}
+		if kv.Lease == 0 {
+			continue
 		}
+		l, err := scli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkLeased(ctx, dcli, "/t/b/"+string(kv.Key[len("/t/a/"):]), l.GrantedTTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A move that could not tell the last delta is refused, and a
+	// cut-over whose sidecar does not answer fails rather than cut over
+	// short.
+	if _, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/"}); err == nil {
+		t.Fatal("a move without the source's revision or its sidecar was accepted")
+	}
+	down := make(chan struct{})
+	close(down)
+	_, err = restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down,
+		Trigger: func(context.Context) (int64, error) { return 0, errors.New("connection refused") }})
+	if err == nil || !strings.Contains(err.Error(), "the last delta cannot be told") {
+		t.Fatalf("a cut-over without the sidecar's delta or the source's revision: %v", err)
 	}
 }

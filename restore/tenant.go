@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -98,8 +100,8 @@ const (
 
 // liveKey is what the live cluster held at a key when it was read.
 type liveKey struct {
-	value []byte
-	mod   int64
+	value      []byte
+	mod, lease int64
 }
 
 // ApplyState writes a past state of the keys under prefix (read from the
@@ -120,7 +122,7 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 		return Applied{}, err
 	}
 	var a Applied
-	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]int64{}}
+	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]bool{}}
 	return b.apply(ctx, prefix)
 }
 
@@ -143,7 +145,7 @@ func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 		switch {
 		case !ok:
 			err = b.put(ctx, key, kv, 0, &a.Created)
-		case bytes.Equal(l.value, kv.Value):
+		case bytes.Equal(l.value, kv.Value) && l.lease == b.leaseOf(kv):
 			a.Same = append(a.Same, key)
 		default:
 			err = b.put(ctx, key, kv, l.mod, &a.Overwritten)
@@ -191,7 +193,7 @@ func readLive(ctx context.Context, cli *clientv3.Client, prefix string) (map[str
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			out[string(kv.Key)] = liveKey{value: kv.Value, mod: kv.ModRevision}
+			out[string(kv.Key)] = liveKey{value: kv.Value, mod: kv.ModRevision, lease: kv.Lease}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return out, rev, nil
@@ -215,11 +217,13 @@ type applier struct {
 	opts ApplyOptions
 	past State
 	out  *Applied
-	// leases maps a past lease to the one granted for it (in a dry run,
-	// to its own ID).
-	leases map[int64]int64
-	ops    []guarded
-	bytes  int
+	// leases are the past leases the keys written are attached to, granted
+	// again under their IDs where the cluster did not hold them.
+	leases map[int64]bool
+	// granted, when set, is told of each lease granted.
+	granted func(id int64)
+	ops     []guarded
+	bytes   int
 }
 
 // guarded is one write of a batch, with the list it lands in if it
@@ -234,12 +238,12 @@ type guarded struct {
 func (b *applier) put(ctx context.Context, key string, kv *mvccpb.KeyValue, mod int64, into *[]string) error {
 	var opts []clientv3.OpOption
 	if kv.Lease != 0 {
-		id, ok, err := b.lease(ctx, kv.Lease)
+		ok, err := b.lease(ctx, kv.Lease)
 		if err != nil {
 			return err
 		}
 		if ok {
-			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(id)))
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(kv.Lease)))
 		} else {
 			b.out.WithoutLease = append(b.out.WithoutLease, key)
 		}
@@ -253,26 +257,43 @@ func (b *applier) del(ctx context.Context, key string, mod int64) error {
 		op: clientv3.OpDelete(key), into: &b.out.Deleted}, len(key))
 }
 
-// lease is the live lease for a past one: granted once, with the past
-// lease's TTL. A lease the backups hold no TTL of is none (false).
-func (b *applier) lease(ctx context.Context, past int64) (int64, bool, error) {
-	if id, ok := b.leases[past]; ok {
-		return id, true, nil
+// leaseOf is the lease kv is written with: its own, unless the backups
+// hold no TTL of it.
+func (b *applier) leaseOf(kv *mvccpb.KeyValue) int64 {
+	if _, ok := b.past.Leases[kv.Lease]; ok {
+		return kv.Lease
+	}
+	return 0
+}
+
+// lease makes the past lease live in the cluster for its keys: granted
+// once, under its own ID and with its TTL, unless the cluster holds it. A
+// lease the backups hold no TTL of is none (false): its keys go without.
+func (b *applier) lease(ctx context.Context, past int64) (bool, error) {
+	if b.leases[past] {
+		return true, nil
 	}
 	ttl, ok := b.past.Leases[past]
 	if !ok {
-		return 0, false, nil
+		return false, nil
 	}
-	id := past
 	if b.opts.Apply {
-		resp, err := b.cli.Grant(ctx, ttl)
-		if err != nil {
-			return 0, false, fmt.Errorf("grant a lease of %d s for the keys of past lease %x: %w", ttl, past, err)
+		// Under the past lease's own ID: a tenant's clients keep their
+		// leases alive by ID, and where the lease still lives (a restore
+		// into its own cluster) its keys join it again.
+		_, err := clientv3.RetryLeaseClient(b.cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: past, TTL: ttl})
+		switch {
+		case err == nil:
+			if b.granted != nil {
+				b.granted(past)
+			}
+		case errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist):
+		default:
+			return false, fmt.Errorf("grant lease %x of %d s for its keys: %w", past, ttl, err)
 		}
-		id = int64(resp.ID)
 	}
-	b.leases[past] = id
-	return id, true, nil
+	b.leases[past] = true
+	return true, nil
 }
 
 func (b *applier) add(ctx context.Context, g guarded, size int) error {

@@ -167,15 +167,15 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if now := keyValues(t, ctx, root, "/t/ab/"); !slices.Equal(now, neighbours) {
 		t.Fatalf("the neighbour's keys changed: %v, were %v", now, neighbours)
 	}
-	// The recreated key had a lease: it has a new one of the same TTL;
-	// the keys left as they were keep theirs.
+	// The recreated key had a lease, which still lives: the key joins it
+	// again, as the keys left as they were kept it.
 	if err := checkLeased(ctx, root, "/t/a/k01", 3600); err != nil {
 		t.Fatal(err)
 	}
-	for key, same := range map[string]bool{"/t/a/k01": false, "/t/a/k05": true} {
+	for _, key := range []string{"/t/a/k01", "/t/a/k05"} {
 		resp, err := root.Get(ctx, key)
-		if err != nil || len(resp.Kvs) != 1 || (resp.Kvs[0].Lease == int64(lease.ID)) != same {
-			t.Fatalf("%s: %v, %v; its lease should be the old one: %v", key, resp, err, same)
+		if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(lease.ID) {
+			t.Fatalf("%s: %v, %v; want it under lease %x", key, resp, err, lease.ID)
 		}
 	}
 
@@ -204,8 +204,13 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if got := keyValues(t, ctx, root2, "/t/"); !slices.Equal(got, renamed(want)) {
 		t.Fatalf("the copy: %v\nwant %v", got, renamed(want))
 	}
+	// In another cluster the lease is granted under its ID: the tenant's
+	// clients keep it alive by the ID they know.
 	if err := checkLeased(ctx, root2, "/t/b/k01", 3600); err != nil {
 		t.Fatal(err)
+	}
+	if resp, err := root2.Get(ctx, "/t/b/k01"); err != nil || resp.Kvs[0].Lease != int64(lease.ID) {
+		t.Fatalf("/t/b/k01 in the copy: %v, %v; want lease %x", resp, err, lease.ID)
 	}
 	if _, err := restore.ApplyState(ctx, tenantB, state, "/t/a/", restore.ApplyOptions{Apply: true}); err == nil {
 		t.Fatal("a user without access to /t/a/ on the second cluster wrote there")

@@ -45,6 +45,9 @@ overwritten by the source's next events.`,
 			if tn.prefix == "" || len(tn.to) == 0 {
 				return cli.Usage(errors.New("--prefix and --to are required: the tenant's keys and the cluster they move to"))
 			}
+			if !cmd.Flags().Changed("endpoints") && sidecar.URL == "" {
+				return cli.Usage(errors.New("--endpoints (the source cluster) or --sidecar-url (its sidecar) is required: the cut-over waits for the delta that holds the source's last write, and needs one of them to know which that is"))
+			}
 			if err := tn.check(cmd, "", false); err != nil {
 				return err
 			}
@@ -84,13 +87,13 @@ overwritten by the source's next events.`,
 					}
 					sidecar.Token = strings.TrimSpace(string(b))
 				}
-				opts.Trigger = func(ctx context.Context) error {
-					_, err := sidecar.Delta(ctx)
+				opts.Trigger = func(ctx context.Context) (int64, error) {
+					v, err := sidecar.Delta(ctx)
 					// 409: no events since the last snapshot, nothing to wait for.
 					if e := (*api.Error)(nil); errors.As(err, &e) && e.Code == http.StatusConflict {
-						return nil
+						return 0, nil
 					}
-					return err
+					return v.LastRevision, err
 				}
 			}
 			st, p, err := g.source(ctx, &opts.Source)
@@ -106,14 +109,21 @@ overwritten by the source's next events.`,
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"prefix": tn.prefix, "to": tn.to, "revision": m.Revision, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
+			written := tn.prefix
+			if tn.rename != (restore.Rename{}) {
+				written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
+			}
+			out := map[string]any{"prefix": tn.prefix, "written_under": written, "to": tn.to, "revision": m.Revision, "leases_granted": m.LeasesGranted, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
 				"deleted_in_target": len(m.Loaded.Deleted), "deltas": m.Deltas, "events": m.Events, "cut_over_revision": m.CutOverAt,
 				"lag_closed": m.LagClosed, "cut_over_seconds": m.CutOverTook.Seconds()}
 			return g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "moved\t%s to %s\n", tn.prefix, strings.Join(tn.to, ","))
+				fmt.Fprintf(w, "moved\t%s to %s under %s\n", tn.prefix, strings.Join(tn.to, ","), written)
 				fmt.Fprintf(w, "first state\t%d keys written, %d kept, %d deleted that the source did not hold\n",
 					len(m.Loaded.Created)+len(m.Loaded.Overwritten), len(m.Loaded.Same), len(m.Loaded.Deleted))
 				fmt.Fprintf(w, "followed\t%d deltas, %d events of the prefix\n", m.Deltas, m.Events)
+				if m.LeasesGranted > 0 {
+					fmt.Fprintf(w, "leases\t%d granted in the target under their IDs, live for their TTL: the tenant's clients keep them alive from now on\n", m.LeasesGranted)
+				}
 				fmt.Fprintf(w, "cut over\tat revision %d: %d revisions of lag closed in %s\n", m.Revision, m.LagClosed, m.CutOverTook.Round(time.Millisecond))
 				fmt.Fprintf(w, "next\tpoint the tenant's writers at %s\n", strings.Join(tn.to, ","))
 			})
