@@ -46,6 +46,17 @@ func Drill(ctx context.Context, st store.Store, opts DrillOptions) (snapshot.Dri
 	src := opts.Source
 	var note string
 	if hasVerified {
+		// Backups that end before what a sidecar verified lost their
+		// newest objects: no replay of what is left can make up for it.
+		latest, err := restore.Chain(ctx, st, restore.Target{})
+		if err == nil && latest.LastRevision() < verified.Revision {
+			rec.Error = fmt.Sprintf("the backups end at revision %d, before the %d the sidecar verified (%s): backups were lost",
+				latest.LastRevision(), verified.Revision, verified.Key)
+			rec.Full, rec.At, rec.TookSeconds = latest.Full.Key, opts.Now(), time.Since(start).Seconds()
+			return writeDrill(ctx, st, rec)
+		}
+	}
+	if hasVerified {
 		if _, err := restore.Chain(ctx, st, restore.Target{Revision: verified.Revision}); err != nil {
 			note = fmt.Sprintf("the digest recorded at revision %d (%s) is no longer in the backups: %v", verified.Revision, verified.Key, err)
 			hasVerified = false
@@ -66,10 +77,15 @@ func Drill(ctx context.Context, st store.Store, opts DrillOptions) (snapshot.Dri
 		rec.Result, rec.Compared, rec.Error = snapshot.DrillOK, hasVerified, note
 	}
 	rec.At, rec.TookSeconds = opts.Now(), time.Since(start).Seconds()
-	key, werr := snapshot.WriteDrill(ctx, st, rec)
+	return writeDrill(ctx, st, rec)
+}
+
+// writeDrill records a fleet drill's result beside the backups.
+func writeDrill(ctx context.Context, st store.Store, rec snapshot.DrillRecord) (snapshot.DrillRecord, error) {
+	key, err := snapshot.WriteDrill(ctx, st, rec)
 	rec.Key = key
-	if werr != nil {
-		return rec, fmt.Errorf("fleet drill: record the result (%s): %w", rec.Result, werr)
+	if err != nil {
+		return rec, fmt.Errorf("fleet drill: record the result (%s): %w", rec.Result, err)
 	}
 	return rec, nil
 }

@@ -93,6 +93,9 @@ func TestAFleetInOneBucket(t *testing.T) {
 	a := backUp(t, ctx, cli, file, "seed/shoot--a/etcd-main", "")
 	backUp(t, ctx, cli, file, "seed/shoot--b/etcd-main", strings.Repeat("0", 64))
 	backUp(t, ctx, cli, file, "seed/shoot--c/etcd-main", "")
+	// Prefixes inside prefixes, one of them named as etcdkit's records.
+	y := backUp(t, ctx, cli, file, "seed/y", "")
+	backUp(t, ctx, cli, file, "seed/y/etcdkit", "")
 	if err := file.Put(ctx, "seed/README.txt", strings.NewReader("not a backup")); err != nil {
 		t.Fatal(err)
 	}
@@ -111,13 +114,13 @@ func TestAFleetInOneBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Clusters) != 3 || bucket.lists.Load() != 1 || bucket.gets.Load() > 3*3 {
+	if len(f.Clusters) != 5 || bucket.lists.Load() != 1 || bucket.gets.Load() > 2*5 {
 		t.Fatalf("scan: %d prefixes with %d lists and %d reads: %+v", len(f.Clusters), bucket.lists.Load(), bucket.gets.Load(), f.Clusters)
 	}
-	for i, want := range []string{"seed/shoot--a/etcd-main", "seed/shoot--b/etcd-main", "seed/shoot--c/etcd-main"} {
+	for i, want := range []string{"seed/shoot--a/etcd-main", "seed/shoot--b/etcd-main", "seed/shoot--c/etcd-main", "seed/y", "seed/y/etcdkit"} {
 		cl := f.Clusters[i]
 		if cl.Prefix != want || cl.Layout != fleet.LayoutEtcdkit || cl.ClusterID == "" || cl.ChainDeltas != 1 || cl.NewestDelta == "" ||
-			cl.Drill == nil || cl.Drill.Source != snapshot.DrillBySidecar || cl.Problem != "" || cl.Stale != (i == 2) || cl.Bytes == 0 || cl.MonthlyCost <= 0 {
+			cl.Drill == nil || cl.Drill.Source != snapshot.DrillBySidecar || cl.Problem != "" || cl.Stale != (i == 2) || cl.Bytes == 0 || cl.MonthlyCost <= 0 || cl.Objects != 4 {
 			t.Fatalf("prefix %d: %+v", i, cl)
 		}
 	}
@@ -147,6 +150,31 @@ func TestAFleetInOneBucket(t *testing.T) {
 		t.Fatalf("a drill without a recorded digest: %+v, %v", rec, err)
 	}
 
+	// A drill's record keeps no silent cluster alive.
+	c3, err := store.WithPrefix(file, "seed/shoot--c/etcd-main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.Drill(ctx, c3, fleet.DrillOptions{WorkDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	// Backups that lost the newest delta a sidecar verified fail.
+	cat, err := snapshot.List(ctx, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Delete(ctx, latest.Deltas[len(latest.Deltas)-1].Key); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := fleet.Drill(ctx, y, fleet.DrillOptions{WorkDir: t.TempDir()}); err != nil || rec.Result != snapshot.DrillFailed ||
+		!strings.Contains(rec.Error, "backups were lost") {
+		t.Fatalf("a drill of backups short of the verified revision: %+v, %v", rec, err)
+	}
+
 	e := fleet.NewExporter(bucket, fleet.ScanOptions{}, time.Hour)
 	if _, err := e.Scan(ctx); err != nil {
 		t.Fatal(err)
@@ -172,12 +200,13 @@ func TestAFleetInOneBucket(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]float64{
-		"etcdkit_fleet_prefixes{}":                                                                3,
+		"etcdkit_fleet_prefixes{}":                                                                5,
 		"etcdkit_fleet_stale{prefix=seed/shoot--c/etcd-main}":                                     1,
 		"etcdkit_fleet_stale{prefix=seed/shoot--a/etcd-main}":                                     0,
 		"etcdkit_fleet_chain_deltas{prefix=seed/shoot--b/etcd-main}":                              1,
 		"etcdkit_fleet_drill_result{prefix=seed/shoot--b/etcd-main,result=mismatch,source=fleet}": 1,
 		"etcdkit_fleet_drill_result{prefix=seed/shoot--a/etcd-main,result=ok,source=fleet}":       1,
+		"etcdkit_fleet_drill_result{prefix=seed/y,result=failed,source=fleet}":                    1,
 		"etcdkit_fleet_scans_total{}":                                                             1,
 	} {
 		if v, ok := got[name]; !ok || v != want {

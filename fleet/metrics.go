@@ -63,7 +63,7 @@ func (e *Exporter) Run(ctx context.Context) error {
 
 // metricDescs are the exporter's metrics.
 type metricDescs struct {
-	rpo, lastObject, stale, bytes, deltas, estimate, revision, drill, drillAt, problem *prometheus.Desc
+	rpo, lastBackup, stale, bytes, deltas, estimate, revision, drill, drillAt, problem *prometheus.Desc
 	prefixes, scanAt, scanTook, scans, scanErrors                                      *prometheus.Desc
 }
 
@@ -71,8 +71,8 @@ func newMetricDescs() metricDescs {
 	byPrefix := []string{"prefix"}
 	return metricDescs{
 		rpo:        prometheus.NewDesc("etcdkit_fleet_rpo_seconds", "Age of the prefix's newest snapshot: the writes a loss now would take.", byPrefix, nil),
-		lastObject: prometheus.NewDesc("etcdkit_fleet_last_object_timestamp_seconds", "Unix time the store last took an object of the prefix.", byPrefix, nil),
-		stale:      prometheus.NewDesc("etcdkit_fleet_stale", "1 when the prefix has had no new object for longer than --stale: an orphan, or a sidecar that stopped.", byPrefix, nil),
+		lastBackup: prometheus.NewDesc("etcdkit_fleet_last_backup_timestamp_seconds", "Unix time the store last took a snapshot of the prefix.", byPrefix, nil),
+		stale:      prometheus.NewDesc("etcdkit_fleet_stale", "1 when the prefix has had no new snapshot for longer than --stale: an orphan, or a sidecar that stopped.", byPrefix, nil),
 		bytes:      prometheus.NewDesc("etcdkit_fleet_backup_bytes", "Bytes of every object of the prefix.", byPrefix, nil),
 		deltas:     prometheus.NewDesc("etcdkit_fleet_chain_deltas", "Deltas of the prefix's latest chain.", byPrefix, nil),
 		estimate:   prometheus.NewDesc("etcdkit_fleet_restore_estimate_seconds", "Estimated time to restore the prefix's latest chain.", byPrefix, nil),
@@ -92,7 +92,7 @@ func newMetricDescs() metricDescs {
 // Describe is prometheus.Collector's: every metric, scanned or not yet.
 func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	descs := e.descs
-	for _, d := range []*prometheus.Desc{descs.rpo, descs.lastObject, descs.stale, descs.bytes, descs.deltas, descs.estimate, descs.revision,
+	for _, d := range []*prometheus.Desc{descs.rpo, descs.lastBackup, descs.stale, descs.bytes, descs.deltas, descs.estimate, descs.revision,
 		descs.drill, descs.drillAt, descs.problem, descs.prefixes, descs.scanAt, descs.scanTook, descs.scans, descs.scanErrors} {
 		ch <- d
 	}
@@ -117,7 +117,7 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	gauge(descs.scanTook, f.Took.Seconds())
 	for _, c := range f.Clusters {
 		p := c.Prefix
-		gauge(descs.lastObject, float64(c.LastObjectAt.Unix()), p)
+		gauge(descs.lastBackup, float64(c.LastBackupAt.Unix()), p)
 		gauge(descs.stale, b2f(c.Stale), p)
 		gauge(descs.bytes, float64(c.Bytes), p)
 		gauge(descs.problem, b2f(c.Problem != ""), p)

@@ -19,7 +19,7 @@ import (
 // a day without a new object, estimates restores at the bench machine's
 // speed, prices nothing and reads 8 prefixes at a time.
 type ScanOptions struct {
-	// Stale: a prefix without a new object for longer is an orphan (its
+	// Stale: a prefix without a new snapshot for longer is an orphan (its
 	// cluster is gone, or its sidecar stopped). Default 24 h.
 	Stale time.Duration
 	// Speed estimates each restore (restore.EstimateRestore).
@@ -86,9 +86,10 @@ type Cluster struct {
 	// MonthlyCost is Bytes at ScanOptions.PricePerGiBMonth.
 	MonthlyCost             float64 `json:"monthly_cost,omitempty"`
 	EstimatedRestoreSeconds float64 `json:"estimated_restore_seconds"`
-	// LastObjectAt is when the store last took an object of the prefix;
-	// Stale says that is longer ago than ScanOptions.Stale.
-	LastObjectAt time.Time `json:"last_object_at"`
+	// LastBackupAt is when the store last took a snapshot of the prefix
+	// (the records beside them do not count: a drill's keeps no cluster
+	// alive); Stale says that is longer ago than ScanOptions.Stale.
+	LastBackupAt time.Time `json:"last_backup_at"`
 	Stale        bool      `json:"stale"`
 	// Drill is the newest drill record, nil when none was recorded.
 	Drill *snapshot.DrillRecord `json:"drill,omitempty"`
@@ -161,13 +162,17 @@ func Group(objs []store.Object) map[string][]store.Object {
 		}
 	}
 	for _, o := range rest {
+		// The longest prefix: y/etcdkit/etcdkit/… is y/etcdkit's record.
+		at := -1
 		for i := range boundaries(o.Key) {
-			p := o.Key[:i]
-			if _, ok := out[p]; ok && strings.HasPrefix(o.Key[i:], "etcdkit/") {
-				o.Key = o.Key[i:]
-				out[p] = append(out[p], o)
-				break
+			if _, ok := out[o.Key[:i]]; ok && strings.HasPrefix(o.Key[i:], "etcdkit/") {
+				at = i
 			}
+		}
+		if at >= 0 {
+			p := o.Key[:at]
+			o.Key = o.Key[at:]
+			out[p] = append(out[p], o)
 		}
 	}
 	return out
@@ -208,9 +213,6 @@ func summarize(ctx context.Context, l *listed, opts ScanOptions, now time.Time) 
 	for _, o := range l.objs {
 		c.Objects++
 		c.Bytes += o.Size
-		if o.Modified.After(c.LastObjectAt) {
-			c.LastObjectAt = o.Modified
-		}
 		switch {
 		case strings.HasPrefix(o.Key, "etcdkit/"):
 			c.Layout = LayoutEtcdkit
@@ -219,10 +221,13 @@ func summarize(ctx context.Context, l *listed, opts ScanOptions, now time.Time) 
 			}
 		default:
 			c.Snapshots++
+			if o.Modified.After(c.LastBackupAt) {
+				c.LastBackupAt = o.Modified
+			}
 		}
 	}
 	c.MonthlyCost = float64(c.Bytes) / (1 << 30) * opts.PricePerGiBMonth
-	c.Stale = now.Sub(c.LastObjectAt) > opts.Stale
+	c.Stale = now.Sub(c.LastBackupAt) > opts.Stale
 	cat, err := snapshot.List(ctx, l)
 	if err != nil {
 		c.Problem = err.Error()

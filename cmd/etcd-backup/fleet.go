@@ -24,7 +24,7 @@ type scanFlags struct {
 
 func (s *scanFlags) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.DurationVar(&s.opts.Stale, "stale", 24*time.Hour, "a prefix without a new object for longer is stale: an orphan, or a sidecar that stopped")
+	f.DurationVar(&s.opts.Stale, "stale", 24*time.Hour, "a prefix without a new snapshot for longer is stale: an orphan, or a sidecar that stopped")
 	f.Float64Var(&s.opts.PricePerGiBMonth, "price-per-gib-month", 0.023, "the store's price of a GiB kept a month, for the cost estimate")
 }
 
@@ -44,7 +44,7 @@ func fleetCmd(g *globals) *cobra.Command {
 clusters' prefixes) and sums up every prefix that holds etcdkit or etcd-backup-restore
 backups: the cluster, its newest full and delta (RPO), its latest chain, its bytes and
 their monthly cost, an estimated restore time, the newest drill recorded (by its sidecar,
-or by fleet drill), and whether it went stale (no new object for longer than --stale).
+or by fleet drill), and whether it went stale (no new snapshot for longer than --stale).
 
 "fleet serve" serves the same as Prometheus metrics labelled by prefix; "fleet drill"
 restores one prefix, or a day's sample, far from its cluster and checks it against the
@@ -87,7 +87,7 @@ func printFleet(w *tabwriter.Writer, f fleet.Fleet, o fleet.ScanOptions) {
 		}
 		staleMark := ""
 		if c.Stale {
-			staleMark = "stale: " + ago(f.At, c.LastObjectAt)
+			staleMark = "stale: " + ago(f.At, c.LastBackupAt)
 			stale = append(stale, c.Prefix)
 		}
 		cluster := c.ClusterID
@@ -104,7 +104,7 @@ func printFleet(w *tabwriter.Writer, f fleet.Fleet, o fleet.ScanOptions) {
 	fmt.Fprintf(w, "\n%d prefixes with backups, %s (about %.2f a month at %g a GiB), listed in %s\n", len(f.Clusters), size(bytes),
 		float64(bytes)/(1<<30)*o.PricePerGiBMonth, o.PricePerGiBMonth, f.Took.Round(time.Millisecond))
 	if len(stale) > 0 {
-		fmt.Fprintf(w, "stale (no new object for %s)\t%d\t%s\n", o.Stale, len(stale), keyList(stale))
+		fmt.Fprintf(w, "stale (no new snapshot for %s)\t%d\t%s\n", o.Stale, len(stale), keyList(stale))
 	}
 	if len(failed) > 0 {
 		fmt.Fprintf(w, "newest drill not ok\t%d\t%s\n", len(failed), keyList(failed))
