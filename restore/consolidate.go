@@ -13,7 +13,9 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/authpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"google.golang.org/protobuf/proto"
@@ -193,6 +195,8 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 			}
 			isKey := bytes.Equal(name, schema.Key.Name())
 			isLease := bytes.Equal(name, schema.Lease.Name())
+			// Roles before users: buckets are in name order.
+			isRoles, isUsers := bytes.Equal(name, schema.AuthRoles.Name()), bytes.Equal(name, schema.AuthUsers.Name())
 			return b.ForEach(func(k, v []byte) error {
 				switch {
 				case isKey:
@@ -216,6 +220,16 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 					if !keep.leases[int64(binary.BigEndian.Uint64(k))] {
 						return nil
 					}
+				case isRoles && keep != nil:
+					var ok bool
+					if v, ok, err = keep.role(v); err != nil || !ok {
+						return err
+					}
+				case isUsers && keep != nil:
+					var ok bool
+					if v, ok, err = keep.user(v); err != nil || !ok {
+						return err
+					}
 				}
 				return c.put(ctx, k, v)
 			})
@@ -237,15 +251,62 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 }
 
 // keyPick picks the keys under a prefix for compactCopy, renames them,
-// and gathers the leases they are attached to.
+// and gathers the leases they are attached to. Of the users and roles it
+// keeps root and those whose every permission lies under the prefix
+// (renamed with it): another tenant's users must not reach the new
+// cluster.
 type keyPick struct {
 	prefix []byte
 	rename Rename
 	leases map[int64]bool
+	// roles kept; the users and roles left out.
+	roles                      map[string]bool
+	usersLeftOut, rolesLeftOut []string
 }
 
 func newKeyPick(prefix string, rename Rename) *keyPick {
-	return &keyPick{prefix: []byte(prefix), rename: rename, leases: map[int64]bool{}}
+	return &keyPick{prefix: []byte(prefix), rename: rename, leases: map[int64]bool{}, roles: map[string]bool{}}
+}
+
+// role is the encoded role v as copied, if all it grants lies under the
+// prefix.
+func (p *keyPick) role(v []byte) ([]byte, bool, error) {
+	var r authpb.Role
+	if err := proto.Unmarshal(v, &r); err != nil {
+		return nil, false, fmt.Errorf("a role: %w", err)
+	}
+	name := string(r.Name)
+	if name != "root" {
+		end := []byte(clientv3.GetPrefixRangeEnd(string(p.prefix)))
+		for _, perm := range r.KeyPermission {
+			within := bytes.HasPrefix(perm.Key, p.prefix) &&
+				(len(perm.RangeEnd) == 0 || bytes.Compare(perm.RangeEnd, perm.Key) > 0 && bytes.Compare(perm.RangeEnd, end) <= 0)
+			if !within {
+				p.rolesLeftOut = append(p.rolesLeftOut, name)
+				return nil, false, nil
+			}
+			perm.Key, perm.RangeEnd = p.rename.key(perm.Key), p.rename.rangeEnd(perm.RangeEnd)
+		}
+	}
+	p.roles[name] = true
+	out, err := proto.Marshal(&r)
+	return out, err == nil, err
+}
+
+// user is the encoded user v, if each of its roles was kept.
+func (p *keyPick) user(v []byte) ([]byte, bool, error) {
+	var u authpb.User
+	if err := proto.Unmarshal(v, &u); err != nil {
+		return nil, false, fmt.Errorf("a user: %w", err)
+	}
+	for _, r := range u.Roles {
+		// etcd keeps no record of the root role: it is built in.
+		if string(u.Name) != "root" && r != "root" && !p.roles[r] {
+			p.usersLeftOut = append(p.usersLeftOut, string(u.Name))
+			return nil, false, nil
+		}
+	}
+	return v, true, nil
 }
 
 // kv is the encoded KeyValue v as copied, if its key is picked.

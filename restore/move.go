@@ -33,9 +33,9 @@ type MoveOptions struct {
 	// while cutting over, a tenth of it.
 	Poll time.Duration
 	// CutOver ends the following: once it is closed, Move waits for the
-	// deltas to reach the cut-over revision, applies them and returns.
-	// nil: when ctx ends (the cut-over then runs on a context of its own,
-	// bounded by CutOverTimeout).
+	// deltas to reach the cut-over revision, applies them and returns;
+	// ctx ending then aborts the cut-over. nil: when ctx ends (the
+	// cut-over then runs on a context of its own).
 	CutOver <-chan struct{}
 	// CutOverRevision is the source revision the target must hold at the
 	// cut-over: the source cluster's current revision, read after the
@@ -163,7 +163,12 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	for {
 		select {
 		case <-cutOver:
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.CutOverTimeout)
+			// Without CutOver, ctx ended to cut over: the cut-over runs on.
+			base := ctx
+			if opts.CutOver == nil {
+				base = context.WithoutCancel(ctx)
+			}
+			cctx, cancel := context.WithTimeout(base, opts.CutOverTimeout)
 			defer cancel()
 			return m, f.cutOver(cctx)
 		case <-cancelled:

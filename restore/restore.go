@@ -183,6 +183,10 @@ type Result struct {
 	// (etcdctl user passwd); certificate authentication works meanwhile.
 	AuthRestored         bool
 	UsersWithoutPassword []string
+	// UsersLeftOut and RolesLeftOut, of a restore of a Prefix: the users
+	// and roles granted more than the prefix (another tenant's), which
+	// the new cluster does not get. Root and its role stay.
+	UsersLeftOut, RolesLeftOut []string
 	// Beyond are the store's older timelines whose backups reach past the
 	// revision restored, when the restore followed the newest timeline,
 	// Followed, to its latest chain by default (snapshot.Catalog.Beyond).
@@ -369,7 +373,7 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	}
 	res.RevisionBump, res.Followed, res.Beyond = opts.bump(latest, res.Revision), followed, beyond
 	if opts.Prefix != "" {
-		if err := keepPrefix(ctx, r, db, res.Revision, opts.Prefix, opts.Rename); err != nil {
+		if err := keepPrefix(ctx, r, db, res.Revision, opts.Prefix, opts.Rename, &res); err != nil {
 			return res, fmt.Errorf("restore the keys under %q: %w", opts.Prefix, err)
 		}
 		r = nil
@@ -391,16 +395,18 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 // prefix alone (renamed), as etcd would after deleting every other key
 // and compacting at the replay's revision: the replay is closed, and the
 // copy takes its place.
-func keepPrefix(ctx context.Context, r *replayer, db string, at int64, prefix string, rename Rename) error {
+func keepPrefix(ctx context.Context, r *replayer, db string, at int64, prefix string, rename Rename, res *Result) error {
 	if r != nil { // nil: a full alone, never opened
 		if err := r.close(); err != nil {
 			return err
 		}
 	}
 	picked := db + ".prefix"
-	if err := compactCopy(ctx, db, picked, at, newKeyPick(prefix, rename)); err != nil {
+	pick := newKeyPick(prefix, rename)
+	if err := compactCopy(ctx, db, picked, at, pick); err != nil {
 		return err
 	}
+	res.UsersLeftOut, res.RolesLeftOut = pick.usersLeftOut, pick.rolesLeftOut
 	return os.Rename(picked, db)
 }
 

@@ -27,6 +27,9 @@ func ParseRename(s string) (Rename, error) {
 	if !ok || from == "" || to == "" {
 		return Rename{}, fmt.Errorf("rename %q: give it as FROM=TO, two non-empty prefixes", s)
 	}
+	if strings.HasSuffix(from, "/") != strings.HasSuffix(to, "/") {
+		return Rename{}, fmt.Errorf("rename %q: end both prefixes with a / or neither (a key /a/k would become %s)", s, to+"k")
+	}
 	return Rename{From: from, To: to}, nil
 }
 
@@ -45,6 +48,15 @@ func (r Rename) key(k []byte) []byte {
 		return k
 	}
 	return append([]byte(r.To), k[len(r.From):]...)
+}
+
+// rangeEnd is a permission's range end under the rename: the end of the
+// renamed prefix for the end of From, the renamed key for a key under it.
+func (r Rename) rangeEnd(end []byte) []byte {
+	if r != (Rename{}) && string(end) == clientv3.GetPrefixRangeEnd(r.From) {
+		return []byte(clientv3.GetPrefixRangeEnd(r.To))
+	}
+	return r.key(end)
 }
 
 // ApplyOptions configures ApplyState. The zero value is a dry run that
@@ -120,6 +132,9 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 	}
 	if err := opts.Rename.Check(prefix); err != nil {
 		return Applied{}, err
+	}
+	if r := opts.Rename; opts.Replace && r != (Rename{}) && (strings.HasPrefix(r.To, r.From) || strings.HasPrefix(r.From, r.To)) {
+		return Applied{}, fmt.Errorf("rename %s=%s with replace: the prefixes overlap, so the keys under %s that the past did not hold would include the past's own keys; rename to a prefix apart", r.From, r.To, r.To)
 	}
 	var a Applied
 	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]bool{}}

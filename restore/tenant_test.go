@@ -83,6 +83,8 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 60, Prefix: "/t/ab/", Seed: 71}).Run(ctx, root); err != nil {
 		t.Fatal(err)
 	}
+	// The tenant's user, whose role holds its prefix alone.
+	tenant := tenantUser(t, ctx, c, root, "tenant-a", "/t/a/")
 	full, err := snapshot.Full(ctx, root, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +128,6 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 		t.Fatalf("past state: %d keys, lease TTL %d; want 12 keys and 3600", len(state.KVs), ttl)
 	}
 	neighbours := keyValues(t, ctx, root, "/t/ab/")
-	tenant := tenantUser(t, ctx, c, root, "tenant-a", "/t/a/")
 
 	dry, err := restore.ApplyState(ctx, tenant, state, "/t/a/", restore.ApplyOptions{Replace: true})
 	if err != nil {
@@ -247,6 +248,18 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	}
 	if err := checkLeased(ctx, ocli, "/t/c/k01", 3600); err != nil {
 		t.Fatal(err)
+	}
+	// Its users: root, and the users whose roles hold the tenant's keys
+	// alone, their permissions renamed with the keys; the reader, who may
+	// read every key, is left out.
+	users, err := ocli.UserList(ctx)
+	if err != nil || !slices.Equal(users.Users, []string{"backup", "root", "tenant-a"}) || !slices.Equal(res.UsersLeftOut, []string{"reader"}) ||
+		!slices.Equal(res.RolesLeftOut, []string{"reader"}) {
+		t.Fatalf("users of the tenant's cluster: %v, %v; left out %v and roles %v", users, err, res.UsersLeftOut, res.RolesLeftOut)
+	}
+	role, err := ocli.RoleGet(ctx, "tenant-a")
+	if err != nil || len(role.Perm) != 1 || string(role.Perm[0].Key) != "/t/c/" || string(role.Perm[0].RangeEnd) != clientv3.GetPrefixRangeEnd("/t/c/") {
+		t.Fatalf("the tenant's role in its cluster: %v, %v", role, err)
 	}
 	leases, err := ocli.Leases(ctx)
 	if err != nil || len(leases.Leases) != 1 {

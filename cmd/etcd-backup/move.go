@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -34,9 +36,10 @@ prefix there is made exactly the latest state), then applies each new delta's ev
 under the prefix as the source's sidecar uploads them.
 
 To cut over, stop the tenant's writers and send SIGTERM or SIGINT: move reads the
-source's revision (--endpoints, when given), asks the source's sidecar for a delta now
-(--sidecar-url, when given; otherwise its next delta is waited for), applies the deltas
-up to that revision, reports the lag it closed and exits. Then point the writers at the
+source's revision (--endpoints), asks the source's sidecar for a delta now
+(--sidecar-url), applies the deltas up to that revision (with --endpoints alone, the
+sidecar's next delta is waited for), reports the lag it closed and exits; a second
+signal abandons the cut-over. One of --endpoints and --sidecar-url is required. Then point the writers at the
 target. Until the cut-over the target's prefix is move's: keys written there are
 overwritten by the source's next events.`,
 		Args: cobra.NoArgs,
@@ -104,7 +107,26 @@ overwritten by the source's next events.`,
 				p.Done()
 				g.log.Info("move: following", "revision", mp.Revision, "delta", mp.Delta, "events", mp.Events)
 			}
-			m, err := restore.Move(ctx, st, target, opts)
+			// The first SIGTERM or SIGINT cuts over; a second aborts the
+			// cut-over.
+			opts.CutOver = ctx.Done()
+			mctx, abort := context.WithCancel(context.WithoutCancel(ctx))
+			defer abort()
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+			defer signal.Stop(sigs)
+			go func() {
+				for range 2 {
+					select {
+					case <-sigs:
+					case <-mctx.Done():
+						return
+					}
+				}
+				g.log.Warn("move: a second signal: the cut-over is abandoned; the target may lack the source's last writes")
+				abort()
+			}()
+			m, err := restore.Move(mctx, st, target, opts)
 			p.Done()
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -171,7 +172,8 @@ writes the keys under another prefix.`,
 			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
-				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix}
+				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix,
+				"users_left_out": res.UsersLeftOut, "roles_left_out": res.RolesLeftOut}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
 				if opts.Prefix != "" {
@@ -179,7 +181,11 @@ writes the keys under another prefix.`,
 					if opts.Rename != (restore.Rename{}) {
 						under = fmt.Sprintf(", renamed %s → %s", opts.Rename.From, opts.Rename.To)
 					}
-					fmt.Fprintf(w, "keys	only those under %s%s, each at its last revision, with its lease; every other key left out\n", opts.Prefix, under)
+					fmt.Fprintf(w, "keys\tonly those under %s%s, each at its last revision, with its lease; every other key left out\n", opts.Prefix, under)
+					if n := len(res.UsersLeftOut) + len(res.RolesLeftOut); n > 0 {
+						fmt.Fprintf(w, "users and roles left out\tusers %s, roles %s: granted more than %s\n",
+							cmp.Or(strings.Join(res.UsersLeftOut, ", "), "none"), cmp.Or(strings.Join(res.RolesLeftOut, ", "), "none"), opts.Prefix)
+					}
 				}
 				if end := lastCreated(res); !opts.Target.Time.IsZero() && end.Before(opts.Target.Time) {
 					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))

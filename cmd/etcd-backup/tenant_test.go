@@ -129,6 +129,8 @@ func TestRestoreATenantsPrefix(t *testing.T) {
 		{"restore", "--store", storeURL, "--prefix", "/t/", "--rename", "/t/a/=/t/b/", "--data-dir", t.TempDir()},
 		{"restore", "--store", storeURL, "--prefix", "/t/a/", "--rename", "/t/a/", "--data-dir", t.TempDir()},
 		{"restore", "--store", storeURL, "--prefix", "/t/a/", "--follow", "--data-dir", t.TempDir()},
+		{"restore", "--store", storeURL, "--prefix", "/t/a/", "--rename", "/t/a/=/t/a/k", "--to", c.Endpoints()[0]},
+		{"move", "--store", storeURL, "--prefix", "/t/a/", "--to", c.Endpoints()[0]},
 	} {
 		if r := etcdBackup(t, nil, bad...); r.code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (usage): %s", bad, r.code, exitUsage, r.stderr)
