@@ -186,9 +186,11 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 		s.log.Info("sidecar: restore drill", "revision", rep.Digest.Revision, "compared", d.Compared, "took", rep.Took.Round(time.Millisecond),
 			"revisions_per_s", int64(sp.RevisionsPerSecond))
 	}
+	// On the store first: whoever sees the drill here finds its record
+	// there.
+	s.recordDrill(ctx, d)
 	s.drills.record(d, rep.Chain)
 	s.estimate()
-	s.recordDrill(ctx, d)
 	return d
 }
 

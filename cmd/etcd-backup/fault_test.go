@@ -29,7 +29,7 @@ func trials() int {
 	if os.Getenv("ETCDKIT_LONG") == "1" {
 		return 50
 	}
-	return 4
+	return 3
 }
 
 // killedAt runs etcd-backup and sends SIGKILL after delay, unless it ended

@@ -90,8 +90,8 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 	}
 }
 
-// A day of backups on a bucket whose objects are each locked for a while,
-// compressed an hour to a second: 24 fulls, deltas every 100 ms under steady
+// Half a day of backups on a bucket whose objects are each locked for a
+// while, compressed an hour to a second: 12 fulls, deltas every 100 ms under steady
 // writes, retention every 300 ms keeping two fulls, and each object locked
 // three seconds from its upload (a few days' lock, in the same scale). No
 // write and no retention run fails; expired snapshots are reported locked
@@ -120,7 +120,7 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 	var fulls, lockedRuns int
 	deletedAfterLock := false
 	lockedKeys := map[string]bool{}
-	for !deletedAfterLock || fulls < 24 {
+	for !deletedAfterLock || fulls < 12 {
 		select {
 		case res := <-r.results:
 			switch {
