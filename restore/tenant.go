@@ -95,8 +95,9 @@ type Applied struct {
 	// write; each write is guarded on the key's mod revision as read, so
 	// these were left as that writer made them.
 	Conflicts []string
-	// Leases granted for the keys written (or to grant): one for each
-	// lease of the past state that they were attached to, with its TTL.
+	// Leases the keys written are attached to (or would be): the past
+	// state's, under their IDs, granted again with their TTLs where the
+	// cluster no longer held them.
 	Leases int
 	// WithoutLease: keys written without the lease they had, whose TTL
 	// the backups do not record.
@@ -122,10 +123,11 @@ type liveKey struct {
 // created, and with Replace each live key under the prefix that the past
 // did not hold deleted. Every write and delete is guarded by a Txn on the
 // mod revision the key had when read, so a concurrent writer is never
-// overwritten blindly: its keys are reported as conflicts. Keys with a
-// lease get a new lease of the old one's TTL. Nothing outside the prefix
-// (renamed) is read or touched, so a role with read and write on it is
-// enough.
+// overwritten blindly: its keys are reported as conflicts. A key with a
+// lease is attached to it under its ID, granted again with its TTL where
+// the cluster no longer holds it (a key the same but for its lease is
+// written again). Nothing outside the prefix (renamed) is read or
+// touched, so a role with read and write on it is enough.
 func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix string, opts ApplyOptions) (Applied, error) {
 	if prefix == "" {
 		return Applied{}, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
