@@ -28,6 +28,12 @@
 // keys of one back into a live cluster where they are absent, never over
 // a key written since.
 //
+// A tenant's keys (a prefix) are restored on their own: ApplyState writes
+// a past state into a live cluster, each write guarded on the key's mod
+// revision as read; Options.Prefix makes a data dir of the prefix's keys
+// alone; Move loads a prefix into another cluster and follows the deltas
+// until the cut-over. Summarize counts a state's keys by sub-prefix.
+//
 // Verify does the same replay without a data dir and sums the keyspace;
 // LiveDigest sums a live cluster the same way, so equal digests prove a
 // backup exact. Consolidate folds a chain into one new full snapshot.
