@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -118,4 +119,46 @@ func ReadDrill(ctx context.Context, st store.Store, key string) (DrillRecord, bo
 	}
 	r.Key = key
 	return r, ok, nil
+}
+
+// keepDrills is how many drill records retention keeps, the newest, beside
+// the newest one a sidecar verified against its cluster: a month of daily
+// drills, and a fleet's listing stays bounded whatever the drill period.
+const keepDrills = 32
+
+// pruneDrills deletes the drill records past the newest keepDrills, but the
+// newest a sidecar verified (the digest a fleet drill checks). A record a
+// lock keeps, or one that does not read, stays.
+func pruneDrills(ctx context.Context, st store.Store) (deleted int, err error) {
+	objs, err := st.List(ctx, drillDir+"/")
+	if err != nil {
+		return 0, fmt.Errorf("list drill records: %w", err)
+	}
+	keys := DrillKeys(objs)
+	if len(keys) <= keepDrills {
+		return 0, nil
+	}
+	verified := ""
+	for i := len(keys) - 1; i >= 0 && verified == ""; i-- {
+		if !strings.Contains(path.Base(keys[i]), "-"+DrillBySidecar+"-") {
+			continue
+		}
+		r, ok, err := ReadDrill(ctx, st, keys[i])
+		if err != nil {
+			return 0, err
+		}
+		if ok && r.Result == DrillOK && r.Compared {
+			verified = keys[i]
+		}
+	}
+	for _, k := range keys[:len(keys)-keepDrills] {
+		if k == verified {
+			continue
+		}
+		if err := st.Delete(ctx, k); err != nil && !errors.Is(err, store.ErrLocked) && !errors.Is(err, store.ErrNotFound) {
+			return deleted, fmt.Errorf("delete drill record %s: %w", k, err)
+		}
+		deleted++
+	}
+	return deleted, nil
 }

@@ -226,6 +226,9 @@ type GCResult struct {
 	// SetAside are full snapshots that do not hold what their names say
 	// (ErrNotABackup, in Why): neither counted by the policy nor deleted.
 	SetAside []SetAside
+	// DrillsDeleted counts drill records deleted: all but the newest 32
+	// and the newest a sidecar verified against its cluster.
+	DrillsDeleted int
 }
 
 // SetAside is a full snapshot retention does not count, and why.
@@ -296,6 +299,9 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			_ = st.Delete(ctx, identityKey(s))
 		}
 		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
+	}
+	if res.DrillsDeleted, err = pruneDrills(ctx, st); err != nil {
+		return res, fmt.Errorf("gc: %w", err)
 	}
 	if len(res.Locked) > 0 {
 		// Once a run, not once a snapshot: on a bucket locked for days

@@ -371,3 +371,48 @@ func TestProbeProtection(t *testing.T) {
 		t.Fatalf("%d probes left once the lock ended", len(objs))
 	}
 }
+
+// Retention keeps the newest drill records and the newest a sidecar
+// verified against its cluster, whatever the drill period: a fleet's
+// listing stays bounded, and a fleet drill keeps a digest to check.
+func TestGCKeepsTheNewestDrillRecords(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var verified string
+	for i := range 40 {
+		r := snapshot.DrillRecord{At: at.Add(time.Duration(i) * time.Hour), Source: snapshot.DrillByFleet, Result: snapshot.DrillOK}
+		if i == 2 {
+			r.Source, r.Compared, r.SHA256 = snapshot.DrillBySidecar, true, "verified"
+		}
+		if i == 5 {
+			r.Source, r.Result = snapshot.DrillBySidecar, snapshot.DrillFailed
+		}
+		key, err := snapshot.WriteDrill(ctx, st, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			verified = key
+		}
+	}
+	res, err := snapshot.GC(ctx, st, snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}, snapshot.GCOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := st.List(ctx, "etcdkit/drills/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := snapshot.DrillKeys(objs)
+	if res.DrillsDeleted != 7 || len(left) != 33 || left[0] != verified {
+		t.Fatalf("deleted %d, left %d records, the oldest %s; want 7, 33 and %s", res.DrillsDeleted, len(left), left[0], verified)
+	}
+	_, v, _, ok, err := snapshot.Drills(ctx, st)
+	if err != nil || !ok || v.SHA256 != "verified" {
+		t.Fatalf("the verified record after GC: %+v %v %v", v, ok, err)
+	}
+}
