@@ -72,9 +72,11 @@ type Moved struct {
 	MoveProgress
 	// Deltas applied after the first state.
 	Deltas int
-	// LeasesGranted in the target, under the source's lease IDs: kept
-	// alive while the move followed, then by the tenant's clients.
-	LeasesGranted int
+	// Leases the target holds for the prefix's keys, under the source's
+	// lease IDs (LeasesGranted of them granted by this move, the others
+	// held by the target already, an earlier move's): kept alive while
+	// the move followed, then by the tenant's clients.
+	Leases, LeasesGranted int
 	// CutOverAt is the source revision the cut-over waited for;
 	// LagClosed how many revisions the target was behind it when the
 	// cut-over began, and CutOverTook how long it took from CutOver to the
@@ -129,8 +131,11 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	kctx, stopKeepAlive := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopKeepAlive()
 	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]bool{},
-		granted: func(id int64) {
-			m.LeasesGranted++
+		leased: func(id int64, granted bool) {
+			m.Leases++
+			if granted {
+				m.LeasesGranted++
+			}
 			ch, err := target.KeepAlive(kctx, clientv3.LeaseID(id))
 			if err != nil {
 				opts.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
@@ -143,6 +148,17 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 		}}
 	if m.Loaded, err = b.apply(ctx, opts.Prefix); err != nil {
 		return m, fmt.Errorf("move: write the first state into the target: %w", err)
+	}
+	// The keys the target held as they were (an earlier move's) keep
+	// their leases alive too.
+	for id := range past.Leases {
+		if _, err := b.lease(ctx, id); err != nil {
+			return m, fmt.Errorf("move: the leases of the first state: %w", err)
+		}
+	}
+	if n := len(m.Loaded.Deleted) + len(m.Loaded.Overwritten); n > 0 {
+		opts.Logger.Warn("move: the target's prefix held keys the source's latest state does not, or other values: made the source's",
+			"deleted", len(m.Loaded.Deleted), "overwritten", len(m.Loaded.Overwritten))
 	}
 	if len(m.Loaded.Conflicts) > 0 {
 		return m, fmt.Errorf("move: %d keys under the target's prefix were written while the first state was (%s …): the target's prefix must be the move's alone",

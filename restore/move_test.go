@@ -186,7 +186,7 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	m := r.m
 	t.Logf("moved %d keys, then %d events in %d deltas; cut over at revision %d: %d revisions of lag closed in %v; the writer's downtime %v",
 		len(m.Loaded.Created), m.Events, m.Deltas, m.CutOverAt, m.LagClosed, m.CutOverTook.Round(time.Millisecond), downtime.Round(time.Millisecond))
-	if m.LagClosed == 0 || m.Deltas < 2 || m.Revision < m.CutOverAt || m.LeasesGranted != 2 {
+	if m.LagClosed == 0 || m.Deltas < 2 || m.Revision < m.CutOverAt || m.LeasesGranted != 2 || m.Leases != 2 {
 		t.Fatalf("move: %+v", m)
 	}
 	if held, err := dcli.Get(ctx, "/t/b/held"); err != nil || len(held.Kvs) != 1 || held.Kvs[0].Lease != int64(short.ID) {
@@ -240,5 +240,11 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 		Trigger: func(context.Context) (int64, error) { return 0, errors.New("connection refused") }})
 	if err == nil || !strings.Contains(err.Error(), "the last delta cannot be told") {
 		t.Fatalf("a cut-over without the sidecar's delta or the source's revision: %v", err)
+	}
+	// A move run again finds the lease of /t/a/held (the writer put the
+	// others' keys again without theirs) in the target, and keeps it.
+	again, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down, Trigger: trigger})
+	if err != nil || again.Leases != 1 || again.LeasesGranted != 0 {
+		t.Fatalf("a move run again: %+v, %v; want its lease found in the target", again, err)
 	}
 }

@@ -237,10 +237,11 @@ type applier struct {
 	// leases are the past leases the keys written are attached to, granted
 	// again under their IDs where the cluster did not hold them.
 	leases map[int64]bool
-	// granted, when set, is told of each lease granted.
-	granted func(id int64)
-	ops     []guarded
-	bytes   int
+	// leased, when set, is told of each lease the keys written are
+	// attached to: granted, or held by the cluster already.
+	leased func(id int64, granted bool)
+	ops    []guarded
+	bytes  int
 }
 
 // guarded is one write of a batch, with the list it lands in if it
@@ -299,14 +300,12 @@ func (b *applier) lease(ctx context.Context, past int64) (bool, error) {
 		// leases alive by ID, and where the lease still lives (a restore
 		// into its own cluster) its keys join it again.
 		_, err := clientv3.RetryLeaseClient(b.cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: past, TTL: ttl})
-		switch {
-		case err == nil:
-			if b.granted != nil {
-				b.granted(past)
-			}
-		case errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist):
-		default:
+		exists := errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist)
+		if err != nil && !exists {
 			return false, fmt.Errorf("grant lease %x of %d s for its keys: %w", past, ttl, err)
+		}
+		if b.leased != nil {
+			b.leased(past, !exists)
 		}
 	}
 	b.leases[past] = true

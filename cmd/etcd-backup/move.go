@@ -105,7 +105,7 @@ overwritten by the source's next events.`,
 			}
 			opts.Followed = func(mp restore.MoveProgress) {
 				p.Done()
-				g.log.Info("move: following", "revision", mp.Revision, "delta", mp.Delta, "events", mp.Events)
+				g.log.Info("move: following", "revision", mp.Revision, "delta", mp.Delta, "events_so_far", mp.Events)
 			}
 			// The first SIGTERM or SIGINT cuts over; a second aborts the
 			// cut-over.
@@ -135,7 +135,7 @@ overwritten by the source's next events.`,
 			if tn.rename != (restore.Rename{}) {
 				written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
 			}
-			out := map[string]any{"prefix": tn.prefix, "written_under": written, "to": tn.to, "revision": m.Revision, "leases_granted": m.LeasesGranted, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
+			out := map[string]any{"prefix": tn.prefix, "written_under": written, "to": tn.to, "revision": m.Revision, "leases": m.Leases, "leases_granted": m.LeasesGranted, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
 				"deleted_in_target": len(m.Loaded.Deleted), "deltas": m.Deltas, "events": m.Events, "cut_over_revision": m.CutOverAt,
 				"lag_closed": m.LagClosed, "cut_over_seconds": m.CutOverTook.Seconds()}
 			return g.print(out, func(w *tabwriter.Writer) {
@@ -143,8 +143,8 @@ overwritten by the source's next events.`,
 				fmt.Fprintf(w, "first state\t%d keys written, %d kept, %d deleted that the source did not hold\n",
 					len(m.Loaded.Created)+len(m.Loaded.Overwritten), len(m.Loaded.Same), len(m.Loaded.Deleted))
 				fmt.Fprintf(w, "followed\t%d deltas, %d events of the prefix\n", m.Deltas, m.Events)
-				if m.LeasesGranted > 0 {
-					fmt.Fprintf(w, "leases\t%d granted in the target under their IDs, live for their TTL: the tenant's clients keep them alive from now on\n", m.LeasesGranted)
+				if m.Leases > 0 {
+					fmt.Fprintf(w, "leases\t%d in the target under their IDs (%d granted by this move), live for their TTL: the tenant's clients keep them alive from now on\n", m.Leases, m.LeasesGranted)
 				}
 				fmt.Fprintf(w, "cut over\tat revision %d: %d revisions of lag closed in %s\n", m.Revision, m.LagClosed, m.CutOverTook.Round(time.Millisecond))
 				fmt.Fprintf(w, "next\tpoint the tenant's writers at %s\n", strings.Join(tn.to, ","))
