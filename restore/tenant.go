@@ -42,6 +42,9 @@ func (r Rename) Check(prefix string) error {
 	return fmt.Errorf("rename %s=%s: the prefix %q does not start with %q, so its keys would not all be renamed", r.From, r.To, prefix, r.From)
 }
 
+// Of is key renamed: under To when it is under From, else as it is.
+func (r Rename) Of(key string) string { return string(r.key([]byte(key))) }
+
 // key is k renamed.
 func (r Rename) key(k []byte) []byte {
 	if r == (Rename{}) || !bytes.HasPrefix(k, []byte(r.From)) {

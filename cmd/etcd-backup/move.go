@@ -131,10 +131,7 @@ overwritten by the source's next events.`,
 			if err != nil {
 				return err
 			}
-			written := tn.prefix
-			if tn.rename != (restore.Rename{}) {
-				written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
-			}
+			written := tn.rename.Of(tn.prefix)
 			out := map[string]any{"prefix": tn.prefix, "written_under": written, "to": tn.to, "revision": m.Revision, "leases": m.Leases, "leases_granted": m.LeasesGranted, "first_state_keys": len(m.Loaded.Created) + len(m.Loaded.Overwritten) + len(m.Loaded.Same),
 				"deleted_in_target": len(m.Loaded.Deleted), "deltas": m.Deltas, "events": m.Events, "cut_over_revision": m.CutOverAt,
 				"lag_closed": m.LagClosed, "cut_over_seconds": m.CutOverTook.Seconds()}

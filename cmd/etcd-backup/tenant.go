@@ -94,10 +94,7 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 	}
 	subs := restore.Summarize(tn.prefix, 1, past.KVs)
 	bytes := totalBytes(subs)
-	written := tn.prefix
-	if tn.rename != (restore.Rename{}) {
-		written = tn.rename.To + strings.TrimPrefix(tn.prefix, tn.rename.From)
-	}
+	written := tn.rename.Of(tn.prefix)
 	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,
 		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace, "sub_prefixes": subs,
 		"created": nonNil(a.Created), "overwritten": nonNil(a.Overwritten), "same": nonNil(a.Same), "deleted": nonNil(a.Deleted),
