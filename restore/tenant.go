@@ -149,7 +149,7 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 // apply is ApplyState's work, into b.out.
 func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 	a, opts := b.out, b.opts
-	live, rev, err := readLive(ctx, b.cli, string(opts.Rename.key([]byte(prefix))))
+	live, rev, err := readLive(ctx, b.cli, opts.Rename.Of(prefix))
 	if err != nil {
 		return *a, err
 	}
