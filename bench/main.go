@@ -235,7 +235,11 @@ var bounds = []struct {
 	// 2.0 holds on a busy machine and still catches a replay that slows.
 	{"restore, full + chain", "", 2.0},
 	{"standby: follow lag", "", 1},
-	{"standby: primary lost", "", 0.9},
+	// At -short's size both sides are mostly etcd's start (under a
+	// second): single runs ranged 0.55–0.72 against medians of 1.27–1.37,
+	// and each run below 0.9 cost CI 43 s of re-measuring. 0.5 still fails
+	// a standby twice as slow as a restore and a start.
+	{"standby: primary lost", "", 0.5},
 	{"restore, full only", "", 0.5},
 	{"restore, gzip full alone", "", 0.5},
 	{"compaction", "", 1},
