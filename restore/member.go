@@ -23,6 +23,8 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // newMember is the member a restored data dir starts as: the cluster of
@@ -82,6 +84,12 @@ func makeDataDir(be backend.Backend, dataDir string, rev int64, m newMember) err
 	if err := members.TrimMembershipFromBackend(); err != nil {
 		return fmt.Errorf("remove the old members: %w", err)
 	}
+	// The member is etcd's from now on: a backup of it is etcd's own, whose
+	// revisions never skip.
+	tx := be.BatchTx()
+	tx.LockOutsideApply()
+	tx.UnsafeDelete(schema.Meta, []byte(snapshot.LogicalMarker))
+	tx.Unlock()
 	if m.bump > 0 {
 		bumped := rev + int64(m.bump)
 		tx := be.BatchTx()

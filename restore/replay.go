@@ -78,6 +78,9 @@ type replayer struct {
 	// torn: a revision failed part-written; the database may hold some
 	// of its events.
 	torn bool
+	// logical: the database is a logical full's (snapshot.LogicalMarker),
+	// whose datastore's revisions may skip numbers.
+	logical bool
 	// unmap: the replay releases the database's mapped pages every
 	// unmapEvery (a compaction, whose passes would otherwise leave the
 	// whole file resident); unmapped is when it last did.
@@ -107,6 +110,8 @@ func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL
 	tx.LockOutsideApply()
 	defer tx.Unlock()
 	schema.UnsafeCreateLeaseBucket(tx)
+	_, marker := tx.UnsafeRange(schema.Meta, []byte(snapshot.LogicalMarker), nil, 0)
+	r.logical = len(marker) > 0
 	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
 		r.leases[l.ID] = true
 	}
@@ -340,7 +345,7 @@ func (r *replayer) attach(key []byte, id int64) {
 // write applies the events of one revision, each at its place in the
 // revision's transaction, as etcd's mvcc store numbers them.
 func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
-	if rev != r.at+1 {
+	if rev != r.at+1 && (!r.logical || rev <= r.at) {
 		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, r.at)
 	}
 	if r.tx == nil {

@@ -224,7 +224,7 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	self, err := s.Member()
 	up := s.up.active()
 	body := api.Readiness{Uploader: up, MemberID: fmt.Sprintf("%x", self.ID), Learner: self.Learner}
-	if err != nil || self.ID == 0 {
+	if err != nil || self.ID == 0 && !s.leaderless() {
 		body.Error = fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
 		return body, http.StatusServiceUnavailable, nil
 	}

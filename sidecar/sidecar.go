@@ -187,6 +187,9 @@ func New(o Options) (*Sidecar, error) {
 	if o.Standby != nil && o.Store == nil {
 		return nil, errors.New("sidecar: a warm standby needs a store to follow")
 	}
+	if o.Snapshots.Source == snapshot.SourceEtcdAPI && (o.DefragSchedule != "" || o.DrillPeriod > 0) {
+		return nil, errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
+	}
 	if o.Secondary != nil && o.Store == nil {
 		return nil, errors.New("sidecar: a second site needs a store to copy from")
 	}
@@ -303,7 +306,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 
 // observe acts on what the member said of itself.
 func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
-	lead := err == nil && self.IsLeader()
+	lead := err == nil && (self.IsLeader() || s.leaderless())
 	uploading := s.up.active()
 	s.member.mu.Lock()
 	s.member.self, s.member.err = self, err
@@ -334,11 +337,17 @@ func (s *Sidecar) fence(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}
-	if !self.IsLeader() {
+	if !self.IsLeader() && !s.leaderless() {
 		return ErrNotUploader
 	}
 	return nil
 }
+
+// leaderless: the datastore behind etcd's API has no leader (kine over a
+// SQL database): the sidecar that reaches it uploads, and a second one on
+// the same prefix is stopped by the uploader records
+// (snapshot.ErrNewerUploader).
+func (s *Sidecar) leaderless() bool { return s.opts.Snapshots.Source == snapshot.SourceEtcdAPI }
 
 func (s *Sidecar) promote(ctx context.Context, id uint64) {
 	start := time.Now()

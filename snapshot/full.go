@@ -49,6 +49,13 @@ type FullOptions struct {
 // twice. So the database is spooled to disk and encoded in the same pass;
 // nothing reaches the store before the name is known.
 func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOptions) (Snapshot, error) {
+	return FullOf(ctx, EtcdSource(cli), st, opts)
+}
+
+// FullOf writes a full snapshot of src into st, as Full does for an etcd
+// cluster; a logical full (SourceEtcdAPI) is named and checked the same
+// way, and its identity record says what it holds.
+func FullOf(ctx context.Context, src Source, st store.Store, opts FullOptions) (Snapshot, error) {
 	if err := opts.Codec.Check(); err != nil {
 		return Snapshot{}, err
 	}
@@ -57,15 +64,17 @@ func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOp
 		opts.SpoolDir = os.TempDir()
 	}
 	// Asked first: the identity is of the cluster the stream comes from.
-	id, idErr := IdentityOf(ctx, cli)
+	id, idErr := src.Identity(ctx)
 	sp, err := newSpool(st, opts)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	defer sp.discard()
-	if err := sp.fill(ctx, cli); err != nil {
+	logical, err := sp.fill(ctx, src)
+	if err != nil {
 		return Snapshot{}, err
 	}
+	id.Logical = logical
 	rev, err := DatabaseRevision(sp.raw.Name())
 	if err != nil {
 		return Snapshot{}, err
@@ -158,9 +167,9 @@ func newSpool(st store.Store, opts FullOptions) (_ *spool, err error) {
 	return sp, nil
 }
 
-// fill streams the member's database into the spool, verifying etcd's
-// trailer.
-func (sp *spool) fill(ctx context.Context, cli *clientv3.Client) error {
+// fill streams the source's database into the spool, verifying etcd's
+// trailer, and says what a logical one holds.
+func (sp *spool) fill(ctx context.Context, src Source) (*Logical, error) {
 	// Closing the client's reader does not end etcd's stream: only its
 	// context does. A stream left open holds a read transaction on the
 	// member, and the member's next defragmentation waits for it with its
@@ -168,9 +177,9 @@ func (sp *spool) fill(ctx context.Context, cli *clientv3.Client) error {
 	// this process lives.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rc, err := cli.Snapshot(ctx)
+	rc, err := src.Full(ctx)
 	if err != nil {
-		return fmt.Errorf("etcd snapshot: %w", err)
+		return nil, err
 	}
 	defer func() { _ = rc.Close() }()
 	var w io.Writer = sp.raw
@@ -180,10 +189,13 @@ func (sp *spool) fill(ctx context.Context, cli *clientv3.Client) error {
 	v := newVerifier(rc)
 	n, err := decoupledCopy(w, v)
 	if err != nil {
-		return fmt.Errorf("etcd snapshot into %s: %w", sp.raw.Name(), err)
+		return nil, fmt.Errorf("%s snapshot into %s: %w", src.Kind(), sp.raw.Name(), err)
 	}
 	sp.size, sp.sum = n, v.Sum()
-	return nil
+	if l, ok := rc.(*logicalStream); ok {
+		return &l.info, nil
+	}
+	return nil, nil
 }
 
 // decoupledCopy reads ahead of the writer by up to 8 MiB, so etcd's

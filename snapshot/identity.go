@@ -57,6 +57,12 @@ type Identity struct {
 	// a restore built (cluster-<id>.json): the cluster whose chain it was
 	// restored from. Read, never written.
 	Continues string `json:"continues,omitempty"`
+	// Source is what the chain was taken of: "" for an etcd cluster,
+	// SourceEtcdAPI for a datastore behind etcd's API.
+	Source SourceKind `json:"source,omitempty"`
+	// Logical is set when the full was built from a Range (Source
+	// SourceEtcdAPI): what it holds and cannot hold.
+	Logical *Logical `json:"logical,omitempty"`
 }
 
 // IdentityOf asks the cluster cli reaches for its identity.

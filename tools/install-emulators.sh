@@ -2,7 +2,8 @@
 # Installs the pinned store emulators the tests run against into tools/bin
 # and tools/azurite/node_modules (both git-ignored), kube-apiserver with
 # kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, and
-# the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36.
+# the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36, and
+# kine (k3s' etcd API over SQLite) pinned in tools/kine.
 # OpenStack Swift and memcached come from Debian's packages (the release's
 # Swift: 2.30 on bookworm), run by tools/swift/run.sh.
 # Idempotent: an emulator already installed at the pinned version is left
@@ -70,6 +71,21 @@ install_etcd() { # minor, as in 35
 }
 install_etcd 35 &
 etcd35=$!
+
+# kine: static, so SQLite is modernc's (the same file format as k3s'
+# cgo build).
+install_kine() {
+  local dir="$here/kine" want
+  want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x "$bin/kine" && -f "$bin/.kine.version" && "$(cat "$bin/.kine.version")" == "$want" ]]; then
+    return
+  fi
+  echo "installing kine $(cd "$dir" && go list -m -f '{{.Version}}' github.com/k3s-io/kine)" >&2
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -o "$bin/kine" github.com/k3s-io/kine)
+  echo "$want" >"$bin/.kine.version"
+}
+install_kine &
+kine=$!
 install_etcd 36 &
 etcd36=$!
 
@@ -104,6 +120,7 @@ wait $s3
 wait $gcs
 wait $kube
 wait $etcd35
+wait $kine
 wait $etcd36
 wait $swift
 echo "emulators ready in $here" >&2

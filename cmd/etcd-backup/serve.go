@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -31,6 +32,7 @@ func serveCmd(g *globals) *cobra.Command {
 		deltaPeriod, gcPeriod    time.Duration
 		followInterval, shutdown time.Duration
 		profiling                bool
+		source                   string
 		leases                   leaseFlags
 		standby                  restore.FollowOptions
 	)
@@ -62,10 +64,15 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if err := checkServeFlags(&o, deltaPeriod, gcPeriod, followInterval, shutdown, memoryLimit); err != nil {
 				return err
 			}
+			if o.Snapshots.Source, err = snapshot.ParseSourceKind(source); err != nil {
+				return cli.Usage(fmt.Errorf("--source: %w", err))
+			}
 			// The API serves before etcd runs: a wrapper in --init=sidecar
 			// waits for it to prepare etcd's data dir.
 			conn := g.conn(g.endpoints)
 			conn.AllowUnreachable = true
+			// kine serves no auth API: there is no root role to check.
+			conn.RequireRoot = o.Snapshots.Source == snapshot.SourceEtcd
 			etcd, err := etcdclient.New(ctx, conn)
 			if err != nil {
 				return err
@@ -133,6 +140,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&source, "source", "etcd", "what --endpoints reach: etcd (a cluster; fulls are its snapshots) or etcd-api (a datastore that serves etcd's KV and Watch API without snapshots, such as kine over SQLite, Postgres or MySQL; fulls are logical: its keys at one revision)")
 	f.StringVar(&memberEndpoint, "member-endpoint", "", "client URL of this sidecar's own member (default: the first of --endpoints)")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	f.StringVar(&tlsCert, "tls-cert", "", "serve HTTPS with this certificate (read again when it changes)")

@@ -58,6 +58,8 @@ type Server struct {
 	Kube *KubeAPI
 	// Etcd is the member an older etcd's server runs.
 	Etcd *Etcd
+	// KineServer is kine's, for Kine.
+	KineServer *KineServer
 
 	prog   string
 	dir    string
@@ -130,7 +132,7 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
 	case Kube:
 		p = filepath.Join(tools, "bin", "kube-apiserver")
-	case Etcd35, Etcd36:
+	case Etcd35, Etcd36, Kine:
 		p = filepath.Join(tools, "bin", string(kind))
 	case Swift:
 		return swiftProgram(tools)
@@ -150,6 +152,8 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 		return nil, errors.New("emulator: kube-apiserver needs an etcd: StartKube")
 	case Etcd35, Etcd36:
 		return nil, errors.New("emulator: an etcd server starts with StartEtcd")
+	case Kine:
+		return nil, errors.New("emulator: kine starts with StartKine")
 	}
 	s, err := prepare(kind, opts)
 	if err != nil {
@@ -234,6 +238,8 @@ func (s *Server) args() ([]string, error) {
 		return s.Kube.args(s.Port), nil
 	case Etcd35, Etcd36:
 		return s.Etcd.args(s.Port), nil
+	case Kine:
+		return s.KineServer.args(s.Port), nil
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
@@ -301,6 +307,8 @@ func (s *Server) answers() bool {
 		return s.Etcd.healthy()
 	case Swift:
 		return s.swiftReady()
+	case Kine:
+		return s.KineServer.ready(s.Logs())
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	scheme := "http"

@@ -42,6 +42,8 @@ func eventSize(ev *mvccpb.Event) int64 {
 // deltas and buffers up to 100 MiB of events.
 type DeltaOptions struct {
 	Codec snapshot.Codec
+	// Source is what the client reaches. Default snapshot.SourceEtcd.
+	Source snapshot.SourceKind
 	// MemoryLimit bounds the events held in memory: buffered plus being
 	// uploaded. Default 100 MiB.
 	MemoryLimit int64
@@ -82,6 +84,7 @@ func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int6
 // and however slow the store.
 type capture struct {
 	cli  *clientv3.Client
+	src  snapshot.Source
 	st   store.Store
 	opts DeltaOptions
 	log  *slog.Logger
@@ -99,6 +102,10 @@ type capture struct {
 
 	leases leaseLog
 	auth   authLog
+	// heard is the newest revision a progress notification said the
+	// watch had sent every event up to: a datastore whose revisions skip
+	// numbers (kine) may hold none at the revision a drain targets.
+	heard int64
 }
 
 func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOptions) *capture {
@@ -108,7 +115,8 @@ func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOpti
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &capture{cli: cli, st: st, opts: opts, log: opts.Logger, last: last}
+	src := snapshot.NewSource(opts.Source, cli, snapshot.SourceOptions{Logger: opts.Logger})
+	return &capture{cli: cli, src: src, st: st, opts: opts, log: opts.Logger, last: last}
 }
 
 // next is the first revision not yet captured.
@@ -145,10 +153,7 @@ func (c *capture) start(ctx context.Context) {
 	// is closed with it: a stream of its own per watch avoids that.
 	c.watches++
 	wctx = metadata.AppendToOutgoingContext(wctx, "etcdkit-watch", strconv.Itoa(c.watches))
-	// RequireLeader ends the watch when the member loses its leader,
-	// instead of leaving a partitioned member's watch silent.
-	c.ch = c.cli.Watch(clientv3.WithRequireLeader(wctx), "",
-		clientv3.WithPrefix(), clientv3.WithRev(c.next()), clientv3.WithProgressNotify())
+	c.ch = c.src.Watch(wctx, c.next())
 }
 
 func (c *capture) stop() {
@@ -173,6 +178,9 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		}
 		return fmt.Errorf("watch from revision %d: %w", c.next(), err)
 	}
+	if wr.IsProgressNotify() {
+		c.heard = max(c.heard, wr.Header.Revision)
+	}
 	received := c.opts.Now().UTC()
 	from := c.next()
 	held := len(c.pending)
@@ -180,6 +188,11 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		rev := ev.Kv.GetModRevision()
 		if rev < from {
 			continue
+		}
+		if ev.Type == mvccpb.PUT && ev.Kv.Version == 0 {
+			// A datastore that keeps no versions (kine): etcd reads version
+			// 0 as an absent key, and the logical full records 1.
+			ev.Kv.Version = 1
 		}
 		// At the first event of a new revision past the limit, the rest of
 		// the response is dropped and fetched again after the flush: the
@@ -191,7 +204,7 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		c.pending = append(c.pending, snapshot.Event{EtcdEvent: ev, Time: received})
 		c.size += eventSize(ev)
 	}
-	if err := c.leases.noteAll(ctx, c.cli, c.pending[held:]); err != nil {
+	if err := c.leases.noteAll(ctx, c.src, c.pending[held:]); err != nil {
 		c.log.Debug("delta: the TTL of a lease is not known yet", "error", err)
 	}
 	if c.full() {
@@ -207,20 +220,20 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 func (c *capture) currentRevision(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := c.cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+	rev, err := c.src.Revision(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("current revision: %w", err)
+		return 0, err
 	}
-	if rev := resp.Header.Revision; rev < c.last {
+	if rev < c.last {
 		return 0, fmt.Errorf("the cluster is at revision %d but the backups reach %d: they belong to another cluster, or it was restored without a revision bump", rev, c.last)
 	}
-	return resp.Header.Revision, nil
+	return rev, nil
 }
 
 // catchUp buffers events until target, the memory limit, or the time
 // until once it holds events (zero: no time).
 func (c *capture) catchUp(ctx context.Context, target int64, until time.Time) error {
-	for c.next() <= target && !c.full() {
+	for c.next() <= target && c.heard < target && !c.full() {
 		if !until.IsZero() && len(c.pending) > 0 && !time.Now().Before(until) {
 			return nil
 		}
@@ -262,6 +275,7 @@ func (c *capture) drainTo(ctx context.Context, target int64, every time.Duration
 	if c.last >= target {
 		return ErrNoEvents
 	}
+	wrote := false
 	for {
 		var until time.Time
 		if every > 0 {
@@ -273,11 +287,19 @@ func (c *capture) drainTo(ctx context.Context, target int64, every time.Duration
 		// The watch stops while uploading: etcd, not the client, holds
 		// what comes meanwhile.
 		c.stop()
+		if c.heard >= target && (len(c.pending) == 0 || c.pending[0].Revision() > target) {
+			// The revisions up to target left hold no events.
+			if wrote {
+				return nil
+			}
+			return ErrNoEvents
+		}
 		s, events, err := c.flushTo(ctx, target)
 		if err != nil {
 			return err
 		}
 		written(s, events)
+		wrote = true
 		if c.last >= target {
 			return nil
 		}
@@ -349,7 +371,7 @@ func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []s
 	// lock's, a 4 s Event's) far longer than they were granted. The
 	// upload fails and is retried; once etcd answers again, a lease gone
 	// meanwhile is recorded as gone.
-	if err := c.leases.noteAll(ctx, c.cli, events); err != nil {
+	if err := c.leases.noteAll(ctx, c.src, events); err != nil {
 		return snap, snapshot.Annotations{}, fmt.Errorf("snapshot %s: not uploaded: the TTL of a lease its events put keys with is not known (etcd does not answer): %w", snap.Key, err)
 	}
 	a := c.annotate(ctx, events[len(events)-1].Revision())
@@ -364,6 +386,11 @@ func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []s
 // annotate asks etcd what a delta ending at revision last adds.
 func (c *capture) annotate(ctx context.Context, last int64) snapshot.Annotations {
 	var a snapshot.Annotations
+	if c.src.Kind() == snapshot.SourceEtcdAPI {
+		// It lists no leases and serves no auth API (kine): a restore
+		// learns of a revocation by its keys' deletions alone.
+		return a
+	}
 	var err error
 	if a.Revoked, err = c.leases.revoked(ctx, c.cli, last); err != nil {
 		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)

@@ -31,7 +31,7 @@ type leaseLog struct {
 // since: a short lease seen by an uploader that catches up after a leader
 // change) is marked snapshot.LeaseGone; its keys' deletions follow in the
 // stream. A failed question is asked again with the lease's next event.
-func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.Event) error {
+func (l *leaseLog) note(ctx context.Context, src snapshot.Source, ev *snapshot.Event) error {
 	id := ev.EtcdEvent.GetKv().GetLease()
 	if id == 0 || ev.EtcdEvent.Type != 0 {
 		return nil
@@ -42,16 +42,11 @@ func (l *leaseLog) note(ctx context.Context, cli *clientv3.Client, ev *snapshot.
 	if known {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := cli.TimeToLive(ctx, clientv3.LeaseID(id))
+	ttl, err := src.LeaseTTL(ctx, id)
 	if err != nil {
 		return err
 	}
-	ev.LeaseTTL = snapshot.LeaseGone
-	if resp.TTL >= 0 {
-		ev.LeaseTTL = max(resp.GrantedTTL, 0)
-	}
+	ev.LeaseTTL = ttl
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.recorded = setOf(l.recorded, id)
@@ -72,12 +67,12 @@ const askers = 8
 // answers no other, and each waits its own 5 s, which the caller would
 // wait too); it returns that failure, and what is left is asked again
 // with a later event or left to the restore's guess.
-func (l *leaseLog) noteAll(ctx context.Context, cli *clientv3.Client, events []snapshot.Event) error {
-	return l.noteUpTo(ctx, cli, events, askers)
+func (l *leaseLog) noteAll(ctx context.Context, src snapshot.Source, events []snapshot.Event) error {
+	return l.noteUpTo(ctx, src, events, askers)
 }
 
 // noteUpTo is noteAll with at most limit questions in flight.
-func (l *leaseLog) noteUpTo(ctx context.Context, cli *clientv3.Client, events []snapshot.Event, limit int) error {
+func (l *leaseLog) noteUpTo(ctx context.Context, src snapshot.Source, events []snapshot.Event, limit int) error {
 	var ask []*snapshot.Event
 	l.mu.Lock()
 	asked := map[int64]bool{}
@@ -109,7 +104,7 @@ func (l *leaseLog) noteUpTo(ctx context.Context, cli *clientv3.Client, events []
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := l.note(actx, cli, ev); err != nil {
+			if err := l.note(actx, src, ev); err != nil {
 				once.Do(func() { first = err; stop() })
 			}
 		})

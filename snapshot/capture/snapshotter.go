@@ -52,6 +52,10 @@ type Options struct {
 	RetentionPeriod time.Duration
 	Retention       snapshot.Retention
 	Codec           snapshot.Codec
+	// Source is what the client reaches: an etcd cluster (the default) or
+	// a datastore behind etcd's API (snapshot.SourceEtcdAPI: kine), whose
+	// fulls are logical.
+	Source snapshot.SourceKind
 	// SpoolDir is where full snapshots are spooled. Default os.TempDir().
 	SpoolDir string
 	// FullFrom, when set, gives the client a full snapshot streams from
@@ -377,7 +381,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	l.upCtx, l.upCancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer l.upCancel()
 	l.capture = newCapture(s.cli, s.st, 0, DeltaOptions{
-		Codec: s.opts.Codec, MemoryLimit: s.opts.DeltaMemoryLimit,
+		Codec: s.opts.Codec, Source: s.opts.Source, MemoryLimit: s.opts.DeltaMemoryLimit,
 		BeforeUpload: l.beforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
 	})
 	defer l.capture.stop()
@@ -651,6 +655,9 @@ func (l *loop) beforeUpload(ctx context.Context, s snapshot.Snapshot) error {
 // before a full snapshot, and at start for the chain's, which this process
 // saw no event of.
 func (l *loop) trackLeases(ctx context.Context) {
+	if l.opts.Source == snapshot.SourceEtcdAPI {
+		return // it lists no leases (kine)
+	}
 	if err := l.capture.leases.track(ctx, l.cli); err != nil {
 		l.log.Debug("leases not listed; revocations of leases no event named are not recorded", "error", err)
 	}
@@ -693,7 +700,8 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.trackLeases(ctx)
 	start := time.Now()
 	cli, release := l.fullClient(ctx)
-	snap, err := snapshot.Full(ctx, cli, l.st, snapshot.FullOptions{
+	src := snapshot.NewSource(l.opts.Source, cli, snapshot.SourceOptions{SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger})
+	snap, err := snapshot.FullOf(ctx, src, l.st, snapshot.FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})

@@ -1,0 +1,347 @@
+package snapshot
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/etcdkit/etcdkit/internal/scratch"
+)
+
+// Logical describes a full built from a Range at one revision (a source
+// that serves etcd's API without its snapshot RPC): what it holds and what
+// it cannot.
+type Logical struct {
+	// Keys is how many keys it holds; Leases how many leases they name.
+	Keys   int64 `json:"keys"`
+	Leases int64 `json:"leases,omitempty"`
+	// LeaseTTLs says where its leases' TTLs came from: "granted" (the
+	// datastore answered LeaseTimeToLive), "lease-id" (kine numbers each
+	// lease by its TTL and answers no TTL), "" when it names none.
+	LeaseTTLs string `json:"lease_ttls,omitempty"`
+	// NoVersions: the datastore keeps no key versions (kine): each key is
+	// recorded at version 1.
+	NoVersions bool `json:"no_versions,omitempty"`
+	// Limits are what it cannot hold, in words, as list shows them.
+	Limits []string `json:"limits"`
+}
+
+// LogicalMarker is a meta-bucket key of a logical full's database: etcd
+// and etcd-backup-restore read the meta bucket by the keys they know, and
+// a replay of its chain reads this one to know that the datastore's
+// revisions may skip numbers (a SQL sequence's, rows the datastore hides
+// from its watchers), which in etcd's own chains are lost events.
+const LogicalMarker = "etcdkit_logical_full"
+
+// maxLeaseTTL is etcd's longest lease (lease.MaxLeaseTTL).
+const maxLeaseTTL = 9_000_000_000
+
+type apiSource struct {
+	cli *clientv3.Client
+	o   SourceOptions
+	// noTTL: the datastore answered that it keeps no lease TTLs.
+	noTTL atomic.Bool
+}
+
+func (*apiSource) Kind() SourceKind { return SourceEtcdAPI }
+
+// Identity of a datastore behind etcd's API: its header's cluster ID
+// (kine answers 0, the same for every kine: its chain is told from another
+// datastore's by its keys alone), its one member list and the version it
+// emulates.
+func (s *apiSource) Identity(ctx context.Context) (Identity, error) {
+	id, err := IdentityOf(ctx, s.cli)
+	if err != nil {
+		return Identity{}, err
+	}
+	id.Source = SourceEtcdAPI
+	return id, nil
+}
+
+func (s *apiSource) Revision(ctx context.Context) (int64, error) { return currentRevision(ctx, s.cli) }
+
+// Watch asks for the whole keyspace as a range ("\x00" to the end): the
+// form kine serves too. No leader is required: such a datastore has none.
+func (s *apiSource) Watch(ctx context.Context, from int64) clientv3.WatchChan {
+	return s.cli.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+}
+
+// LeaseTTL asks LeaseTimeToLive; a datastore that does not serve it (kine,
+// whose lease IDs are their TTLs: LeaseGrant answers ID = TTL) gets the
+// ID as the TTL when it is one etcd can grant, none otherwise.
+func (s *apiSource) LeaseTTL(ctx context.Context, id int64) (int64, error) {
+	if !s.noTTL.Load() {
+		ttl, err := etcdSource{cli: s.cli}.LeaseTTL(ctx, id)
+		if !unsupported(err) {
+			return ttl, err
+		}
+		s.noTTL.Store(true)
+	}
+	if id > 0 && id <= maxLeaseTTL {
+		return id, nil
+	}
+	return 0, nil
+}
+
+// unsupported: the datastore does not serve the call (kine answers
+// Unimplemented for services it lacks, Unknown "… is not supported" for
+// calls of those it has).
+func unsupported(err error) bool {
+	if err == nil {
+		return false
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	return st.Code() == codes.Unimplemented || st.Code() == codes.Unknown && strings.Contains(st.Message(), "not supported")
+}
+
+// Full builds the logical full in the spool directory and streams it.
+func (s *apiSource) Full(ctx context.Context) (io.ReadCloser, error) {
+	f, err := scratch.File(s.o.SpoolDir, "etcdkit-logical-*.db")
+	if err != nil {
+		return nil, fmt.Errorf("spool directory %s (it must exist, with room for the keyspace): %w", s.o.SpoolDir, err)
+	}
+	path := f.Name()
+	_ = f.Close()
+	start := time.Now()
+	info, rev, err := s.build(ctx, path)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	logger(s.o.Logger).Info("logical full built", "revision", rev, "keys", info.Keys, "leases", info.Leases, "took", time.Since(start).Round(time.Millisecond))
+	db, err := os.Open(path)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	h := sha256.New()
+	return &logicalStream{Reader: io.MultiReader(io.TeeReader(db, h), &sumReader{h: h}), db: db, info: info}, nil
+}
+
+// logicalStream is a logical full's database followed by its SHA-256;
+// closing it removes the database.
+type logicalStream struct {
+	io.Reader
+	db   *os.File
+	info Logical
+}
+
+func (l *logicalStream) Close() error {
+	err := l.db.Close()
+	return errors.Join(err, os.Remove(l.db.Name()))
+}
+
+// sumReader reads the hash of what went before it, once that is read.
+type sumReader struct {
+	h   hash.Hash
+	sum []byte
+}
+
+func (r *sumReader) Read(p []byte) (int, error) {
+	if r.sum == nil {
+		r.sum = r.h.Sum(nil)
+	}
+	if len(r.sum) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.sum)
+	r.sum = r.sum[n:]
+	return n, nil
+}
+
+// build writes the keyspace at the datastore's current revision into a
+// database of etcd's layout at path: each key at its mod revision in the
+// key bucket (the keys of one revision numbered in key order, as a
+// transaction's), its leases in the lease bucket, compacted at the
+// revision (no history before it), and the marker of a logical full.
+// Pages are ranges at the revision of the first: the keyspace is read as
+// of one moment however long the reading takes.
+func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true, Timeout: time.Second})
+	if err != nil {
+		return Logical{}, 0, fmt.Errorf("database %s: %w", path, err)
+	}
+	b := logicalBuilder{db: db, subs: map[int64]int64{}, leases: map[int64]bool{}}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range []string{"key", "meta", "lease", "alarm", "cluster", "members", "members_removed", "auth", "authUsers", "authRoles"} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// A SQL datastore holds text keys, all below 0xff; etcd's can begin
+	// with it. kine answers nothing for a range "to the end" at a past
+	// revision, so the keyspace is read as two bounded ranges.
+	for _, r := range [][2]string{{"\x00", "\xff"}, {"\xff", "\x00"}} {
+		if err == nil {
+			err = b.pages(ctx, s.cli, r[0], r[1], s.o.PageSize)
+		}
+	}
+	if err == nil {
+		err = b.finish(ctx, s)
+	}
+	err = errors.Join(err, db.Sync(), db.Close())
+	if err != nil {
+		return Logical{}, 0, fmt.Errorf("logical full: %w", err)
+	}
+	return b.info, b.rev, nil
+}
+
+type logicalBuilder struct {
+	db     *bolt.DB
+	rev    int64
+	subs   map[int64]int64
+	leases map[int64]bool
+	info   Logical
+}
+
+func (b *logicalBuilder) pages(ctx context.Context, cli *clientv3.Client, key, end string, size int64) error {
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(size)}
+		if b.rev > 0 {
+			opts = append(opts, clientv3.WithRev(b.rev))
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		resp, err := cli.Get(rctx, key, opts...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("range %q at revision %d: %w", key, b.rev, err)
+		}
+		if b.rev == 0 {
+			b.rev = resp.Header.Revision
+		}
+		if err := b.db.Update(func(tx *bolt.Tx) error { return b.put(tx, resp.Kvs) }); err != nil {
+			return err
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+func (b *logicalBuilder) put(tx *bolt.Tx, kvs []*mvccpb.KeyValue) error {
+	keys := tx.Bucket([]byte("key"))
+	for _, kv := range kvs {
+		if kv.ModRevision <= 0 || kv.ModRevision > b.rev {
+			return fmt.Errorf("key %q: mod revision %d outside the range's revision %d", kv.Key, kv.ModRevision, b.rev)
+		}
+		if kv.Version == 0 {
+			// etcd reads version 0 as "no such key" (a Txn's version = 0
+			// compares a create): a live key needs one.
+			kv.Version, b.info.NoVersions = 1, true
+		}
+		if kv.CreateRevision <= 0 || kv.CreateRevision > kv.ModRevision {
+			return fmt.Errorf("key %q: create revision %d, mod revision %d: not one etcd can hold", kv.Key, kv.CreateRevision, kv.ModRevision)
+		}
+		v, err := proto.Marshal(kv)
+		if err != nil {
+			return err
+		}
+		sub := b.subs[kv.ModRevision]
+		b.subs[kv.ModRevision] = sub + 1
+		if err := keys.Put(revisionKey(kv.ModRevision, sub), v); err != nil {
+			return err
+		}
+		if kv.Lease != 0 {
+			b.leases[kv.Lease] = true
+		}
+		b.info.Keys++
+	}
+	return nil
+}
+
+// finish writes the leases, the compaction at the revision and the
+// marker, and says what the full cannot hold.
+func (b *logicalBuilder) finish(ctx context.Context, s *apiSource) error {
+	ttls := map[int64]int64{}
+	for id := range b.leases {
+		ttl, err := s.LeaseTTL(ctx, id)
+		if err != nil {
+			return fmt.Errorf("lease %x: %w", id, err)
+		}
+		if ttl > 0 {
+			ttls[id] = ttl
+		}
+	}
+	b.info.Leases = int64(len(b.leases))
+	b.info.Limits = []string{fmt.Sprintf("no history: each key as it was at revision %d, compacted there", b.rev),
+		"no users, roles or auth: the datastore serves no auth API"}
+	if b.info.NoVersions {
+		b.info.Limits = append(b.info.Limits, "no versions: the datastore keeps none; every key is at version 1")
+	}
+	if len(b.leases) > 0 {
+		b.info.LeaseTTLs = "granted"
+		if s.noTTL.Load() {
+			b.info.LeaseTTLs = "lease-id"
+			b.info.Limits = append(b.info.Limits, "lease TTLs: the datastore answers none; each lease's ID is taken as its TTL (kine grants ID = TTL)")
+		}
+		b.info.Limits = append(b.info.Limits, "lease time left: a restored lease counts its whole TTL from the restored member's start")
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		lb := tx.Bucket([]byte("lease"))
+		for id, ttl := range ttls {
+			var v []byte
+			v = protowire.AppendTag(v, 1, protowire.VarintType)
+			v = protowire.AppendVarint(v, uint64(id))
+			v = protowire.AppendTag(v, 2, protowire.VarintType)
+			v = protowire.AppendVarint(v, uint64(ttl))
+			if err := lb.Put(binary.BigEndian.AppendUint64(nil, uint64(id)), v); err != nil {
+				return err
+			}
+		}
+		meta := tx.Bucket([]byte("meta"))
+		for _, k := range []string{"scheduledCompactRev", "finishedCompactRev"} {
+			if err := meta.Put([]byte(k), revisionKey(b.rev, 0)); err != nil {
+				return err
+			}
+		}
+		return meta.Put([]byte(LogicalMarker), []byte{1})
+	})
+}
+
+// revisionKey is a key bucket's key: main and sub revision, big-endian,
+// joined by '_'.
+func revisionKey(main, sub int64) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 17), uint64(main))
+	k = append(k, '_')
+	return binary.BigEndian.AppendUint64(k, uint64(sub))
+}
+
+// IsLogical says whether the database at path is a logical full, or
+// was built from one: its chain's revisions may skip numbers.
+func IsLogical(path string) (bool, error) {
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	if err != nil {
+		return false, fmt.Errorf("database %s: %w", path, err)
+	}
+	defer func() { _ = db.Close() }()
+	logical := false
+	err = db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket([]byte("meta")); meta != nil {
+			logical = meta.Get([]byte(LogicalMarker)) != nil
+		}
+		return nil
+	})
+	return logical, err
+}
