@@ -130,7 +130,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	// same IDs.
 	kctx, stopKeepAlive := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopKeepAlive()
-	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]bool{},
+	b := &applier{cli: target, opts: ApplyOptions{Apply: true, Replace: true, Rename: opts.Rename}, past: past, out: &m.Loaded, leases: map[int64]int64{},
 		leased: func(id int64, granted bool) {
 			m.Leases++
 			if granted {
@@ -322,12 +322,12 @@ func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
 			if _, known := f.b.past.Leases[kv.Lease]; !known && ev.LeaseTTL > 0 {
 				f.b.past.Leases[kv.Lease] = ev.LeaseTTL
 			}
-			ok, err := f.b.lease(ctx, kv.Lease)
+			id, err := f.b.lease(ctx, kv.Lease)
 			if err != nil {
 				return err
 			}
-			if ok {
-				lease = append(lease, clientv3.WithLease(clientv3.LeaseID(kv.Lease)))
+			if id != 0 {
+				lease = append(lease, clientv3.WithLease(clientv3.LeaseID(id)))
 			}
 		}
 		batch = append(batch, clientv3.OpPut(key, string(kv.Value), lease...))

@@ -74,6 +74,13 @@ type ApplyOptions struct {
 	// Rename writes the past keys under another prefix (and compares
 	// them with the live keys there).
 	Rename Rename
+	// KeyByKey writes each key in a Txn of its own, of the three forms
+	// kine serves (create: the key's absence; update and delete: its mod
+	// revision, reading it otherwise), for a datastore behind etcd's API.
+	// The prefix may then be "" (the whole keyspace: such a datastore has
+	// no data dir to restore), and the datastore's own bookkeeping key
+	// (kine's compact_rev_key) is neither written nor deleted.
+	KeyByKey bool
 	// beforeWrite runs between the read of the live keys and the first
 	// write: a test's concurrent writer.
 	beforeWrite func()
@@ -132,7 +139,7 @@ type liveKey struct {
 // written again). Nothing outside the prefix (renamed) is read or
 // touched, so a role with read and write on it is enough.
 func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix string, opts ApplyOptions) (Applied, error) {
-	if prefix == "" {
+	if prefix == "" && !opts.KeyByKey {
 		return Applied{}, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
 	}
 	if err := opts.Rename.Check(prefix); err != nil {
@@ -142,9 +149,13 @@ func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix st
 		return Applied{}, fmt.Errorf("rename %s=%s with replace: the prefixes overlap, so the keys under %s that the past did not hold would include the past's own keys; rename to a prefix apart", r.From, r.To, r.To)
 	}
 	var a Applied
-	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]bool{}}
+	b := &applier{cli: cli, opts: opts, past: past, out: &a, leases: map[int64]int64{}}
 	return b.apply(ctx, prefix)
 }
+
+// datastoreKey is kine's record of its own compaction, which its API
+// shows as a key: a restore through the API leaves it to the datastore.
+const datastoreKey = "compact_rev_key"
 
 // apply is ApplyState's work, into b.out.
 func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
@@ -161,6 +172,9 @@ func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 	for _, kv := range b.past.KVs {
 		key := string(opts.Rename.key(kv.Key))
 		seen[key] = true
+		if opts.KeyByKey && key == datastoreKey {
+			continue
+		}
 		l, ok := live[key]
 		switch {
 		case !ok:
@@ -175,7 +189,7 @@ func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 		}
 	}
 	for _, key := range sortedKeys(live) {
-		if seen[key] {
+		if seen[key] || opts.KeyByKey && key == datastoreKey {
 			continue
 		}
 		if !opts.Replace {
@@ -238,8 +252,9 @@ type applier struct {
 	past State
 	out  *Applied
 	// leases are the past leases the keys written are attached to, granted
-	// again under their IDs where the cluster did not hold them.
-	leases map[int64]bool
+	// again under their IDs where the cluster did not hold them, by the
+	// ID the cluster gave (kine numbers a lease by its TTL).
+	leases map[int64]int64
 	// leased, when set, is told of each lease the keys written are
 	// attached to: granted, or held by the cluster already.
 	leased func(id int64, granted bool)
@@ -251,6 +266,7 @@ type applier struct {
 // succeeds.
 type guarded struct {
 	key  string
+	mod  int64
 	cmp  clientv3.Cmp
 	op   clientv3.Op
 	into *[]string
@@ -259,22 +275,22 @@ type guarded struct {
 func (b *applier) put(ctx context.Context, key string, kv *mvccpb.KeyValue, mod int64, into *[]string) error {
 	var opts []clientv3.OpOption
 	if kv.Lease != 0 {
-		ok, err := b.lease(ctx, kv.Lease)
+		id, err := b.lease(ctx, kv.Lease)
 		if err != nil {
 			return err
 		}
-		if ok {
-			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(kv.Lease)))
+		if id != 0 {
+			opts = append(opts, clientv3.WithLease(clientv3.LeaseID(id)))
 		} else {
 			b.out.WithoutLease = append(b.out.WithoutLease, key)
 		}
 	}
-	return b.add(ctx, guarded{key: key, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
+	return b.add(ctx, guarded{key: key, mod: mod, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
 		op: clientv3.OpPut(key, string(kv.Value), opts...), into: into}, len(key)+len(kv.Value))
 }
 
 func (b *applier) del(ctx context.Context, key string, mod int64) error {
-	return b.add(ctx, guarded{key: key, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
+	return b.add(ctx, guarded{key: key, mod: mod, cmp: clientv3.Compare(clientv3.ModRevision(key), "=", mod),
 		op: clientv3.OpDelete(key), into: &b.out.Deleted}, len(key))
 }
 
@@ -288,31 +304,37 @@ func (b *applier) leaseOf(kv *mvccpb.KeyValue) int64 {
 }
 
 // lease makes the past lease live in the cluster for its keys: granted
-// once, under its own ID and with its TTL, unless the cluster holds it. A
-// lease the backups hold no TTL of is none (false): its keys go without.
-func (b *applier) lease(ctx context.Context, past int64) (bool, error) {
-	if b.leases[past] {
-		return true, nil
+// once, under its own ID and with its TTL, unless the cluster holds it,
+// and returns the ID its keys are written with. A lease the backups hold
+// no TTL of is none (0): its keys go without.
+func (b *applier) lease(ctx context.Context, past int64) (int64, error) {
+	if id, ok := b.leases[past]; ok {
+		return id, nil
 	}
 	ttl, ok := b.past.Leases[past]
 	if !ok {
-		return false, nil
+		return 0, nil
 	}
+	id := past
 	if b.opts.Apply {
 		// Under the past lease's own ID: a tenant's clients keep their
 		// leases alive by ID, and where the lease still lives (a restore
-		// into its own cluster) its keys join it again.
-		_, err := clientv3.RetryLeaseClient(b.cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: past, TTL: ttl})
+		// into its own cluster) its keys join it again. kine answers with
+		// an ID of its own (the TTL), which its keys then carry.
+		resp, err := clientv3.RetryLeaseClient(b.cli).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: past, TTL: ttl})
 		exists := errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist)
 		if err != nil && !exists {
-			return false, fmt.Errorf("grant lease %x of %d s for its keys: %w", past, ttl, err)
+			return 0, fmt.Errorf("grant lease %x of %d s for its keys: %w", past, ttl, err)
+		}
+		if err == nil && resp.ID != 0 {
+			id = resp.ID
 		}
 		if b.leased != nil {
-			b.leased(past, !exists)
+			b.leased(id, !exists)
 		}
 	}
-	b.leases[past] = true
-	return true, nil
+	b.leases[past] = id
+	return id, nil
 }
 
 func (b *applier) add(ctx context.Context, g guarded, size int) error {
@@ -320,7 +342,7 @@ func (b *applier) add(ctx context.Context, g guarded, size int) error {
 		*g.into = append(*g.into, g.key)
 		return nil
 	}
-	if len(b.ops) == applyBatchOps || len(b.ops) > 0 && b.bytes+size > applyBatchBytes {
+	if len(b.ops) == applyBatchOps || len(b.ops) > 0 && (b.bytes+size > applyBatchBytes || b.opts.KeyByKey) {
 		if err := b.flush(ctx); err != nil {
 			return err
 		}
@@ -369,7 +391,11 @@ func (b *applier) commit(ctx context.Context, ops []guarded) (bool, error) {
 	for i, g := range ops {
 		cmps[i], then[i] = g.cmp, g.op
 	}
-	resp, err := b.cli.Txn(ctx).If(cmps...).Then(then...).Commit()
+	txn := b.cli.Txn(ctx).If(cmps...).Then(then...)
+	if b.opts.KeyByKey && ops[0].mod != 0 {
+		txn = txn.Else(clientv3.OpGet(ops[0].key))
+	}
+	resp, err := txn.Commit()
 	if err != nil {
 		return false, fmt.Errorf("write %d keys from %q on: %w", len(ops), ops[0].key, err)
 	}

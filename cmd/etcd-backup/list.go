@@ -62,12 +62,16 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 				// EstimatedRestore is restore.EstimateRestore at the
 				// bench machine's speed: a sidecar's drills measure its own.
 				EstimatedRestore float64 `json:"estimated_restore_seconds"`
+				// Source and Logical: a chain of a datastore behind etcd's
+				// API, whose full holds its keys at one revision alone.
+				Source  snapshot.SourceKind `json:"source,omitempty"`
+				Logical *snapshot.Logical   `json:"logical,omitempty"`
 			}
 			chains := []chainOut{}
 			for _, c := range cat.AllChains() {
 				out := chainOut{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
 				if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
-					out.ClusterID = id.ClusterID
+					out.ClusterID, out.Source, out.Logical = id.ClusterID, id.Source, id.Logical
 				}
 				if _, err := c.Check(); err != nil {
 					out.Problem = err.Error()
@@ -155,6 +159,10 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 					blank := "\t\t\t\t\t"
 					if locked {
 						blank += "\t"
+					}
+					if c.Logical != nil {
+						fmt.Fprintf(w, "%s\t%d\t%s\t~%slogical full of a datastore behind etcd's API (%s): %s\n", c.Timeline, i+1, cluster, blank,
+							c.Source, strings.Join(c.Logical.Limits, "; "))
 					}
 					if c.Problem != "" {
 						fmt.Fprintf(w, "%s\t%d\t%s\t!%s%s\n", c.Timeline, i+1, cluster, blank, c.Problem)

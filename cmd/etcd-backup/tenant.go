@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // tenant is restore's --prefix, --to, --apply, --replace and --rename: one
@@ -21,6 +22,7 @@ type tenant struct {
 	to                 []string
 	apply, replace     bool
 	work               string
+	toSource           string
 }
 
 // flags are restore's: a dry run unless --apply.
@@ -29,6 +31,7 @@ func (tn *tenant) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&tn.apply, "apply", false, "with --to: write; without it, only report what would be written")
 	f.BoolVar(&tn.replace, "replace", false, "with --to: also delete the live keys under the prefix that the past did not hold")
+	f.StringVar(&tn.toSource, "to-source", "etcd", "with --to: what it reaches: etcd, or etcd-api (a datastore behind etcd's API such as kine: each key is written in a Txn of its own, and without --prefix the whole keyspace is restored)")
 }
 
 // keyFlags pick the keys and where they go, for restore and move.
@@ -43,8 +46,14 @@ func (tn *tenant) keyFlags(cmd *cobra.Command) {
 // check refuses the flags that do not go together.
 func (tn *tenant) check(cmd *cobra.Command, dataDir string, follow bool) error {
 	changed := cmd.Flags().Changed
+	kind, err := snapshot.ParseSourceKind(tn.toSource)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--to-source: %w", err))
+	}
 	switch {
-	case len(tn.to) > 0 && tn.prefix == "":
+	case changed("to-source") && len(tn.to) == 0:
+		return cli.Usage(errors.New("--to-source goes with --to: it says what the live endpoints are"))
+	case len(tn.to) > 0 && tn.prefix == "" && kind == snapshot.SourceEtcd:
 		return cli.Usage(errors.New("--to writes one prefix's keys into a live cluster: give --prefix (a whole cluster is restored into a --data-dir)"))
 	case len(tn.to) > 0 && dataDir != "":
 		return cli.Usage(errors.New("--to and --data-dir exclude each other: a tenant's keys go into a live cluster or into a data dir of their own"))
@@ -56,7 +65,6 @@ func (tn *tenant) check(cmd *cobra.Command, dataDir string, follow bool) error {
 		return cli.Usage(errors.New("--rename needs --prefix: the keys to rename"))
 	}
 	if tn.renameFlag != "" {
-		var err error
 		if tn.rename, err = restore.ParseRename(tn.renameFlag); err != nil {
 			return cli.Usage(err)
 		}
@@ -88,7 +96,8 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 	if err != nil {
 		return err
 	}
-	a, err := restore.ApplyState(ctx, live, past, tn.prefix, restore.ApplyOptions{Apply: tn.apply, Replace: tn.replace, Rename: tn.rename})
+	a, err := restore.ApplyState(ctx, live, past, tn.prefix, restore.ApplyOptions{Apply: tn.apply, Replace: tn.replace, Rename: tn.rename,
+		KeyByKey: tn.toSource == string(snapshot.SourceEtcdAPI)})
 	if err != nil {
 		return err
 	}
@@ -103,8 +112,14 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 		if !tn.apply {
 			fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
 		}
-		fmt.Fprintf(w, "past state\trevision %d, %d keys (%s) under %s\n", past.Revision, len(past.KVs), size(bytes), tn.prefix)
-		fmt.Fprintf(w, "live cluster\trevision %d, keys under %s\n", a.Revision, written)
+		under := func(p string) string {
+			if p == "" {
+				return "in the whole keyspace"
+			}
+			return "under " + p
+		}
+		fmt.Fprintf(w, "past state\trevision %d, %d keys (%s) %s\n", past.Revision, len(past.KVs), size(bytes), under(tn.prefix))
+		fmt.Fprintf(w, "live cluster\trevision %d, keys %s\n", a.Revision, under(written))
 		verb := func(done, todo string) string {
 			if tn.apply {
 				return done
