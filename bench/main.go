@@ -23,6 +23,8 @@ type config struct {
 	fullKeys int
 	// prefixes are the clusters of the fleet benchmark's bucket.
 	prefixes int
+	// kineKeys are the keys of the kine benchmark's datastore.
+	kineKeys int
 	runs     int
 	dir      string
 	only     []string
@@ -85,6 +87,8 @@ var benchmarks = []benchmark{
 	{name: "growth", run: growthBench, byHand: true},
 	// By hand only: a thousand clusters' backups on an emulator.
 	{name: "fleet", run: fleetBench, byHand: true},
+	// By hand only: kine over SQLite, backed up and restored both ways.
+	{name: "kine", run: kineBench, byHand: true},
 	// By hand only: how the compression levels were chosen.
 	{name: "levels", run: levelsBench, byHand: true},
 }
@@ -106,6 +110,7 @@ func main() {
 	flag.IntVar(&cfg.revisions, "revisions", 500000, "revisions of deltas in the chain (restore)")
 	flag.IntVar(&cfg.fullKeys, "full-keys", ebrFullKeys, "keys of 1 KiB in the chain's full (restore)")
 	flag.IntVar(&cfg.prefixes, "prefixes", 1000, "clusters' prefixes in the bucket (fleet)")
+	flag.IntVar(&cfg.kineKeys, "kine-keys", 100000, "keys of 1 KiB in kine (kine)")
 	flag.IntVar(&cfg.runs, "runs", 3, "runs of each measurement; the median is reported")
 	flag.StringVar(&cfg.dir, "dir", "", "scratch directory (default: a new temporary one)")
 	flag.StringVar(&only, "only", "", "comma-separated benchmarks to run (default: all)")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -260,6 +262,12 @@ type applier struct {
 	leased func(id int64, granted bool)
 	ops    []guarded
 	bytes  int
+	// With KeyByKey: the writes in flight or done, in order, the
+	// writers' slots, and whether one failed.
+	inflight []*each
+	slots    chan struct{}
+	writers  sync.WaitGroup
+	failed   atomic.Bool
 }
 
 // guarded is one write of a batch, with the list it lands in if it
@@ -342,7 +350,10 @@ func (b *applier) add(ctx context.Context, g guarded, size int) error {
 		*g.into = append(*g.into, g.key)
 		return nil
 	}
-	if len(b.ops) == applyBatchOps || len(b.ops) > 0 && (b.bytes+size > applyBatchBytes || b.opts.KeyByKey) {
+	if b.opts.KeyByKey {
+		return b.addEach(ctx, g)
+	}
+	if len(b.ops) == applyBatchOps || len(b.ops) > 0 && b.bytes+size > applyBatchBytes {
 		if err := b.flush(ctx); err != nil {
 			return err
 		}
@@ -356,6 +367,9 @@ func (b *applier) add(ctx context.Context, g guarded, size int) error {
 // a guard fails, each key is tried on its own, so that only the keys
 // another writer changed are left.
 func (b *applier) flush(ctx context.Context) error {
+	if b.opts.KeyByKey {
+		return b.flushEach()
+	}
 	ops := b.ops
 	b.ops, b.bytes = nil, 0
 	if len(ops) == 0 {
@@ -382,6 +396,78 @@ func (b *applier) flush(ctx context.Context) error {
 			b.out.Conflicts = append(b.out.Conflicts, g.key)
 		}
 	}
+	return nil
+}
+
+// KeyByKeyWriters is how many Txns of one key each ApplyState has in
+// flight with KeyByKey: a datastore behind etcd's API takes one write per
+// round trip, and a restore of a whole keyspace one key at a time would
+// wait out every round trip in turn.
+const KeyByKeyWriters = 16
+
+// each is one write of a KeyByKey apply in flight, and how it ended.
+type each struct {
+	g   guarded
+	ok  bool
+	err error
+}
+
+// addEach starts g's Txn at once, with up to KeyByKeyWriters in flight:
+// the writers never wait for each other (a datastore's slow write, kine's
+// hundreds of milliseconds now and then, holds up its own key alone).
+func (b *applier) addEach(ctx context.Context, g guarded) error {
+	if err := b.eachErr(); err != nil {
+		return err
+	}
+	if b.slots == nil {
+		b.slots = make(chan struct{}, KeyByKeyWriters)
+	}
+	e := &each{g: g}
+	b.inflight = append(b.inflight, e)
+	select {
+	case b.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	b.writers.Go(func() {
+		defer func() { <-b.slots }()
+		e.ok, e.err = b.commit(ctx, []guarded{g})
+		if e.err != nil {
+			b.failed.Store(true)
+		}
+	})
+	return nil
+}
+
+// eachErr is the first failed write's error, once one failed.
+func (b *applier) eachErr() error {
+	if !b.failed.Load() {
+		return nil
+	}
+	b.writers.Wait()
+	for _, e := range b.inflight {
+		if e.err != nil {
+			return e.err
+		}
+	}
+	return nil
+}
+
+// flushEach waits for every write in flight and lists them in the order
+// they were made.
+func (b *applier) flushEach() error {
+	b.writers.Wait()
+	if err := b.eachErr(); err != nil {
+		return err
+	}
+	for _, e := range b.inflight {
+		if e.ok {
+			*e.g.into = append(*e.g.into, e.g.key)
+		} else {
+			b.out.Conflicts = append(b.out.Conflicts, e.g.key)
+		}
+	}
+	b.inflight = nil
 	return nil
 }
 
