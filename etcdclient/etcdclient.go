@@ -16,7 +16,9 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
@@ -302,6 +304,9 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 	st, err := cli.AuthStatus(actx)
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w within the request timeout of %s: %w", errNoAnswer, c.RequestTimeout, err)
+	}
+	if status.Code(err) == codes.Unimplemented {
+		return fmt.Errorf("%s: ask whether authentication is on: it serves no auth API: a datastore behind etcd's API such as kine? etcd-backup takes it with --source etcd-api: %w", c.name(), err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: ask whether authentication is on: %w", c.name(), err)

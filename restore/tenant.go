@@ -427,6 +427,7 @@ func (b *applier) addEach(ctx context.Context, g guarded) error {
 	select {
 	case b.slots <- struct{}{}:
 	case <-ctx.Done():
+		b.writers.Wait()
 		return ctx.Err()
 	}
 	b.writers.Go(func() {

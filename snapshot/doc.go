@@ -8,7 +8,13 @@
 //
 // A full snapshot is the bbolt database etcd's Maintenance.Snapshot streams,
 // with etcd's SHA-256 trailer; it is named with the revision read from the
-// database itself. A delta is the JSON array of watch events received
+// database itself. What a backup needs of its datastore is a Source: an
+// etcd cluster, or a datastore that serves etcd's KV and Watch API without
+// its snapshot RPC (SourceEtcdAPI: kine over SQLite, Postgres or MySQL),
+// whose full is logical: a database of etcd's layout built here from a
+// paginated Range at one revision, compacted there, marked in its meta
+// bucket and its identity record with what it cannot hold (history,
+// versions, lease TTLs the datastore does not answer, auth). A delta is the JSON array of watch events received
 // after the previous snapshot, followed by the SHA-256 of that JSON, and
 // never splits a revision. Its events carry, in fields etcd-backup-restore's
 // decoder ignores, what the watch stream does not: the granted TTL of each

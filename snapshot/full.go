@@ -188,6 +188,9 @@ func (sp *spool) fill(ctx context.Context, src Source) (*Logical, error) {
 	}
 	v := newVerifier(rc)
 	n, err := decoupledCopy(w, v)
+	if err != nil && src.Kind() == SourceEtcd && unsupported(err) {
+		return nil, fmt.Errorf("etcd snapshot: the endpoints serve etcd's API without its snapshot RPC (kine?): back them up with --source etcd-api (SourceEtcdAPI): %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s snapshot into %s: %w", src.Kind(), sp.raw.Name(), err)
 	}

@@ -61,8 +61,8 @@ type SourceOptions struct {
 	// SpoolDir holds a logical full while it is built: room for the
 	// keyspace's database. Default os.TempDir().
 	SpoolDir string
-	// PageSize is how many keys one Range of a logical full asks for.
-	// Default 1,000.
+	// PageSize is how many keys the first Range of a logical full asks
+	// for; the next ones aim at 16 MiB a page. Default 1,000.
 	PageSize int64
 	// Logger: nil discards.
 	Logger *slog.Logger

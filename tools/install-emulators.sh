@@ -5,7 +5,8 @@
 # the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36, and
 # kine (k3s' etcd API over SQLite) pinned in tools/kine.
 # OpenStack Swift and memcached come from Debian's packages (the release's
-# Swift: 2.30 on bookworm), run by tools/swift/run.sh.
+# Swift: 2.30 on bookworm), run by tools/swift/run.sh, and PostgreSQL (15 on
+# bookworm, a datastore of kine's) too, run by tools/postgres/run.sh.
 # Idempotent: an emulator already installed at the pinned version is left
 # alone.
 set -euo pipefail
@@ -94,11 +95,12 @@ install_swift() {
   for p in swift-proxy-server swift-account-server swift-container-server swift-object-server swift-ring-builder memcached; do
     command -v "$p" >/dev/null || missing=1
   done
+  compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing=1
   [[ $missing == 0 ]] && return
-  echo "installing swift and memcached from Debian" >&2
+  echo "installing swift, memcached and postgresql from Debian" >&2
   local sudo=()
   [[ $(id -u) == 0 ]] || sudo=(sudo)
-  local pkgs=(swift-proxy swift-account swift-container swift-object memcached)
+  local pkgs=(swift-proxy swift-account swift-container swift-object memcached postgresql)
   if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null; then
     "${sudo[@]}" apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}" >/dev/null

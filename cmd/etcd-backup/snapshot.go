@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -16,6 +18,7 @@ import (
 
 func snapshotCmd(g *globals) *cobra.Command {
 	var delta, allowNewChain bool
+	var source string
 	cmd := &cobra.Command{
 		Use:   "snapshot [--delta]",
 		Short: "Take a full snapshot now, or with --delta the events since the latest chain's end",
@@ -30,7 +33,14 @@ func snapshotCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cli, err := g.client(ctx)
+			kind, err := snapshot.ParseSourceKind(source)
+			if err != nil {
+				return cli.Usage(fmt.Errorf("--source: %w", err))
+			}
+			conn := g.conn(g.endpoints)
+			// kine serves no auth API: there is no root role to check.
+			conn.RequireRoot = kind == snapshot.SourceEtcd
+			cli, err := etcdclient.New(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -46,7 +56,8 @@ func snapshotCmd(g *globals) *cobra.Command {
 			newest := func(ctx context.Context, _ snapshot.Snapshot) error { return snapshot.Newest(ctx, st, lin.Timeline) }
 			var taken []snapshot.Snapshot
 			if !delta {
-				s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
+				src := snapshot.NewSource(kind, cli, snapshot.SourceOptions{Logger: g.log})
+				s, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}
@@ -62,7 +73,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 				if chain, err = chain.Check(); err != nil {
 					return fmt.Errorf("the latest chain: %w; take a full snapshot to start a new one", err)
 				}
-				taken, err = capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{Codec: codec, BeforeUpload: newest, Logger: g.log})
+				taken, err = capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{Codec: codec, Source: kind, BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}
@@ -79,6 +90,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().StringVar(&source, "source", "etcd", "what --endpoints reach: etcd, or etcd-api (a datastore behind etcd's API such as kine; the full is logical)")
 	cmd.Flags().BoolVar(&delta, "delta", false, "write a delta of the events since the latest chain's end instead")
 	cmd.Flags().BoolVar(&allowNewChain, "allow-new-chain", false, "take the full snapshot even when the store's newest chain is another cluster's, in a timeline of this cluster's own")
 	return cmd

@@ -4,7 +4,8 @@
 // for Azure Blob Storage (over HTTPS with OAuth when asked), OpenStack
 // Swift from Debian's packages with tempauth —, kube-apiserver, over an etcd the test
 // gives, with certificates, an administrator's token and RBAC of its own,
-// and etcd servers of older versions (3.5, 3.6), one member each.
+// etcd servers of older versions (3.5, 3.6), one member each, and kine
+// (k3s' etcd API) over SQLite, with TLS when asked.
 //
 // It owns finding the installed programs (tools/install-emulators.sh puts
 // them in tools/), the policy for a missing one (a test fails when

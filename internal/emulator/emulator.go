@@ -136,6 +136,8 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "bin", string(kind))
 	case Swift:
 		return swiftProgram(tools)
+	case Postgres:
+		return postgresProgram(tools)
 	default:
 		return "", fmt.Errorf("emulator: unknown kind %q", kind)
 	}
@@ -240,6 +242,8 @@ func (s *Server) args() ([]string, error) {
 		return s.Etcd.args(s.Port), nil
 	case Kine:
 		return s.KineServer.args(s.Port), nil
+	case Postgres:
+		return s.postgresArgs(), nil
 	default: // Azure
 		s.Account, s.Key = AzureAccount, AzureKey
 		s.Endpoint = "http://" + addr + "/" + AzureAccount
@@ -309,6 +313,8 @@ func (s *Server) answers() bool {
 		return s.swiftReady()
 	case Kine:
 		return s.KineServer.ready(s.Logs())
+	case Postgres:
+		return s.postgresReady()
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	scheme := "http"

@@ -22,13 +22,16 @@ type KineOptions struct {
 	// CA, Cert and Key, when set, serve clients over https with Cert (for
 	// 127.0.0.1) and require client certificates CA signed.
 	CA, Cert, Key string
+	// Datastore is kine's --endpoint (a Postgres server's Endpoint); "":
+	// SQLite in Dir.
+	Datastore string
 }
 
 // KineServer is what a client of kine needs.
 type KineServer struct {
 	// ClientURL serves etcd's API.
 	ClientURL string
-	// Database is the SQLite file.
+	// Database is the SQLite file (without KineOptions.Datastore).
 	Database string
 
 	o KineOptions
@@ -65,9 +68,11 @@ func (k *KineServer) args(port int) []string {
 	}
 	k.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
 	// WAL as k3s runs it; the poll interval is kine's default.
-	args := []string{"--listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--endpoint", "sqlite://" + k.Database + "?_journal=WAL&cache=shared&_busy_timeout=30000&_txlock=immediate",
-		"--metrics-bind-address", "0"}
+	endpoint := "sqlite://" + k.Database + "?_journal=WAL&cache=shared&_busy_timeout=30000&_txlock=immediate"
+	if k.o.Datastore != "" {
+		endpoint = k.o.Datastore
+	}
+	args := []string{"--listen-address", fmt.Sprintf("127.0.0.1:%d", port), "--endpoint", endpoint, "--metrics-bind-address", "0"}
 	if k.o.CA != "" {
 		args = append(args, "--server-cert-file", k.o.Cert, "--server-key-file", k.o.Key, "--trusted-ca-file", k.o.CA)
 	}

@@ -424,7 +424,7 @@ func (c *capture) landed(snap snapshot.Snapshot, a snapshot.Annotations, err err
 // be in flight.
 func (c *capture) reset() {
 	clear(c.pending)
-	c.pending, c.size, c.last = nil, 0, 0
+	c.pending, c.size, c.last, c.heard = nil, 0, 0, 0
 }
 
 // moveTo restarts the chain after a full snapshot at rev: buffered events
