@@ -204,7 +204,7 @@ func loadKine(ctx context.Context, cli *clientv3.Client, n int, prefix string) (
 // rangeAll reads the whole keyspace in one Range: one pass over kine's
 // table, the least a read of it costs (the logical full pages at 16 MiB).
 func rangeAll(ctx context.Context, cli *clientv3.Client) (int, error) {
-	resp, err := cli.Get(ctx, "\x00", clientv3.WithRange("\xff"))
+	resp, err := cli.Get(ctx, "\x00", clientv3.WithRange("\U0010FFFF"))
 	if err != nil {
 		return 0, err
 	}

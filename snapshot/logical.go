@@ -192,13 +192,14 @@ func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, err
 		_ = os.Remove(spool.Name())
 	}()
 	b := logicalBuilder{spool: spool, w: bufio.NewWriterSize(spool, 1<<20), leases: map[int64]bool{}}
-	// A SQL datastore holds text keys, all below 0xff; etcd's can begin
-	// with it. kine answers nothing for a range "to the end" at a past
-	// revision, so the keyspace is read as two bounded ranges.
-	for _, r := range [][2]string{{"\x00", "\xff"}, {"\xff", "\x00"}} {
-		if err == nil {
-			err = b.pages(ctx, s.cli, r[0], r[1], s.o.PageSize)
-		}
+	// kine answers nothing for a range "to the end" at a past revision, and
+	// PostgreSQL refuses a bound that is not UTF-8 text: the keyspace is
+	// read up to the last code point, which every text key is below. etcd
+	// (its members have IDs; kine answers 0) also holds binary keys above
+	// it, read as a second range.
+	err = b.pages(ctx, s.cli, "\x00", textEnd, s.o.PageSize)
+	if err == nil && b.member != 0 {
+		err = b.pages(ctx, s.cli, textEnd, "\x00", s.o.PageSize)
 	}
 	if err == nil {
 		err = b.w.Flush()
@@ -241,9 +242,15 @@ type logicalBuilder struct {
 	spooled []spooledKey
 	db      *bolt.DB
 	rev     int64
-	leases  map[int64]bool
-	info    Logical
+	// member is the ID of the member that answered; 0 for kine.
+	member uint64
+	leases map[int64]bool
+	info   Logical
 }
+
+// textEnd is U+10FFFF, the last code point: every UTF-8 key but those that
+// begin with it is below it.
+const textEnd = "\U0010FFFF"
 
 type spooledKey struct {
 	rev, at int64
@@ -263,7 +270,7 @@ func (b *logicalBuilder) pages(ctx context.Context, cli *clientv3.Client, key, e
 			return fmt.Errorf("range %q at revision %d: %w", key, b.rev, err)
 		}
 		if b.rev == 0 {
-			b.rev = resp.Header.Revision
+			b.rev, b.member = resp.Header.Revision, resp.Header.MemberId
 		}
 		if err := b.put(resp.Kvs); err != nil {
 			return err
