@@ -197,9 +197,9 @@ func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, err
 	// read up to the last code point, which every text key is below. etcd
 	// (its members have IDs; kine answers 0) also holds binary keys above
 	// it, read as a second range.
-	err = b.pages(ctx, s.cli, "\x00", textEnd, s.o.PageSize)
+	err = b.read(ctx, s.cli, "\x00", textEnd, s.o.PageSize)
 	if err == nil && b.member != 0 {
-		err = b.pages(ctx, s.cli, textEnd, "\x00", s.o.PageSize)
+		err = b.read(ctx, s.cli, textEnd, "\x00", s.o.PageSize)
 	}
 	if err == nil {
 		err = b.w.Flush()
@@ -257,6 +257,54 @@ type spooledKey struct {
 	n       int
 }
 
+// read reads [key, end) at the builder's revision (the first read's when
+// none yet) into the spool: as one stream where the datastore serves
+// RangeStream (etcd 3.7, kine: one pass over kine's table, in chunks),
+// else a page at a time.
+func (b *logicalBuilder) read(ctx context.Context, cli *clientv3.Client, key, end string, size int64) error {
+	got, err := b.stream(ctx, cli, key, end)
+	if err != nil && !got && unsupported(err) {
+		return b.pages(ctx, cli, key, end, size)
+	}
+	return err
+}
+
+// stream reads [key, end) with RangeStream; got says whether any of it
+// arrived.
+func (b *logicalBuilder) stream(ctx context.Context, cli *clientv3.Client, key, end string) (got bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithRange(end)}
+	if b.rev > 0 {
+		opts = append(opts, clientv3.WithRev(b.rev))
+	}
+	ch, err := cli.GetStream(ctx, key, opts...)
+	if err != nil {
+		return false, fmt.Errorf("range stream %q: %w", key, err)
+	}
+	done := false
+	for r := range ch {
+		if err := r.Err(); err != nil {
+			return got, fmt.Errorf("range stream %q at revision %d: %w", key, b.rev, err)
+		}
+		got = true
+		if err := b.put(r.Kvs); err != nil {
+			return got, err
+		}
+		// Only the last chunk has the header: the revision read.
+		if h := r.Header; h != nil && h.Revision > 0 {
+			if b.rev == 0 {
+				b.rev, b.member = h.Revision, h.MemberId
+			}
+			done = true
+		}
+	}
+	if !done {
+		return got, fmt.Errorf("range stream %q: ended without its last chunk", key)
+	}
+	return got, ctx.Err()
+}
+
 func (b *logicalBuilder) pages(ctx context.Context, cli *clientv3.Client, key, end string, size int64) error {
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(size)}
@@ -302,9 +350,6 @@ func nextPage(size int64, kvs []*mvccpb.KeyValue) int64 {
 // put spools a page's keys.
 func (b *logicalBuilder) put(kvs []*mvccpb.KeyValue) error {
 	for _, kv := range kvs {
-		if kv.ModRevision <= 0 || kv.ModRevision > b.rev {
-			return fmt.Errorf("key %q: mod revision %d outside the range's revision %d", kv.Key, kv.ModRevision, b.rev)
-		}
 		if kv.Version == 0 {
 			// etcd reads version 0 as "no such key" (a Txn's version = 0
 			// compares a create): a live key needs one.
@@ -344,6 +389,9 @@ func (b *logicalBuilder) keys() error {
 			var size int
 			for ; i < len(b.spooled) && size < 64<<20; i++ {
 				k := b.spooled[i]
+				if k.rev <= 0 || k.rev > b.rev {
+					return fmt.Errorf("a key at mod revision %d, outside the range's revision %d", k.rev, b.rev)
+				}
 				if i == 0 || b.spooled[i-1].rev != k.rev {
 					sub = 0
 				}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -143,4 +144,88 @@ func fetchDB(ctx context.Context, t *testing.T, st store.Store, full snapshot.Sn
 		t.Fatal(err)
 	}
 	return path
+}
+
+// A logical full of etcd itself, streamed (3.7's RangeStream) or paged
+// (3.6 has none): every key as the member holds it at the full's revision,
+// binary keys above every text key among them, the keys a transaction
+// wrote at one revision each at its place, versions and leases kept.
+func TestLogicalFullOfEtcd(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cli  func(t *testing.T) *clientv3.Client
+	}{
+		{"3.7, streamed", func(t *testing.T) *clientv3.Client {
+			return etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true}).Client(t)
+		}},
+		{"3.6, paged", func(t *testing.T) *clientv3.Client {
+			s := emulator.RequireEtcd(t, emulator.Etcd36, emulator.EtcdOptions{})
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Etcd.ClientURL}, DialTimeout: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cli.Close() })
+			return cli
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			cli := tc.cli(t)
+			lease, err := cli.Grant(ctx, 900)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 40 {
+				if _, err := cli.Put(ctx, fmt.Sprintf("/k/%02d", i%25), fmt.Sprint(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := cli.Txn(ctx).Then(clientv3.OpPut("/t/b", "1", clientv3.WithLease(lease.ID)), clientv3.OpPut("/t/a", "2"), clientv3.OpPut("\xff\xfe", "binary")).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cli.Delete(ctx, "/k/03"); err != nil {
+				t.Fatal(err)
+			}
+			want, err := cli.Get(ctx, "\x00", clientv3.WithFromKey())
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := store.NewMem()
+			src := snapshot.NewSource(snapshot.SourceEtcdAPI, cli, snapshot.SourceOptions{SpoolDir: t.TempDir(), PageSize: 7})
+			full, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if full.LastRevision != want.Header.Revision {
+				t.Fatalf("full at %d, the member at %d", full.LastRevision, want.Header.Revision)
+			}
+			got := map[string]*mvccpb.KeyValue{}
+			db, err := bolt.Open(fetchDB(ctx, t, st, full), 0o400, &bolt.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = db.Close() }()
+			subs := map[int64]int{}
+			_ = db.View(func(tx *bolt.Tx) error {
+				return tx.Bucket([]byte("key")).ForEach(func(k, v []byte) error {
+					var kv mvccpb.KeyValue
+					if err := proto.Unmarshal(v, &kv); err != nil {
+						return err
+					}
+					subs[kv.ModRevision]++
+					got[string(kv.Key)] = &kv
+					return nil
+				})
+			})
+			if len(got) != len(want.Kvs) || subs[want.Header.Revision-1] != 3 {
+				t.Fatalf("%d keys in the full, %d in the member; %d at the transaction's revision", len(got), len(want.Kvs), subs[want.Header.Revision-1])
+			}
+			for _, w := range want.Kvs {
+				if g := got[string(w.Key)]; g == nil || !proto.Equal(g, w) {
+					t.Fatalf("key %q: the full holds %v, the member %v", w.Key, g, w)
+				}
+			}
+		})
+	}
 }

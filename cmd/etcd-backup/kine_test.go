@@ -116,11 +116,7 @@ func TestKineBackedUpAndRestoredBothWays(t *testing.T) {
 
 	storeURL := "file://" + filepath.Join(dir, "store")
 	p := startServe(t, src.conn, storeURL, "--source", "etcd-api", "--delta-period", "1s")
-	etcdtest.Eventually(t, "serve uploads a logical full of kine", time.Minute, func() bool {
-		r := etcdBackup(t, nil, "list", "--store", storeURL, "-o", "json")
-		var l listedLogical
-		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &l) == nil && len(l.Chains) == 1 && l.Chains[0].Logical != nil
-	})
+	waitLogicalFull(t, storeURL)
 	// After the full: updates, deletes and creates reach the deltas.
 	kubectl(api.Kube, objects(40, 60), "apply", "-f", "-")
 	kubectl(api.Kube, "", "-n", "shop", "patch", "configmap", "cm-001", "-p", `{"data":{"price":"999"}}`)
@@ -141,20 +137,14 @@ func TestKineBackedUpAndRestoredBothWays(t *testing.T) {
 		len(l.Chains[0].Deltas), l.Chains[0].LastRevision, strings.Join(l.Chains[0].Logical.Limits, "; "))
 
 	// k3s migrated to etcd.
-	peer, _, err := etcdtest.FreeURLs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer.Scheme = "https"
-	dataDir := filepath.Join(dir, "etcd")
-	ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir, "--name", "r0", "--peer-urls", peer.String())
-	etcd := etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true, TLS: true}, "r0", dataDir, peer)
+	etcd := migrate(ctx, t, storeURL, dir, kineKeys, kineRev)
 	ecli := etcd.Client(t)
-	etcdKeys, etcdRev := keyspace(ctx, t, ecli)
-	if etcdRev != kineRev {
-		t.Fatalf("etcd restored at revision %d, kine is at %d", etcdRev, kineRev)
+	leases := map[int64]bool{}
+	for _, kv := range kineKeys {
+		if kv.Lease != 0 {
+			leases[kv.Lease] = true
+		}
 	}
-	leases := sameKeys(t, "etcd", kineKeys, etcdKeys, true)
 	for id := range leases {
 		ttl, err := ecli.TimeToLive(ctx, clientv3.LeaseID(id))
 		if err != nil || ttl.GrantedTTL != id {
@@ -182,10 +172,9 @@ func TestKineBackedUpAndRestoredBothWays(t *testing.T) {
 
 // sameKeys fails unless got holds want's keys with their values and
 // leases (and, exact, their create and mod revisions), kine's own
-// compaction record apart; it returns the leases.
-func sameKeys(t *testing.T, what string, want, got map[string]*mvccpb.KeyValue, exact bool) map[int64]bool {
+// compaction record apart.
+func sameKeys(t *testing.T, what string, want, got map[string]*mvccpb.KeyValue, exact bool) {
 	t.Helper()
-	leases := map[int64]bool{}
 	for k, w := range want {
 		g := got[k]
 		if k == "compact_rev_key" && !exact {
@@ -199,16 +188,12 @@ func sameKeys(t *testing.T, what string, want, got map[string]*mvccpb.KeyValue, 
 		case exact && (g.CreateRevision != w.CreateRevision || g.ModRevision != w.ModRevision || g.Version != 1):
 			t.Fatalf("%s holds %q created %d, modified %d, version %d; kine: %d, %d", what, k, g.CreateRevision, g.ModRevision, g.Version, w.CreateRevision, w.ModRevision)
 		}
-		if w.Lease != 0 {
-			leases[w.Lease] = true
-		}
 	}
 	for k := range got {
 		if want[k] == nil {
 			t.Fatalf("%s holds %q, which kine does not", what, k)
 		}
 	}
-	return leases
 }
 
 // objectsOf reads a kubectl list: each object's kind, name and content.
@@ -245,6 +230,16 @@ type listedLogical struct {
 		Source       string
 		Logical      *struct{ Limits []string }
 	}
+}
+
+// waitLogicalFull waits for serve's first full, a logical one.
+func waitLogicalFull(t *testing.T, storeURL string) {
+	t.Helper()
+	etcdtest.Eventually(t, "serve uploads a logical full of kine", time.Minute, func() bool {
+		r := etcdBackup(t, nil, "list", "--store", storeURL, "-o", "json")
+		var l listedLogical
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &l) == nil && len(l.Chains) == 1 && l.Chains[0].Logical != nil
+	})
 }
 
 func listLogical(t *testing.T, storeURL string) listedLogical {
@@ -293,11 +288,7 @@ func TestKineOverPostgresSkipsRevisions(t *testing.T) {
 	race("before")
 	storeURL := "file://" + filepath.Join(dir, "store")
 	p := startServe(t, src.conn, storeURL, "--source", "etcd-api", "--delta-period", "1s")
-	etcdtest.Eventually(t, "serve uploads a logical full of kine", time.Minute, func() bool {
-		r := etcdBackup(t, nil, "list", "--store", storeURL, "-o", "json")
-		var l listedLogical
-		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &l) == nil && len(l.Chains) == 1
-	})
+	waitLogicalFull(t, storeURL)
 	l := listLogical(t, storeURL)
 	fullRev, before := l.Chains[0].Full.LastRevision, wrote.Load()
 	// A sequence number taken and never used, as a transaction that rolled
@@ -331,6 +322,14 @@ func TestKineOverPostgresSkipsRevisions(t *testing.T) {
 	}
 	t.Logf("kine over Postgres went from revision %d to %d with %d writes; the chain: %s and %d deltas to %d", began, kineRev, wrote.Load(),
 		l.Chains[0].Full.Key, len(l.Chains[0].Deltas), l.Chains[0].LastRevision)
+	migrate(ctx, t, storeURL, dir, kineKeys, kineRev)
+}
+
+// migrate restores the chain on storeURL into an etcd data dir, as k3s
+// moves from its datastore to etcd, starts etcd on it (TLS), and fails
+// unless etcd holds kine's keys at kine's revision.
+func migrate(ctx context.Context, t *testing.T, storeURL, dir string, kineKeys map[string]*mvccpb.KeyValue, kineRev int64) *etcdtest.Cluster {
+	t.Helper()
 	peer, _, err := etcdtest.FreeURLs()
 	if err != nil {
 		t.Fatal(err)
@@ -344,4 +343,5 @@ func TestKineOverPostgresSkipsRevisions(t *testing.T) {
 		t.Fatalf("etcd restored at revision %d, kine is at %d", etcdRev, kineRev)
 	}
 	sameKeys(t, "etcd", kineKeys, etcdKeys, true)
+	return etcd
 }
