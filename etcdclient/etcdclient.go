@@ -306,7 +306,7 @@ func requireRoot(ctx context.Context, cli *clientv3.Client, c Config, files *tls
 		err = fmt.Errorf("%w within the request timeout of %s: %w", errNoAnswer, c.RequestTimeout, err)
 	}
 	if status.Code(err) == codes.Unimplemented {
-		return fmt.Errorf("%s: ask whether authentication is on: it serves no auth API: a datastore behind etcd's API such as kine? etcd-backup takes it with --source etcd-api: %w", c.name(), err)
+		return fmt.Errorf("%s: ask whether authentication is on: it serves no auth API: a datastore behind etcd's API such as kine? etcd-backup serve and snapshot take it with --source etcd-api, restore --to with --to-source etcd-api; the other commands need etcd: %w", c.name(), err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: ask whether authentication is on: %w", c.name(), err)

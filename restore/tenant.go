@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/status"
 )
 
 // Rename rewrites a key prefix: each key under From is written under To
@@ -205,8 +206,51 @@ func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 	if err := b.flush(ctx); err != nil {
 		return *a, err
 	}
+	if opts.Apply && opts.KeyByKey {
+		if err := b.readBack(ctx, prefix); err != nil {
+			return *a, err
+		}
+	}
 	a.Leases = len(b.leases)
 	return *a, nil
+}
+
+// readBack reads the keys written key by key again. kine over SQLite
+// without _txlock=immediate (k3s passes it; kine's own default does not)
+// answers success to concurrent creates it then drops: a write that left
+// its key as it was read (still absent, or at the mod revision guarded on)
+// is tried again alone, twice at most; one that another writer changed
+// since is a conflict.
+func (b *applier) readBack(ctx context.Context, prefix string) error {
+	for try := 1; len(b.written) > 0; try++ {
+		live, _, err := readLive(ctx, b.cli, b.opts.Rename.Of(prefix))
+		if err != nil {
+			return fmt.Errorf("read the keys written back: %w", err)
+		}
+		var lost []guarded
+		for _, g := range b.written {
+			l, ok := live[g.key]
+			switch {
+			case g.op.IsDelete() && !ok, !g.op.IsDelete() && ok && bytes.Equal(l.value, g.op.ValueBytes()):
+			case !ok && g.mod == 0, ok && l.mod == g.mod:
+				lost = append(lost, g)
+			default:
+				*g.into = slices.DeleteFunc(*g.into, func(k string) bool { return k == g.key })
+				b.out.Conflicts = append(b.out.Conflicts, g.key)
+			}
+		}
+		if len(lost) > 0 && try == 3 {
+			return fmt.Errorf("the datastore answered success to %d writes it does not hold, such as %q, three times: it loses writes "+
+				"(kine over SQLite needs _txlock=immediate in its endpoint, as k3s gives it)", len(lost), lost[0].key)
+		}
+		for _, g := range lost {
+			if _, err := b.commit(ctx, []guarded{g}); err != nil {
+				return err
+			}
+		}
+		b.written = lost
+	}
+	return nil
 }
 
 // readLive reads the live keys under prefix, a page at a time, all at the
@@ -262,9 +306,11 @@ type applier struct {
 	leased func(id int64, granted bool)
 	ops    []guarded
 	bytes  int
-	// With KeyByKey: the writes in flight or done, in order, the
-	// writers' slots, and whether one failed.
+	// With KeyByKey: the writes in flight or done, in order, those that
+	// succeeded (read back at the end), the writers' slots, and whether
+	// one failed.
 	inflight []*each
+	written  []guarded
 	slots    chan struct{}
 	writers  sync.WaitGroup
 	failed   atomic.Bool
@@ -464,6 +510,7 @@ func (b *applier) flushEach() error {
 	for _, e := range b.inflight {
 		if e.ok {
 			*e.g.into = append(*e.g.into, e.g.key)
+			b.written = append(b.written, e.g)
 		} else {
 			b.out.Conflicts = append(b.out.Conflicts, e.g.key)
 		}
@@ -483,6 +530,10 @@ func (b *applier) commit(ctx context.Context, ops []guarded) (bool, error) {
 		txn = txn.Else(clientv3.OpGet(ops[0].key))
 	}
 	resp, err := txn.Commit()
+	if st, ok := status.FromError(err); ok && !b.opts.KeyByKey && strings.Contains(st.Message(), "unsupported") {
+		return false, fmt.Errorf("write %d keys from %q on: the endpoints take no Txn of several keys: a datastore behind etcd's API such as kine? "+
+			"restore into it with --to-source etcd-api (ApplyOptions.KeyByKey): %w", len(ops), ops[0].key, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("write %d keys from %q on: %w", len(ops), ops[0].key, err)
 	}

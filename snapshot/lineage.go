@@ -58,6 +58,9 @@ type PlaceOptions struct {
 	DryRun bool
 	// Codec reads the objects compared with the cluster (its Identities).
 	Codec Codec
+	// Source is what the cluster is; with SourceEtcdAPI the keys the
+	// datastore keeps for itself (kine's) are not compared.
+	Source SourceKind
 	// SpoolDir holds a full snapshot downloaded to be compared, for a
 	// chain that has no identity record and no delta. Default os.TempDir().
 	SpoolDir string
@@ -413,13 +416,13 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		if err != nil {
 			return 0, false, "", err
 		}
-		e, w, err := compareLive(ctx, p.cli, tail, at)
+		e, w, err := compareLive(ctx, p.cli, p.own().tail(tail), at)
 		if err == nil && e == evidenceSame {
 			// The keys the chain wrote agree; the cluster may have written
 			// others in the same revisions. Events that cannot be read
 			// (compacted, slow) leave the keys' word standing.
 			var ev evidence
-			if ev, w, err = compareEvents(ctx, p.cli, window, max(d.StartRevision-1, at-windowRevisions), at); ev == evidenceDiffers {
+			if ev, w, err = compareEvents(ctx, p.cli, window, max(d.StartRevision-1, at-windowRevisions), at, p.own()); ev == evidenceDiffers {
 				e = ev
 			}
 		}
@@ -442,7 +445,7 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 			return 0, false, "", err
 		}
 	}
-	e, w, err := compareLive(ctx, p.cli, fullTail, chain.Full.LastRevision)
+	e, w, err := compareLive(ctx, p.cli, p.own().tail(fullTail), chain.Full.LastRevision)
 	switch {
 	case err != nil:
 		return 0, false, "", err
@@ -452,6 +455,14 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		differs, why = true, cmpOr(why, w)
 	}
 	return 0, differs, cmpOr(why, w), nil
+}
+
+// own says which keys the comparisons leave to the datastore.
+func (p placer) own() ownKeys { return ownKeys(p.o.Source == SourceEtcdAPI) }
+
+// tail leaves out of a tail the datastore's own keys.
+func (o ownKeys) tail(t []KeyVersion) []KeyVersion {
+	return slices.DeleteFunc(slices.Clone(t), func(k KeyVersion) bool { return o.key(k.Key, k.Deleted) })
 }
 
 // foreign refuses another cluster's chain, or begins a timeline beside it

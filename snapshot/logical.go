@@ -176,12 +176,13 @@ func (r *sumReader) Read(p []byte) (int, error) {
 // key bucket (the keys of one revision numbered in key order, as a
 // transaction's), its leases in the lease bucket, compacted at the
 // revision (no history before it), and the marker of a logical full.
-// Pages are ranges at the revision of the first: the keyspace is read as
-// of one moment however long the reading takes. They arrive in key order
-// and the key bucket is in revision order: the keys are spooled beside
-// the database as they come and written in revision order once all are
-// read, so bbolt fills its pages whole and in sequence instead of
-// splitting them at random (twice the size and thrice the time).
+// The keyspace is read as of one moment however long the reading takes:
+// one RangeStream, or pages at the revision of the first. The keys arrive
+// in key order and the key bucket is in revision order: they are spooled
+// beside the database as they come and written in revision order once all
+// are read, so bbolt fills its pages whole and in sequence instead of
+// splitting them at random (a database of 147 MiB instead of 208 for
+// 100,000 keys of 1 KiB).
 func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, error) {
 	spool, err := os.Create(path + ".keys")
 	if err != nil {
@@ -200,6 +201,9 @@ func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, err
 	err = b.read(ctx, s.cli, "\x00", textEnd, s.o.PageSize)
 	if err == nil && b.member != 0 {
 		err = b.read(ctx, s.cli, textEnd, "\x00", s.o.PageSize)
+	}
+	if err == nil {
+		err = b.complete(ctx, s)
 	}
 	if err == nil {
 		err = b.w.Flush()
@@ -330,6 +334,40 @@ func (b *logicalBuilder) pages(ctx context.Context, cli *clientv3.Client, key, e
 		size = nextPage(size, resp.Kvs)
 	}
 }
+
+// complete holds the keys read to the datastore's count of its keys at
+// the revision: a key left out would be absent from every restore of the
+// chain with nothing to tell. kine over SQLite holds binary keys too, which
+// it serves only in a range bounded by bytes (PostgreSQL refuses such a
+// bound, and such keys).
+func (b *logicalBuilder) complete(ctx context.Context, s *apiSource) error {
+	count := func() (int64, error) {
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		resp, err := s.cli.Get(rctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly(), clientv3.WithRev(b.rev))
+		if err != nil {
+			return 0, fmt.Errorf("count the keys at revision %d: %w", b.rev, err)
+		}
+		return resp.Count, nil
+	}
+	n, err := count()
+	if err != nil || n == b.info.Keys {
+		return err
+	}
+	if n > b.info.Keys && b.member == 0 {
+		if err := b.read(ctx, s.cli, textEnd, binaryEnd, s.o.PageSize); err != nil {
+			return fmt.Errorf("the datastore counts %d keys at revision %d, %d of them text keys; reading the others: %w", n, b.rev, b.info.Keys, err)
+		}
+	}
+	if n != b.info.Keys {
+		return fmt.Errorf("the datastore counts %d keys at revision %d and its ranges gave %d: a full that leaves keys out is not written", n, b.rev, b.info.Keys)
+	}
+	return nil
+}
+
+// binaryEnd bounds the keys above every text key, for a datastore that
+// serves no range to the end at a past revision.
+const binaryEnd = "\xff\xff\xff\xff\xff\xff\xff\xff"
 
 // pageBytes is what a page of a logical full aims to hold. kine answers
 // each page of a range at a past revision by grouping every row from the

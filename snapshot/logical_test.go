@@ -56,9 +56,19 @@ func TestLogicalFullOfKine(t *testing.T) {
 		}
 		kineCreate(ctx, t, cli, fmt.Sprintf("/registry/things/%05d", i), fmt.Sprintf("value %d", i), opts...)
 	}
+	// Binary keys above every text key: kine over SQLite holds them too.
+	kineCreate(ctx, t, cli, "\xffraw", "high")
+	kineCreate(ctx, t, cli, "\xf4\x90zz", "beyond the last code point")
 	want, err := cli.Get(ctx, "/registry/", clientv3.WithRange("/registry0"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, k := range []string{"\xffraw", "\xf4\x90zz"} {
+		resp, err := cli.Get(ctx, k)
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("kine holds no %q: %v", k, err)
+		}
+		want.Kvs = append(want.Kvs, resp.Kvs[0])
 	}
 	st := store.NewMem()
 	src := snapshot.NewSource(snapshot.SourceEtcdAPI, cli, snapshot.SourceOptions{SpoolDir: t.TempDir(), PageSize: 300})

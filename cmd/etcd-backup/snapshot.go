@@ -48,7 +48,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 			// Where this cluster's backups go on the store, decided as the
 			// sidecar decides it: a delta only continues the cluster's own
 			// past; a full may begin a timeline.
-			lin, cat, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{AllowNewChain: allowNewChain && !delta, DryRun: delta,
+			lin, cat, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{AllowNewChain: allowNewChain && !delta, DryRun: delta, Source: kind,
 				Codec: codec, Logger: g.log})
 			if err != nil {
 				return err

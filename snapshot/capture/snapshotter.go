@@ -574,7 +574,7 @@ func (l *loop) startup(ctx context.Context) error {
 		// A snapshot killed mid-write left its temporary file there.
 		sw.Sweep()
 	}
-	lin, cat, err := snapshot.Place(ctx, l.cli, l.st, snapshot.PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec,
+	lin, cat, err := snapshot.Place(ctx, l.cli, l.st, snapshot.PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec, Source: l.opts.Source,
 		SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		return err
