@@ -110,6 +110,8 @@ func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL
 	tx.LockOutsideApply()
 	defer tx.Unlock()
 	schema.UnsafeCreateLeaseBucket(tx)
+	// etcd's range of a missing bucket ends the process.
+	tx.UnsafeCreateBucket(schema.Meta)
 	_, marker := tx.UnsafeRange(schema.Meta, []byte(snapshot.LogicalMarker), nil, 0)
 	r.logical = len(marker) > 0
 	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
