@@ -309,9 +309,9 @@ func TestKineOverPostgresSkipsRevisions(t *testing.T) {
 		t.Fatalf("serve at SIGTERM: %v\n%s", err, p.logs.String())
 	}
 	p = startServe(t, src.conn, storeURL, "--source", "etcd-api", "--delta-period", "1s")
-	etcdtest.Eventually(t, "serve uploads again", time.Minute, func() bool {
-		_, up := p.ready()
-		return up
+	// Placed and recorded: a SIGTERM from here on writes the last delta.
+	etcdtest.Eventually(t, "serve places its backups again", time.Minute, func() bool {
+		return strings.Contains(p.logs.String(), "recorded as the prefix's uploader")
 	})
 	skip()
 	if _, err := src.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("/registry/last"), "=", 0)).Then(clientv3.OpPut("/registry/last", "x")).Commit(); err != nil {
@@ -370,11 +370,13 @@ func TestKineServeRestartsOnItsChain(t *testing.T) {
 	ca := pki.NewCA(t, dir, "ca")
 	src := startKine(t, ca, ca.Issue(t, "kine", pki.LeafOptions{CommonName: "kine", ServerOnly: true}),
 		ca.Issue(t, "k3s", pki.LeafOptions{CommonName: "k3s", ClientOnly: true}))
-	put := func(k, v string) {
+	put := func(k, v string) int64 {
 		t.Helper()
-		if _, err := src.cli.Put(ctx, k, v); err != nil {
+		resp, err := src.cli.Put(ctx, k, v)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return resp.Header.Revision
 	}
 	put("/x/1", "a")
 	storeURL := "file://" + filepath.Join(dir, "store")
@@ -391,7 +393,13 @@ func TestKineServeRestartsOnItsChain(t *testing.T) {
 			t.Fatalf("serve did not continue its chain:\n%s", p.logs.String())
 		}
 		put("/x/2", fmt.Sprint(i))
-		put("/x/1", fmt.Sprint(i))
+		rev := put("/x/1", fmt.Sprint(i))
+		// Stopped once the delta landed: a serve stopped while it starts
+		// leaves the revisions to the next one.
+		etcdtest.Eventually(t, "serve writes the delta", time.Minute, func() bool {
+			l := listLogical(t, storeURL)
+			return len(l.Chains) == 1 && l.Chains[0].LastRevision >= rev
+		})
 	}
 	if err := p.term(t); err != nil {
 		t.Fatalf("serve at SIGTERM: %v\n%s", err, p.logs.String())
