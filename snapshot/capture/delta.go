@@ -103,8 +103,9 @@ type capture struct {
 	leases leaseLog
 	auth   authLog
 	// heard is the newest revision a progress notification said the
-	// watch had sent every event up to: a datastore whose revisions skip
-	// numbers (kine) may hold none at the revision a drain targets.
+	// watch had sent every event up to, from a datastore behind etcd's API
+	// (kine), whose revisions may hold no event a watch is sent: none may
+	// come at the revision a drain targets.
 	heard int64
 }
 
@@ -178,7 +179,9 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		}
 		return fmt.Errorf("watch from revision %d: %w", c.next(), err)
 	}
-	if wr.IsProgressNotify() {
+	if wr.IsProgressNotify() && c.src.Kind() == snapshot.SourceEtcdAPI {
+		// Only there: every revision of etcd's holds events, which the
+		// watch delivers, and the drain waits for them.
 		c.heard = max(c.heard, wr.Header.Revision)
 	}
 	received := c.opts.Now().UTC()
