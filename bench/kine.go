@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -157,7 +158,7 @@ func startKineAt(ctx context.Context, dir string) (*kineProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.KineServer.ClientURL}, DialTimeout: 10 * time.Second})
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{srv.KineServer.ClientURL}})
 	if err != nil {
 		srv.Stop()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
@@ -96,7 +97,7 @@ func TestApplyStateReadsBackWhatTheDatastoreLost(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	k := emulator.RequireKine(t, emulator.KineOptions{Dir: dir, Datastore: "sqlite://" + filepath.Join(dir, "lossy.db") + "?_journal=WAL&cache=shared"})
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{k.KineServer.ClientURL}, DialTimeout: 10 * time.Second})
+	cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{k.KineServer.ClientURL}})
 	if err != nil {
 		t.Fatal(err)
 	}

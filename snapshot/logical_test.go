@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -40,7 +41,7 @@ func TestLogicalFullOfKine(t *testing.T) {
 	k := emulator.RequireKine(t, emulator.KineOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{k.KineServer.ClientURL}, DialTimeout: 10 * time.Second})
+	cli, err := etcdclient.New(t.Context(), etcdclient.Config{Endpoints: []string{k.KineServer.ClientURL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestLogicalFullOfEtcd(t *testing.T) {
 		}},
 		{"3.6, paged", func(t *testing.T) *clientv3.Client {
 			s := emulator.RequireEtcd(t, emulator.Etcd36, emulator.EtcdOptions{})
-			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Etcd.ClientURL}, DialTimeout: 10 * time.Second})
+			cli, err := etcdclient.New(t.Context(), etcdclient.Config{Endpoints: []string{s.Etcd.ClientURL}})
 			if err != nil {
 				t.Fatal(err)
 			}

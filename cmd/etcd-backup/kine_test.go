@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/pki"
@@ -40,15 +41,8 @@ func startKine(t *testing.T, ca *pki.CA, server, client pki.Leaf) kineDatastore 
 func startKineOn(t *testing.T, ca *pki.CA, server, client pki.Leaf, datastore string) kineDatastore {
 	t.Helper()
 	k := emulator.RequireKine(t, emulator.KineOptions{CA: ca.File, Cert: server.CertFile, Key: server.KeyFile, Datastore: datastore})
-	files, err := tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}.NewClient(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := files.Config("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{k.KineServer.ClientURL}, TLS: tlsCfg, DialTimeout: 10 * time.Second})
+	cli, err := etcdclient.New(t.Context(), etcdclient.Config{Endpoints: []string{k.KineServer.ClientURL},
+		TLS: tlsfiles.Files{CA: ca.File, Cert: client.CertFile, Key: client.KeyFile}})
 	if err != nil {
 		t.Fatal(err)
 	}

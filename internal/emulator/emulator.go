@@ -287,7 +287,7 @@ func (s *Server) start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
-		if s.answers() {
+		if s.answers(ctx) {
 			return nil
 		}
 		select {
@@ -303,7 +303,7 @@ func (s *Server) start(ctx context.Context) error {
 
 // answers says whether the server is up: any answer for a store
 // emulator, the API server's readiness, an etcd's health.
-func (s *Server) answers() bool {
+func (s *Server) answers(ctx context.Context) bool {
 	switch s.Kind {
 	case Kube:
 		return s.Kube.ready()
@@ -314,7 +314,7 @@ func (s *Server) answers() bool {
 	case Kine:
 		return s.KineServer.ready(s.Logs())
 	case Postgres:
-		return s.postgresReady()
+		return s.postgresReady(ctx)
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	scheme := "http"

@@ -40,12 +40,12 @@ func (s *Server) postgresArgs() []string {
 }
 
 // postgresReady: it accepts connections.
-func (s *Server) postgresReady() bool {
+func (s *Server) postgresReady(ctx context.Context) bool {
 	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_isready")
 	if len(matches) == 0 {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return exec.CommandContext(ctx, matches[len(matches)-1], "-h", "127.0.0.1", "-p", fmt.Sprint(s.Port), "-q").Run() == nil
 }
