@@ -17,18 +17,19 @@ const module = "github.com/etcdkit/etcdkit"
 // binaries, examples, benchmarks and test support are the top, where
 // packages of one layer may import each other.
 var layers = map[string]int{
-	"store": 1, "tlsfiles": 1, "validate": 1, "member": 1, "upgrade": 1,
-	"store/s3": 2, "store/gcs": 2, "store/azure": 2, "store/swift": 2, "etcdclient": 2, "snapshot": 2, "sidecar/api": 2, "sidecar/etcdbr/etcdbrapi": 2,
-	"restore": 3, "defrag": 3, "snapshot/capture": 3,
-	"heartbeat": 4,
-	"startup":   4,
-	"fleet":     4,
-	"sidecar":   5, "wrapper": 5,
-	"sidecar/etcdbr": 6,
+	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 2,
+	"etcdversion": 1,
+	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
+	"restore": 4, "defrag": 4, "snapshot/capture": 4,
+	"heartbeat": 5,
+	"startup":   5,
+	"fleet":     5,
+	"sidecar":   6, "wrapper": 6,
+	"sidecar/etcdbr": 7,
 	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/soak": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,
 }
 
-const top = 7
+const top = 8
 
 func layerOf(rel string) (int, bool) {
 	if l, ok := layers[rel]; ok {
@@ -98,6 +99,7 @@ var weights = []struct {
 }{
 	{pkg: "store", only: []string{"golang.org/x/sys"}},
 	{pkg: "tlsfiles", only: []string{}},
+	{pkg: "etcdversion", only: []string{}},
 	{pkg: "sidecar/api", only: []string{}},
 	{pkg: "sidecar/etcdbr/etcdbrapi", only: []string{}},
 	// A data dir's check reads bbolt, the WAL and snap files itself.

@@ -695,3 +695,48 @@ func (m *Member) ConfigFile(t testing.TB, dir string) string {
 	}
 	return path
 }
+
+// Remove removes m from the cluster on purpose, as an operator or
+// etcd-druid's scale-in does, while it runs, through the other members,
+// and waits until m applied its own removal and stopped: its data dir
+// then names it in its members_removed bucket. The member stays in
+// c.Members, stopped.
+func (c *Cluster) Remove(t testing.TB, m *Member) {
+	t.Helper()
+	e := m.Etcd()
+	if e == nil {
+		t.Fatalf("etcdtest: remove %s: it does not run", m.Name)
+	}
+	id := uint64(e.Server.MemberID())
+	var others []string
+	for _, o := range c.Members {
+		if o != m && o.Running() {
+			others = append(others, o.ClientURL.String())
+		}
+	}
+	cli := newClient(t, m.security, others)
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
+	defer cancel()
+	// etcd refuses to remove a member while the others have not been
+	// connected to each other for long enough: it is asked again.
+	var err error
+	for {
+		if _, err = cli.MemberRemove(ctx, id); err == nil || !strings.Contains(err.Error(), "unhealthy cluster") {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("etcdtest: remove %s: %v", m.Name, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		t.Fatalf("etcdtest: remove %s: %v", m.Name, err)
+	}
+	select {
+	case <-e.Server.StopNotify():
+	case <-ctx.Done():
+		t.Fatalf("etcdtest: %s did not stop after its removal", m.Name)
+	}
+	m.Stop()
+}

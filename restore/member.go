@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -35,6 +36,8 @@ type newMember struct {
 	initialCluster string
 	token          string
 	bump           uint64
+	// release is the etcd release that starts the data dir.
+	release etcdversion.Version
 }
 
 // dbPath is where a data dir keeps its database.
@@ -69,7 +72,8 @@ func (m newMember) cluster(lg *zap.Logger) (*membership.RaftCluster, error) {
 // dbPath(dataDir) into a member's data dir, where it lies: the steps of
 // etcdutl's snapshot restore after its copy of the file (etcd 3.7), which
 // the bench's full-only restore compares against etcdutl itself. The old
-// members go, the new cluster's members are written, the revision is
+// members go, what the member's release would refuse goes (fitRelease),
+// the new cluster's members are written, the revision is
 // bumped and marked compacted when asked, a WAL and a raft snapshot hold
 // the membership, and the consistent index points at their last entry.
 // rev is the database's revision. The backend is left open; its caller
@@ -89,7 +93,11 @@ func makeDataDir(be backend.Backend, dataDir string, rev int64, m newMember) err
 	tx := be.BatchTx()
 	tx.LockOutsideApply()
 	tx.UnsafeDelete(schema.Meta, []byte(snapshot.LogicalMarker))
+	err = fitRelease(tx, m.release)
 	tx.Unlock()
+	if err != nil {
+		return err
+	}
 	if m.bump > 0 {
 		bumped := rev + int64(m.bump)
 		tx := be.BatchTx()

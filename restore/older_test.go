@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/restore"
@@ -19,15 +21,17 @@ import (
 	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
-// Backups of real etcd 3.5 and 3.6 members, over TLS, taken by the
+// Backups of real etcd 3.5, 3.6 and 3.7 members, over TLS, taken by the
 // Snapshotter (a full, then deltas with leases granted after it), restore
-// with this module's etcd 3.7 packages, and a 3.7 member serves the result:
+// for each release, and the real etcd of that release serves the result:
 // every key, its revisions and lease, and the leases with their TTLs, as
-// the old member had them.
-func TestRestoresOlderEtcd(t *testing.T) {
-	for _, kind := range []emulator.Kind{emulator.Etcd35, emulator.Etcd36} {
+// the backed-up member had them, and the next write at the next revision.
+// A backup of 3.7 restored for 3.5 is the way back after an upgrade.
+func TestRestoresForEachRelease(t *testing.T) {
+	for _, kind := range emulator.EtcdKinds {
 		t.Run(string(kind), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
@@ -95,31 +99,54 @@ func TestRestoresOlderEtcd(t *testing.T) {
 			}
 			live := leasesOf(t, cli)
 
-			peer, _, err := etcdtest.FreeURLs()
-			if err != nil {
-				t.Fatal(err)
-			}
-			data := filepath.Join(dir, "restored")
-			rres, err := restore.Restore(ctx, st, restore.Options{DataDir: data, Name: "restored", PeerURLs: []string{peer.String()}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if rres.Revision != head || len(rres.Chain.Deltas) == 0 || rres.GrantedLeases != 1 {
-				t.Fatalf("restored revision %d from %d deltas, %d leases granted again; want %d, some, 1", rres.Revision, len(rres.Chain.Deltas), rres.GrantedLeases, head)
-			}
-			m := etcdtest.StartDataDir(t, etcdtest.Options{}, "restored", data, peer)
-			rcli := m.Client(t)
-			compareAt(t, cli, rcli, head, head)
-			if got := leasesOf(t, rcli); !maps.Equal(got, live) {
-				t.Fatalf("restored leases %v, etcd %s had %v", got, old.Etcd.Version, live)
-			}
-			put, err := rcli.Put(ctx, "/after/restore", "1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if put.Header.Revision != head+1 {
-				t.Fatalf("the restored member writes at revision %d, want %d", put.Header.Revision, head+1)
+			for _, target := range emulator.EtcdKinds {
+				t.Run("for "+string(target), func(t *testing.T) {
+					restoreFor(t, ctx, st, target, head, cli, live)
+				})
 			}
 		})
+	}
+}
+
+// restoreFor restores st's latest chain for the release of the etcd
+// server target, starts that server on it and compares it with the live
+// member cli reaches at revision head.
+func restoreFor(t *testing.T, ctx context.Context, st store.Store, target emulator.Kind, head int64, cli *clientv3.Client, live map[clientv3.LeaseID]int64) {
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := etcdversion.MustParse(strings.TrimPrefix(string(target), "etcd-"))
+	data := filepath.Join(t.TempDir(), "restored")
+	rres, err := restore.Restore(ctx, st, restore.Options{DataDir: data, Name: "restored", PeerURLs: []string{peer.String()}, Release: release})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rres.Revision != head || len(rres.Chain.Deltas) == 0 || rres.GrantedLeases != 1 {
+		t.Fatalf("restored revision %d from %d deltas, %d leases granted again; want %d, some, 1", rres.Revision, len(rres.Chain.Deltas), rres.GrantedLeases, head)
+	}
+	if r, err := validate.DataDir(ctx, data, validate.Options{Mode: validate.Full, Etcd: release}); err != nil || r.Verdict != validate.Valid {
+		t.Fatalf("the data dir restored for etcd %s: %s %q, %v", release, r.Verdict, r.Reason, err)
+	}
+	m := emulator.RequireEtcd(t, target, emulator.EtcdOptions{DataDir: data, Name: "restored", PeerURL: peer.String()})
+	rcli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{m.Etcd.ClientURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rcli.Close() }()
+	st2, err := rcli.Status(ctx, m.Etcd.ClientURL)
+	if err != nil || st2.Version != m.Etcd.Version {
+		t.Fatalf("the restored member answers as etcd %v (%v), want %s", st2, err, m.Etcd.Version)
+	}
+	compareAt(t, cli, rcli, head, head)
+	if got := leasesOf(t, rcli); !maps.Equal(got, live) {
+		t.Fatalf("restored leases %v, the backed-up member had %v", got, live)
+	}
+	put, err := rcli.Put(ctx, "/after/restore", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if put.Header.Revision != head+1 {
+		t.Fatalf("the restored member writes at revision %d, want %d", put.Header.Revision, head+1)
 	}
 }

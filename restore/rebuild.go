@@ -18,7 +18,8 @@ import (
 // opts describes, and moves the old one aside: the keyspace and its
 // revision stay, the WAL and the membership are written afresh. It is for
 // a data dir whose database is sound but whose WAL this etcd cannot
-// replay, such as one etcd 3.5 wrote (etcd-backup-restore's restores).
+// replay, such as one etcd 3.5 wrote (etcd-backup-restore's restores),
+// written for opts.Release.
 // opts.Source is unused; the rebuilt member is a new cluster of one, as a
 // restore's is.
 func Rebuild(ctx context.Context, opts Options) (Result, error) {
@@ -60,6 +61,9 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
+	}
+	if err := fitReleaseFile(dbPath(out), opts.Release); err != nil {
+		return Result{}, fmt.Errorf("rebuild %s for etcd %s: %w", opts.DataDir, opts.Release, err)
 	}
 	res := Result{Revision: rev}
 	if err := datadir.MarkBuilt(out, "rebuild", opts.Now()); err != nil {

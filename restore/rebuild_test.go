@@ -34,7 +34,7 @@ func TestRebuildEtcd35DataDir(t *testing.T) {
 	if res.Revision != 21 || res.MovedAside == "" {
 		t.Fatalf("rebuilt: %+v", res)
 	}
-	if r, err := validate.DataDir(ctx, res.MovedAside, validate.Options{}); err != nil || r.Foreign != 2 {
+	if r, err := validate.DataDir(ctx, res.MovedAside, validate.Options{}); err != nil || r.Release.V2Entries != 2 {
 		t.Fatalf("the moved-aside data dir: %+v, %v", r, err)
 	}
 	if r, err := validate.DataDir(ctx, dir, validate.Options{Mode: validate.Full}); err != nil || r.Verdict != validate.Valid {

@@ -21,6 +21,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/internal/scratch"
@@ -145,6 +146,10 @@ type Options struct {
 	Prefix string
 	// Rename writes the keys under Prefix under another prefix.
 	Rename Rename
+	// Release is the etcd release that is to start the data dir (3.5,
+	// 3.6 or 3.7): the restore writes what it starts on, whichever
+	// release the backups' cluster ran. Zero: Module.
+	Release etcdversion.Version
 	// Now names the moved-aside data dir. Default time.Now.
 	Now func() time.Time
 }
@@ -230,6 +235,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.InitialClusterToken == "" {
 		o.InitialClusterToken = "etcd-cluster"
+	}
+	if o.Release.IsZero() {
+		o.Release = Module
+	}
+	if err := checkRelease(o.Release); err != nil {
+		return o, err
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -452,7 +463,7 @@ func (o Options) bump(latest snap.Chain, rev int64) uint64 {
 
 // member is the new member opts describe, with its revision bump.
 func (o Options) member(bump uint64) newMember {
-	return newMember{name: o.Name, peerURLs: o.PeerURLs, initialCluster: o.InitialCluster, token: o.InitialClusterToken, bump: bump}
+	return newMember{name: o.Name, peerURLs: o.PeerURLs, initialCluster: o.InitialCluster, token: o.InitialClusterToken, bump: bump, release: o.Release}
 }
 
 // inPlace is the file of a chain that is a plain full snapshot alone on a

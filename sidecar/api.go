@@ -17,11 +17,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // ViewOf shows a snapshot.
@@ -224,6 +226,11 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 	self, err := s.Member()
 	up := s.up.active()
 	body := api.Readiness{Uploader: up, MemberID: fmt.Sprintf("%x", self.ID), Learner: self.Learner}
+	if removed := s.Removed(); removed != "" && err != nil {
+		// Waiting does not help: the member stays out.
+		body.MemberRemoved, body.Error = removed, fmt.Sprintf("the member does not run (%v): it stays out: %s", err, removed)
+		return body, http.StatusServiceUnavailable, nil
+	}
 	if err != nil || self.ID == 0 && !s.leaderless() {
 		body.Error = fmt.Sprint(cmpErr(err, errors.New("the member has not answered yet")))
 		return body, http.StatusServiceUnavailable, nil
@@ -419,6 +426,9 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 	if req.Revision < 0 {
 		return nil, http.StatusBadRequest, fmt.Errorf("revision %d: a revision is positive (leave it out for the latest)", req.Revision)
 	}
+	if _, err := etcdVersion(req.EtcdVersion); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
 	if s.snap == nil && !req.IfNeeded {
 		return nil, http.StatusNotFound, ErrNoStore
 	}
@@ -534,19 +544,24 @@ func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, 
 	}
 	cfg := startup.Config{DataDir: dir, Name: req.Name, Token: req.InitialClusterToken, InitialCluster: req.InitialCluster,
 		CleanShutdown: req.Sanity}
+	if cfg.Etcd, err = etcdVersion(req.EtcdVersion); err != nil {
+		return nil, http.StatusBadRequest, err
+	}
 	if req.WALDir != "" {
 		if cfg.WALDir, code, err = s.restorable(req.WALDir); err != nil {
 			return nil, code, err
 		}
 	}
-	start := time.Now()
-	chk, err := s.source(nil).Check(r.Context(), cfg)
-	s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
+	chk, err := timedSource{s.source(nil), s}.Check(r.Context(), cfg)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
-	return api.Validation{Verdict: string(chk.Verdict), Reason: chk.Reason, Revision: chk.Revision,
-		Backups: chk.Backups, BackupRevision: chk.BackupRevision}, http.StatusOK, nil
+	v := api.Validation{Verdict: string(chk.Verdict), Reason: chk.Reason, Revision: chk.Revision,
+		Backups: chk.Backups, BackupRevision: chk.BackupRevision}
+	if chk.Verdict != validate.Empty {
+		v.Release = chk.Release.Written().MinorString()
+	}
+	return v, http.StatusOK, nil
 }
 
 // runRestore runs the restore a job asks for. With IfNeeded it runs the
@@ -568,11 +583,13 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		})
 	}
 	start := time.Now()
+	// startRestore checked it.
+	release, _ := etcdVersion(req.EtcdVersion)
 	if req.IfNeeded {
 		src := s.source(progress)
 		src.KeepRevision = req.KeepRevision
 		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, WALDir: req.WALDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
-			Token: req.InitialClusterToken, Endpoints: req.Endpoints}
+			Token: req.InitialClusterToken, Endpoints: req.Endpoints, Etcd: release}
 		// A lone member's defaults, as a restore's.
 		if cfg.Name == "" {
 			cfg.Name = "default"
@@ -583,8 +600,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		if cfg.InitialCluster == "" {
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
 		}
-		// The start-up's own plan: its checks, the rebuild of an etcd 3.5
-		// data dir, its table and its waits.
+		// The start-up's own plan: its checks, its table and its waits.
 		p, chk, err := startup.Assess(ctx, cfg, timedSource{src, s}, startup.Options{Conn: s.opts.Conn, KeepMovedAside: s.opts.KeepMovedAside, Logger: s.log})
 		if chk.Verdict != "" {
 			s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
@@ -617,7 +633,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
-		RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision,
+		RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release,
 	})
 	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
@@ -632,4 +648,21 @@ func (s *Sidecar) restored(id string, start time.Time, rev, revs int64, bump uin
 		}
 		j.Finished = time.Now().UTC()
 	})
+}
+
+// etcdVersion reads an API request's etcd release: zero when not given
+// (the sidecar's own), an error naming the field when it does not parse
+// or is not one etcdkit runs.
+func etcdVersion(v string) (etcdversion.Version, error) {
+	if v == "" {
+		return etcdversion.Version{}, nil
+	}
+	e, err := etcdversion.Parse(v)
+	if err == nil {
+		err = etcdversion.CheckSupported(e)
+	}
+	if err != nil {
+		return e, fmt.Errorf("etcd_version: %w", err)
+	}
+	return e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +26,7 @@ import (
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // ErrNotUploader fences an upload: this sidecar's member no longer leads.
@@ -165,6 +167,9 @@ type Sidecar struct {
 	// writeOnce asks whether the store refuses deletes; nil: never.
 	writeOnce *writeOnce
 	member    observed
+	// removed is why the member's data dir stays out (validate.Removed),
+	// as a start-up check last found it; "" when it does not.
+	removed atomic.Pointer[string]
 	// compactions asks Run's compaction loop for one (the chain passed
 	// its threshold).
 	compactions chan struct{}
@@ -564,7 +569,34 @@ func (t timedSource) Check(ctx context.Context, cfg startup.Config) (startup.Che
 	start := time.Now()
 	chk, err := t.Source.Check(ctx, cfg)
 	t.s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
+	if err == nil {
+		t.s.checked(chk)
+	}
 	return chk, err
+}
+
+// checked keeps what a start-up check found of a member the cluster
+// removed, for /readyz and the metric: it stays so until a check finds
+// otherwise.
+func (s *Sidecar) checked(chk startup.Check) {
+	if chk.Verdict != validate.Removed {
+		s.removed.Store(nil)
+		s.metrics.memberRemoved.Set(0)
+		return
+	}
+	s.log.Warn("sidecar: the cluster removed this member on purpose; it stays out", "reason", chk.Reason)
+	reason := chk.Reason
+	s.removed.Store(&reason)
+	s.metrics.memberRemoved.Set(1)
+}
+
+// Removed is why the member's data dir stays out, "" when it does not
+// (as the last start-up check found).
+func (s *Sidecar) Removed() string {
+	if r := s.removed.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.Plan) (startup.Restored, error) {

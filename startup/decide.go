@@ -12,6 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/validate"
 )
@@ -42,6 +44,19 @@ type Config struct {
 	// marker says so), so the sanity checks of its data dir suffice;
 	// otherwise the full ones run.
 	CleanShutdown bool
+	// Etcd is the etcd release the member is to run: its data dir is
+	// judged for it, a restore writes for it, and it joins a cluster only
+	// where etcd lets that release join. Zero: restore.Module, the release
+	// this module is built with.
+	Etcd etcdversion.Version
+}
+
+// etcd is the release the member is to run.
+func (c Config) etcd() etcdversion.Version {
+	if c.Etcd.IsZero() {
+		return restore.Module
+	}
+	return c.Etcd
 }
 
 // multiMember says whether the initial cluster lists other members: their
@@ -91,6 +106,11 @@ type Plan struct {
 	// Remedies, for a refusal, are what the member could be given to
 	// start: a store, or the leave to wipe its data dir.
 	Remedies []Remedy
+	// Hold, for a refusal, says it stands until an operator acts and a
+	// restart changes nothing (the cluster removed the member on
+	// purpose): a caller that can stays up and says why on its probes,
+	// rather than exit into a restart loop.
+	Hold bool
 }
 
 // Remedy is what an operator may give a member whose plan refuses; each
@@ -177,9 +197,14 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 	if cfg.Name == "" || len(cfg.PeerURLs) == 0 {
 		return Plan{}, errors.New("startup: the configuration needs the member's name and peer URLs")
 	}
-	if chk.Verdict == validate.Locked || chk.Verdict == validate.WrongVolume || chk.Verdict == validate.Corrupt && !chk.Store && !o.WipeOnCorrupt {
+	switch chk.Verdict {
+	case validate.Locked, validate.WrongVolume, validate.OtherVersion, validate.Removed:
 		// Nothing the cluster says changes this.
 		return decide(cfg, chk, cluster{}, o.WipeOnCorrupt), nil
+	case validate.Corrupt:
+		if !chk.Store && !o.WipeOnCorrupt {
+			return decide(cfg, chk, cluster{}, o.WipeOnCorrupt), nil
+		}
 	}
 	c, err := probe(ctx, cfg, o)
 	if err != nil {
@@ -188,6 +213,12 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 	o.Logger.Info("startup: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
 		"members", len(c.members), "list_error", c.listErr, "silent", c.silent, "bootstrapping", c.bootstrapping, "with_data", c.withData)
 	p := decide(cfg, chk, c, o.WipeOnCorrupt)
+	if p.Action == Rejoin || p.Action == JoinAsLearner {
+		// No membership change before the member knows it can join.
+		rs := askReleases(ctx, cfg, c.members, p.ID, o)
+		o.Logger.Info("startup: the members' releases", "etcd", cfg.etcd(), "releases", rs)
+		p = joinPlan(p, cfg.etcd(), rs)
+	}
 	o.Logger.Info("startup: decided", "action", p.Action, "reason", p.Reason,
 		"initial_cluster", p.InitialCluster, "state", p.ClusterState)
 	return p, nil
@@ -208,9 +239,12 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 	noQuorum := fmt.Sprintf("a cluster answers at %s but cannot list its members (%v): it has no quorum; bring its members back, or recover it from a backup (startup.RecoverQuorum)", strings.Join(c.answered, ", "), c.listErr)
 
 	switch verdict {
-	case validate.Locked, validate.WrongVolume:
-		// The verdict alone does not say whose data dir, or who holds it.
+	case validate.Locked, validate.WrongVolume, validate.OtherVersion:
+		// The verdict alone does not say whose data dir, or who holds it;
+		// a release is a fact of the data, which no move or rejoin mends.
 		return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is %s: %s", verdict, chk.Reason)}
+	case validate.Removed:
+		return Plan{Action: Refuse, Hold: true, Reason: fmt.Sprintf("the data dir is %s: %s", verdict, chk.Reason)}
 	case validate.Valid:
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")

@@ -8,6 +8,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -83,6 +84,10 @@ func TestDecideTable(t *testing.T) {
 		{"behind and alone", alone, validate.Behind, false, cluster{}, Restore, 0, 0},
 		{"locked", self, validate.Locked, false, running(listed), Refuse, 0, 0},
 		{"another member's volume", self, validate.WrongVolume, false, running(listed), Refuse, 0, 0},
+		{"another release's data, listed", self, validate.OtherVersion, false, running(listed), Refuse, 0, 1},
+		{"another release's data, removed", self, validate.OtherVersion, false, running(others), Refuse, 0, 1},
+		{"removed on purpose", self, validate.Removed, false, running(others), Refuse, 0, 1},
+		{"removed on purpose, nobody answers", self, validate.Removed, true, cluster{}, Refuse, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A store, empty or not: what a member without one may do is
@@ -104,6 +109,57 @@ func TestDecideTable(t *testing.T) {
 			if p.Action == JoinAsLearner && tc.c.members != nil && p.InitialCluster != "a=http://a:2380,b=http://b:2380,c=http://c:2380" {
 				t.Fatalf("initial cluster %q", p.InitialCluster)
 			}
+			// Only a member the cluster removed stays up out of the cluster;
+			// a release stops it for the operator to run another.
+			if p.Hold != (tc.verdict == validate.Removed) || p.Action == Refuse && p.Retry && (tc.verdict == validate.Removed || tc.verdict == validate.OtherVersion) {
+				t.Fatalf("hold %v, retry %v for %s", p.Hold, p.Retry, tc.verdict)
+			}
+		})
+	}
+}
+
+// Whether a release may join a cluster, as etcd judges before it lets a
+// member join and by its rule of one minor between releases, from what
+// the members tell of their releases.
+func TestJoinable(t *testing.T) {
+	v := etcdversion.MustParse
+	at := func(server, cluster string) release {
+		return release{member: "member b", server: v(server), cluster: v(cluster)}
+	}
+	down := at("3.6.16", "3.5.0")
+	down.downgrade = true
+	silent := release{member: "member c", why: "connection refused"}
+	for _, tc := range []struct {
+		name    string
+		etcd    string
+		rs      []release
+		ok      bool
+		unknown bool
+	}{
+		{"the same release", "3.5.35", []release{at("3.5.35", "3.5.0"), at("3.5.27", "3.5.0")}, true, false},
+		{"a step up", "3.6.16", []release{at("3.5.35", "3.5.0"), at("3.6.16", "3.5.0")}, true, false},
+		{"two steps up", "3.7.3", []release{at("3.5.35", "3.5.0")}, false, false},
+		{"two steps up, a member on the way", "3.7.3", []release{at("3.6.16", "3.5.0"), at("3.5.35", "3.5.0")}, false, false},
+		{"a cluster past its release", "3.5.35", []release{at("3.6.16", "3.6.0")}, false, false},
+		{"one member down", "3.6.16", []release{silent, at("3.6.16", "3.6.0")}, true, false},
+		{"nobody tells", "3.6.16", []release{silent}, false, true},
+		{"a downgrade enabled", "3.5.35", []release{down}, false, false},
+		{"a downgrade enabled, the release past the target", "3.6.16", []release{down}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, unknown := joinable(v(tc.etcd), tc.rs)
+			if (why == "") != (tc.ok || tc.unknown) || unknown != tc.unknown {
+				t.Fatalf("joinable %q, unknown %v; want ok %v, unknown %v", why, unknown, tc.ok, tc.unknown)
+			}
+			join := Plan{Action: JoinAsLearner, Reason: "the data dir is empty and a cluster runs without this member: scale up", ClusterState: "existing", Learner: true}
+			p := joinPlan(join, v(tc.etcd), tc.rs)
+			switch {
+			case tc.ok && p.Action != JoinAsLearner:
+				t.Fatalf("plan %+v", p)
+			case !tc.ok && (p.Action != Refuse || p.Retry != tc.unknown || p.Hold || !strings.Contains(p.Reason, "etcd "+tc.etcd)):
+				t.Fatalf("plan %+v", p)
+			}
+			t.Log(p.Reason)
 		})
 	}
 }

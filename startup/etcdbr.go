@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // EtcdBR prepares the data dir beside a sidecar that speaks
@@ -33,11 +36,17 @@ type EtcdBR struct {
 func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
 	local := &Local{Logger: e.Logger}
 	if !cfg.multiMember() {
+		before := database(cfg.DataDir)
 		if err := e.initialize(ctx, cfg); err != nil {
 			return Check{}, err
 		}
 		// What the sidecar left is what starts; a data dir it could not
-		// make sound is refused, with no store here to restore from.
+		// make sound is refused, with no store here to restore from. One
+		// it restored is rebuilt for this member's release when that
+		// release cannot start on it.
+		if after := database(cfg.DataDir); after != nil && (before == nil || !os.SameFile(before, after)) {
+			return e.checkRebuilt(ctx, cfg, cfg.InitialCluster)
+		}
 		return local.Check(ctx, cfg)
 	}
 	chk, err := local.Check(ctx, cfg)
@@ -58,18 +67,28 @@ func (e EtcdBR) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 }
 
 // checkRebuilt validates the data dir the sidecar restored, and
-// rebuilds it when it is etcd 3.5's (etcd-backup-restore restores with
-// etcd 3.5).
+// rebuilds it when the member's release cannot start on it
+// (etcd-backup-restore restores with etcd 3.5, etcd-backup server with
+// 3.7).
 func (e EtcdBR) checkRebuilt(ctx context.Context, cfg Config, initialCluster string) (Check, error) {
 	local := &Local{Logger: e.Logger}
 	chk, err := local.Check(ctx, cfg)
-	if err != nil || !outdated(chk) {
+	if err != nil || chk.Verdict != validate.OtherVersion {
 		return chk, err
 	}
 	if err := rebuild(ctx, cfg, initialCluster, chk, logger(e.Logger)); err != nil {
 		return chk, err
 	}
 	return local.Check(ctx, cfg)
+}
+
+// database is the file of the data dir's database, nil when it has none.
+func database(dataDir string) os.FileInfo {
+	info, err := os.Stat(filepath.Join(dataDir, "member", "snap", "db"))
+	if err != nil {
+		return nil
+	}
+	return info
 }
 
 func (e EtcdBR) initialize(ctx context.Context, cfg Config) error {

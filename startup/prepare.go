@@ -86,10 +86,8 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 }
 
 // Assess makes the start-up's plan: src checks the data dir and the
-// backups; a lone member's data dir that etcd 3.5 wrote is rebuilt from
-// its own sound database (its only copy besides the backups: rebuilt from
-// it, it loses nothing; a member of several rejoins from its peers
-// instead); then Decide's table picks the action. While the plan is to
+// backups for the release the member runs; then Decide's table picks the
+// action. While the plan is to
 // wait (Retry: another member restores the cluster, or a peer does not
 // answer), it decides again every 2 s, for at most JoinTimeout, and then
 // refuses. Nothing else changes: Carry does what the plan says.
@@ -100,15 +98,7 @@ func Assess(ctx context.Context, cfg Config, src Source, o Options) (Plan, Check
 	if err != nil {
 		return Plan{}, chk, err
 	}
-	if outdated(chk) && !cfg.multiMember() {
-		if err := rebuild(ctx, cfg, cfg.InitialCluster, chk, log); err != nil {
-			return Plan{Action: Refuse, Reason: fmt.Sprintf("%s, and %v", chk.Reason, err)}, chk, nil
-		}
-		if chk, err = src.Check(ctx, cfg); err != nil {
-			return Plan{}, chk, err
-		}
-	}
-	log.Info("startup: data dir validated", "clean_shutdown", cfg.CleanShutdown, "verdict", chk.Verdict, "reason", chk.Reason,
+	log.Info("startup: data dir validated", "clean_shutdown", cfg.CleanShutdown, "etcd", cfg.etcd(), "verdict", chk.Verdict, "reason", chk.Reason,
 		"revision", chk.Revision, "backups", chk.Backups, "backup_revision", chk.BackupRevision)
 	deadline := time.Now().Add(o.JoinTimeout)
 	for {

@@ -74,6 +74,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	res, err := restore.Restore(ctx, st, restore.Options{
 		Source: o.Source, DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs,
 		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
+		Release: first.etcd(),
 	})
 	if err != nil {
 		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Name, err)

@@ -37,9 +37,9 @@ type Check struct {
 	Reason string
 	// Revision is the data dir's.
 	Revision int64
-	// Foreign counts the WAL entries this etcd cannot apply (etcd 3.5's):
-	// the verdict is Corrupt, though the database may be sound.
-	Foreign int64
+	// Release is what the data dir says of the etcd releases that ran it,
+	// where this process read it (a Remote source tells the verdict only).
+	Release validate.Release
 	// Store: the source has a store to restore from; Backups: it holds a
 	// chain, reaching BackupRevision.
 	Store          bool
@@ -116,11 +116,11 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 		mode = validate.Sanity
 	}
 	rep, err := validate.DataDir(ctx, cfg.DataDir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.Token, WALDir: cfg.WALDir,
-		BackupRevision: chk.BackupRevision, MultiMember: cfg.multiMember(), Logger: l.Logger})
+		BackupRevision: chk.BackupRevision, MultiMember: cfg.multiMember(), Etcd: cfg.etcd(), Logger: l.Logger})
 	if err != nil {
 		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
 	}
-	chk.Verdict, chk.Reason, chk.Revision, chk.Foreign = rep.Verdict, rep.Reason, rep.Revision, rep.Foreign
+	chk.Verdict, chk.Reason, chk.Revision, chk.Release = rep.Verdict, rep.Reason, rep.Revision, rep.Release
 	chk.MemberID, chk.ClusterID = rep.MemberID, rep.ClusterID
 	if rep.Verdict == validate.Behind && l.chain != nil {
 		l.operatorsRollback(ctx, &chk)
@@ -158,7 +158,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	res, err := restore.RestoreSites(ctx, site, l.Store, l.Secondary, restore.Options{
 		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger, Member: id, MemberName: cfg.Name},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
-		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision,
+		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd(),
 	})
 	if err != nil {
 		return Restored{}, err
@@ -180,7 +180,7 @@ type Remote struct {
 // Check implements Source through POST /v1/validate.
 func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 	req := api.ValidateRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
-		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown}
+		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown, EtcdVersion: cfg.etcd().String()}
 	var v api.Validation
 	err := r.retry(ctx, func() error {
 		var err error
@@ -197,7 +197,7 @@ func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 // Restore implements Source through POST /v1/restore.
 func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
 	req := api.RestoreRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
-		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token}
+		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token, EtcdVersion: cfg.etcd().String()}
 	var job api.Job
 	err := r.retry(ctx, func() error {
 		var err error
@@ -244,16 +244,16 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 	}
 }
 
-// outdated: the data dir's database is sound but its WAL is etcd 3.5's,
-// which this etcd cannot replay.
-func outdated(chk Check) bool { return chk.Verdict == validate.Corrupt && chk.Foreign > 0 }
-
-// rebuild makes the data dir anew from its own database (restore.Rebuild):
-// the keyspace and its revision stay, the WAL etcd 3.5 wrote goes.
+// rebuild makes the data dir anew from its own database
+// (restore.Rebuild) for the release the member runs: the keyspace and its
+// revision stay, the WAL and the membership are written afresh. It is
+// for a data dir a restore just made for another release (an
+// etcd-backup-restore sidecar restores with etcd 3.5), never for one a
+// member ran: that one's release is a fact, not damage.
 func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
-	log.Info("startup: rebuilding the data dir from its database for this etcd", "reason", chk.Reason)
+	log.Info("startup: rebuilding the restored data dir from its database for this member's etcd", "etcd", cfg.etcd(), "reason", chk.Reason)
 	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name,
-		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token})
+		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token, Release: cfg.etcd()})
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)
 	}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned store emulators the tests run against into tools/bin
 # and tools/azurite/node_modules (both git-ignored), kube-apiserver with
-# kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, and
-# the etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36, and
-# kine (k3s' etcd API over SQLite) pinned in tools/kine.
+# kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, the
+# etcd 3.5, 3.6 and 3.7 servers pinned in tools/etcd35, tools/etcd36 and
+# tools/etcd37, and kine (k3s' etcd API over SQLite) pinned in tools/kine.
 # OpenStack Swift and memcached come from Debian's packages (the release's
 # Swift: 2.30 on bookworm), run by tools/swift/run.sh, and PostgreSQL (15 on
 # bookworm, a datastore of kine's) too, run by tools/postgres/run.sh.
@@ -59,7 +59,8 @@ install_kube() {
 install_kube &
 kube=$!
 
-# Older etcd servers, whose backups the tests restore with etcd 3.7.
+# The etcd servers of each release etcdkit runs: the tests back them up,
+# restore for them, and run them under the wrapper.
 install_etcd() { # minor, as in 35
   local dir="$here/etcd$1" name="etcd-${1:0:1}.${1:1}" want
   want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -d' ' -f1)
@@ -89,6 +90,8 @@ install_kine &
 kine=$!
 install_etcd 36 &
 etcd36=$!
+install_etcd 37 &
+etcd37=$!
 
 install_swift() {
   local p missing=0
@@ -124,5 +127,6 @@ wait $kube
 wait $etcd35
 wait $kine
 wait $etcd36
+wait $etcd37
 wait $swift
 echo "emulators ready in $here" >&2

@@ -14,6 +14,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/version"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
+
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
@@ -37,6 +39,16 @@ const (
 	WrongVolume Verdict = "WrongVolume"
 	// Locked: another process (an etcd) holds the database.
 	Locked Verdict = "Locked"
+	// OtherVersion: the data is another etcd release's, one the etcd that
+	// is to run it cannot start on (etcd steps one minor at a time, and
+	// down only through its downgrade API). A fact of the data, not
+	// damage: run a release that starts on it (Report.Release.Starts).
+	OtherVersion Verdict = "OtherVersion"
+	// Removed: the cluster removed the member this data dir is of, on
+	// purpose, and the member applied it (its ID is in the database's
+	// members_removed bucket); or the bucket cannot be read, and whether it
+	// did cannot be told. Either way the member stays out.
+	Removed Verdict = "Removed"
 )
 
 // Mode is how deep DataDir looks.
@@ -64,6 +76,10 @@ type Options struct {
 	BackupRevision int64
 	// MultiMember skips the Behind check: peers catch a member up.
 	MultiMember bool
+	// Etcd is the etcd release that is to start on the data dir: another
+	// release's data it cannot start on is OtherVersion. Zero: the release
+	// this module is built with (version.Version).
+	Etcd etcdversion.Version
 	// WALDir is etcd's wal-dir, a WAL kept outside the data dir; "" when
 	// the WAL is the data dir's member/wal.
 	WALDir string
@@ -96,11 +112,10 @@ type Report struct {
 	// MemberID and ClusterID are the WAL's word on whose data this is; 0
 	// when the WAL was not read.
 	MemberID, ClusterID uint64
-	// Foreign counts the WAL entries etcd replays at start that this
-	// etcd cannot apply: an etcd 3.5 member's v2 requests, which etcd 3.7
-	// panics on. The data dir is then Corrupt though its database may be
-	// sound.
-	Foreign int64
+	// Release is what the data dir says of the etcd releases that ran it;
+	// Etcd is the release it was judged for.
+	Release Release
+	Etcd    etcdversion.Version
 	Checks  []Check
 }
 
@@ -122,7 +137,10 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
 	}
-	r := &Report{}
+	if opts.Etcd.IsZero() {
+		opts.Etcd = etcdversion.MustParse(version.Version)
+	}
+	r := &Report{Etcd: opts.Etcd}
 	var mu sync.Mutex
 	timed := func(name string, f func() error) error {
 		start := time.Now()
@@ -154,14 +172,15 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 
 	dbPath := filepath.Join(member, "snap", "db")
 	var (
-		db     *bolt.DB
-		cindex uint64
+		db    *bolt.DB
+		facts dbFacts
 	)
 	err := timed("database", func() error {
 		var err error
-		db, r.Revision, cindex, err = openDatabase(dbPath, opts.LockTimeout)
+		db, facts, err = openDatabase(dbPath, opts.LockTimeout)
 		return err
 	})
+	r.Revision, r.Release = facts.revision, facts.release
 	var locked *lockedError
 	switch {
 	case errors.As(err, &locked):
@@ -186,7 +205,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	}
 	walErr = timed("wal", func() error {
 		var err error
-		w, err = files.ReadWAL(walDir, cindex, opts.Mode == Full)
+		w, err = files.ReadWAL(walDir, facts.cindex, opts.Mode == Full)
 		return err
 	})
 	wg.Wait()
@@ -196,11 +215,8 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if walErr != nil {
 		return r.verdict(Corrupt, walDir, "%v", walErr), nil
 	}
-	r.WALEntries, r.Foreign, r.MemberID, r.ClusterID = w.Unapplied, w.Foreign, w.MemberID, w.ClusterID
-	if w.Foreign > 0 {
-		return r.verdict(Corrupt, walDir, "the WAL holds %d entries from index %d on in etcd 3.5's v2 form, which this etcd (%s) cannot apply: the data dir was written by etcd 3.5; rebuild it from its database, or restore it",
-			w.Foreign, w.FirstForeign, version.Version), nil
-	}
+	r.WALEntries, r.MemberID, r.ClusterID = w.Unapplied, w.MemberID, w.ClusterID
+	r.Release.V2Entries, r.Release.FirstV2 = w.Foreign, w.FirstForeign
 	if opts.Mode == Full {
 		var file string
 		if err := timed("snap", func() error {
@@ -211,9 +227,24 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 			return r.verdict(Corrupt, file, "%v", err), nil
 		}
 	}
+	// A member the cluster removed stays out, whatever else holds: it is
+	// read before the release, which a removed member's data may be of.
+	id := fmt.Sprintf("%x", r.MemberID)
+	switch {
+	case facts.removedErr != nil:
+		return r.verdict(Removed, dbPath, "whether the cluster removed member %s cannot be told: %v; it stays out (move the data dir aside by hand to let it join again)", id, facts.removedErr), nil
+	case facts.removed[id]:
+		return r.verdict(Removed, dbPath, "the cluster removed member %s on purpose (its data dir's members_removed bucket lists it): it stays out; a member that is to come back joins with an empty data dir", id), nil
+	}
+	if why := r.Release.Refuses(opts.Etcd); why != "" {
+		return r.verdict(OtherVersion, dbPath, "%s; etcd %s is to run it", why, opts.Etcd), nil
+	}
 	sound := "the database and the WAL are sound"
 	if w.Torn {
 		sound += "; the WAL's last record is torn, as a crash leaves it, and etcd repairs it at start"
+	}
+	if v := r.Release.Written(); v.Trim() != opts.Etcd.Trim() {
+		sound += fmt.Sprintf("; etcd %s's data (%s), which etcd %s starts on", v.MinorString(), r.Release, opts.Etcd)
 	}
 
 	if opts.MultiMember {
@@ -235,9 +266,19 @@ func holdsWAL(dir string) bool {
 // lockedError is a database another process holds.
 type lockedError struct{ error }
 
+// dbFacts are what openDatabase read.
+type dbFacts struct {
+	revision   int64
+	cindex     uint64
+	release    Release
+	removed    map[string]bool
+	removedErr error
+}
+
 // openDatabase opens the database read-only, which takes its shared
-// lock, and reads its revision and consistent index.
-func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, cindex uint64, err error) {
+// lock, and reads its revision, consistent index, releases and removed
+// members.
+func openDatabase(path string, timeout time.Duration) (db *bolt.DB, facts dbFacts, err error) {
 	// bbolt asserts its invariants with panics, and follows page pointers
 	// into its mapping unchecked: on a damaged file a panic or a fault is
 	// the verdict, not a crash.
@@ -256,14 +297,14 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, c
 	}()
 	// A file shorter than its meta page says would fault when mapped.
 	if err := files.CheckLength(path); err != nil {
-		return nil, 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return nil, facts, fmt.Errorf("database %s: %w", path, err)
 	}
 	db, err = bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: timeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, 0, 0, &lockedError{fmt.Errorf("database %s is locked by another process (a running etcd?)", path)}
+		return nil, facts, &lockedError{fmt.Errorf("database %s is locked by another process (a running etcd?)", path)}
 	}
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return nil, facts, fmt.Errorf("database %s: %w", path, err)
 	}
 	err = db.View(func(tx *bolt.Tx) error {
 		for _, name := range requiredBuckets {
@@ -272,16 +313,24 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, rev int64, c
 			}
 		}
 		if v := tx.Bucket([]byte("meta")).Get([]byte("consistent_index")); len(v) == 8 {
-			cindex = binary.BigEndian.Uint64(v)
+			facts.cindex = binary.BigEndian.Uint64(v)
 		}
 		var err error
-		rev, err = revision.OfTx(tx)
-		return err
+		if facts.revision, err = revision.OfTx(tx); err != nil {
+			return err
+		}
+		if facts.release, err = readRelease(tx); err != nil {
+			return err
+		}
+		// An unreadable bucket is no damage to the keyspace: it keeps the
+		// member out rather than let it be added again (fail closed).
+		facts.removed, facts.removedErr = removedMembers(tx)
+		return nil
 	})
 	if err != nil {
-		return db, 0, 0, fmt.Errorf("database %s: %w", path, err)
+		return db, facts, fmt.Errorf("database %s: %w", path, err)
 	}
-	return db, rev, cindex, nil
+	return db, facts, nil
 }
 
 // requiredBuckets are those every etcd 3.5+ database has.

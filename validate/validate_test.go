@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/validate"
 	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
@@ -198,8 +201,10 @@ func TestFreelistAndOneMetaPage(t *testing.T) {
 
 // A data dir etcd 3.5 wrote (etcd-backup-restore 3.5.27 restored it, then
 // stopped) holds WAL entries in their v2 form, which etcd 3.7 panics on at
-// start: the verdict says so instead, in both modes, though the database
-// is sound.
+// start, and its storage version is 3.7's (the full it restored was etcd
+// 3.7's), which etcd 3.6 refuses: for either it is OtherVersion, a fact
+// named with the release that starts on it, in both modes, though the
+// database is sound; etcd 3.5 starts on it.
 func TestEtcd35DataDirIsNamed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.CopyFS(dir, os.DirFS("testdata/etcd35")); err != nil {
@@ -210,9 +215,16 @@ func TestEtcd35DataDirIsNamed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Verdict != validate.Corrupt || r.Foreign != 2 || r.Revision != 21 ||
-			!strings.Contains(r.Reason, "the WAL holds 2 entries from index 3 on in etcd 3.5's v2 form") {
-			t.Errorf("%s: %s %q (foreign %d, revision %d)", mode, r.Verdict, r.Reason, r.Foreign, r.Revision)
+		if r.Verdict != validate.OtherVersion || r.Release.V2Entries != 2 || r.Revision != 21 || r.Release.Written().MinorString() != "3.5" ||
+			!strings.Contains(r.Reason, "the data dir is etcd 3.5's: its cluster version is 3.5, and etcd steps up one minor at a time; its WAL holds 2 entries from index 3 on in etcd 3.5's v2 form, which etcd 3.7 cannot apply: run etcd 3.5 on it") {
+			t.Errorf("%s: %s %q (release %s, revision %d)", mode, r.Verdict, r.Reason, r.Release, r.Revision)
+		}
+		for e, want := range map[string]validate.Verdict{"3.5.35": validate.Valid, "3.6.16": validate.OtherVersion} {
+			r, err := validate.DataDir(context.Background(), dir, validate.Options{Mode: mode, Etcd: etcdversion.MustParse(e)})
+			if err != nil || r.Verdict != want {
+				t.Errorf("%s, etcd %s: %s %q, %v; want %s", mode, e, r.Verdict, r.Reason, err, want)
+			}
+			t.Logf("%s, etcd %s: %s", mode, e, r.Reason)
 		}
 	}
 }
@@ -244,4 +256,41 @@ func TestDedicatedWALDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(t, m.Dir, validate.Options{WALDir: m.WALDir}, validate.Empty, "member")
+}
+
+// A member the cluster removed on purpose while it ran applied its own
+// removal: its data dir names it in members_removed, and the verdict is
+// Removed, in both modes; the members that stay are Valid. A data dir whose
+// bucket cannot be read is Removed too (fail closed): whether the member
+// was removed cannot be told.
+func TestRemovedMember(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
+	gone := c.Members[2]
+	c.Remove(t, gone)
+	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
+		r := check(t, gone.Dir, validate.Options{Mode: mode, MultiMember: true}, validate.Removed, "db")
+		if !strings.Contains(r.Reason, "the cluster removed member") || !strings.Contains(r.Reason, "members_removed") {
+			t.Errorf("%s: %q", mode, r.Reason)
+		}
+	}
+	stays := c.Members[0]
+	stays.Stop()
+	check(t, stays.Dir, validate.Options{Mode: validate.Full, MultiMember: true}, validate.Valid, "")
+
+	// The bucket gone: fail closed.
+	db := filepath.Join(stays.Dir, "member", "snap", "db")
+	b, err := bolt.Open(db, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("members_removed")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := check(t, stays.Dir, validate.Options{MultiMember: true}, validate.Removed, "db")
+	if !strings.Contains(r.Reason, "cannot be told") {
+		t.Errorf("%q", r.Reason)
+	}
 }

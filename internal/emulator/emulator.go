@@ -132,7 +132,7 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
 	case Kube:
 		p = filepath.Join(tools, "bin", "kube-apiserver")
-	case Etcd35, Etcd36, Kine:
+	case Etcd35, Etcd36, Etcd37, Kine:
 		p = filepath.Join(tools, "bin", string(kind))
 	case Swift:
 		return swiftProgram(tools)
@@ -152,7 +152,7 @@ func Start(ctx context.Context, kind Kind, opts Options) (*Server, error) {
 	switch kind {
 	case Kube:
 		return nil, errors.New("emulator: kube-apiserver needs an etcd: StartKube")
-	case Etcd35, Etcd36:
+	case Etcd35, Etcd36, Etcd37:
 		return nil, errors.New("emulator: an etcd server starts with StartEtcd")
 	case Kine:
 		return nil, errors.New("emulator: kine starts with StartKine")
@@ -238,7 +238,7 @@ func (s *Server) args() ([]string, error) {
 			"-backend", "memory", "-public-host", addr, "-log-level", "error"}, nil
 	case Kube:
 		return s.Kube.args(s.Port), nil
-	case Etcd35, Etcd36:
+	case Etcd35, Etcd36, Etcd37:
 		return s.Etcd.args(s.Port), nil
 	case Kine:
 		return s.KineServer.args(s.Port), nil
@@ -307,7 +307,7 @@ func (s *Server) answers(ctx context.Context) bool {
 	switch s.Kind {
 	case Kube:
 		return s.Kube.ready()
-	case Etcd35, Etcd36:
+	case Etcd35, Etcd36, Etcd37:
 		return s.Etcd.healthy()
 	case Swift:
 		return s.swiftReady()

@@ -10,18 +10,36 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Etcd35 and Etcd36 are etcd servers of the minor versions before the
-// module's own, built from the versions pinned in tools/etcd35 and
-// tools/etcd36: the tests back them up and restore with etcd 3.7.
+// Etcd35, Etcd36 and Etcd37 are etcd servers of the releases etcdkit
+// runs, built from the versions pinned in tools/etcd35, tools/etcd36 and
+// tools/etcd37: the tests back them up, restore for each, and run them
+// under the wrapper.
 const (
 	Etcd35 Kind = "etcd-3.5"
 	Etcd36 Kind = "etcd-3.6"
+	Etcd37 Kind = "etcd-3.7"
 )
+
+// EtcdKinds are the etcd servers, oldest first.
+var EtcdKinds = []Kind{Etcd35, Etcd36, Etcd37}
+
+// isEtcd says whether kind is an etcd server.
+func isEtcd(kind Kind) bool { return slices.Contains(EtcdKinds, kind) }
+
+// EtcdProgram is the path of an etcd server's binary, as
+// tools/install-emulators.sh installs it.
+func EtcdProgram(kind Kind) (string, error) {
+	if !isEtcd(kind) {
+		return "", fmt.Errorf("emulator: %s is not an etcd server", kind)
+	}
+	return program(kind)
+}
 
 // EtcdOptions for StartEtcd. The zero value serves plain http.
 type EtcdOptions struct {
@@ -33,6 +51,10 @@ type EtcdOptions struct {
 	CA, Cert, Key string
 	// ClientCert and ClientKey are what the readiness check presents.
 	ClientCert, ClientKey string
+	// DataDir, when set, is a data dir to start on (a restore's), as the
+	// member Name (default "old") at PeerURL, which it was built for; ""
+	// starts a new member in a new directory.
+	DataDir, Name, PeerURL string
 }
 
 // Etcd is a single etcd member of an older version, one process.
@@ -44,22 +66,28 @@ type Etcd struct {
 	// Version is what the binary says it is, such as 3.5.35.
 	Version string
 
-	o        EtcdOptions
-	peerPort int
-	client   *http.Client
+	o       EtcdOptions
+	peerURL string
+	client  *http.Client
 }
 
 // StartEtcd starts a one-member cluster of an older etcd and waits until
 // it is healthy.
 func StartEtcd(ctx context.Context, kind Kind, o EtcdOptions) (*Server, error) {
-	if kind != Etcd35 && kind != Etcd36 {
+	if !isEtcd(kind) {
 		return nil, fmt.Errorf("emulator: %s is not an etcd server", kind)
 	}
 	s, err := prepare(kind, Options{Dir: o.Dir})
 	if err != nil {
 		return nil, err
 	}
+	if o.Name == "" {
+		o.Name = "old"
+	}
 	e := &Etcd{DataDir: filepath.Join(s.dir, "data"), o: o, client: &http.Client{Timeout: 2 * time.Second}}
+	if o.DataDir != "" {
+		e.DataDir = o.DataDir
+	}
 	s.Etcd = e
 	fail := func(err error) (*Server, error) {
 		if s.ownDir {
@@ -93,8 +121,13 @@ func StartEtcd(ctx context.Context, kind Kind, o EtcdOptions) (*Server, error) {
 		}
 		e.client.Transport = &http.Transport{TLSClientConfig: cfg}
 	}
-	if e.peerPort, err = freePort(); err != nil {
-		return fail(err)
+	e.peerURL = o.PeerURL
+	if e.peerURL == "" {
+		port, err := freePort()
+		if err != nil {
+			return fail(err)
+		}
+		e.peerURL = fmt.Sprintf("http://127.0.0.1:%d", port)
 	}
 	if err := s.run(ctx, Options{Dir: o.Dir}); err != nil {
 		return nil, err
@@ -119,12 +152,12 @@ func (e *Etcd) args(port int) []string {
 		scheme = "https"
 	}
 	e.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
-	peer := fmt.Sprintf("http://127.0.0.1:%d", e.peerPort)
+	peer := e.peerURL
 	args := []string{
-		"--name=old", "--data-dir=" + e.DataDir,
+		"--name=" + e.o.Name, "--data-dir=" + e.DataDir,
 		"--listen-client-urls=" + e.ClientURL, "--advertise-client-urls=" + e.ClientURL,
 		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=old=" + peer, "--initial-cluster-state=new", "--initial-cluster-token=etcdkit-old",
+		"--initial-cluster=" + e.o.Name + "=" + peer, "--initial-cluster-state=new", "--initial-cluster-token=etcdkit-old",
 		"--log-level=warn",
 	}
 	if e.o.CA != "" {

@@ -74,6 +74,10 @@ type ValidateRequest struct {
 	// Sanity runs the quick checks only (the member stopped cleanly);
 	// default the full ones.
 	Sanity bool `json:"sanity,omitempty"`
+	// EtcdVersion is the etcd release that is to start on the data dir
+	// (3.5.35): another release's data it cannot start on is
+	// OtherVersion. "": the sidecar's own etcd release.
+	EtcdVersion string `json:"etcd_version,omitempty"`
 }
 
 // Validation answers a ValidateRequest.
@@ -86,6 +90,9 @@ type Validation struct {
 	Revision       int64 `json:"revision"`
 	Backups        bool  `json:"backups"`
 	BackupRevision int64 `json:"backup_revision,omitempty"`
+	// Release is the etcd release the data dir was last run at (3.5),
+	// when it holds a member.
+	Release string `json:"release,omitempty"`
 }
 
 // RestoreRequest asks the sidecar to build a member's data dir
@@ -100,6 +107,9 @@ type RestoreRequest struct {
 	PeerURLs            []string `json:"peer_urls,omitempty"`
 	InitialCluster      string   `json:"initial_cluster,omitempty"`
 	InitialClusterToken string   `json:"initial_cluster_token,omitempty"`
+	// EtcdVersion is the etcd release that is to start the restored data
+	// dir: the restore writes for it. "": the sidecar's own.
+	EtcdVersion string `json:"etcd_version,omitempty"`
 	// Revision or Time pick a point to restore; neither: the latest.
 	Revision int64     `json:"revision,omitempty"`
 	Time     time.Time `json:"time,omitzero"`
@@ -187,6 +197,9 @@ type Readiness struct {
 	// does not help.
 	Error   string `json:"error,omitempty"`
 	Refused string `json:"refused,omitempty"`
+	// MemberRemoved says why the member stays out: the cluster removed it
+	// on purpose, as its data dir says.
+	MemberRemoved string `json:"member_removed,omitempty"`
 	// Uploading is there while this sidecar uploads and has a store.
 	*Uploading
 	// Secondary is the second site's state, while this sidecar uploads
