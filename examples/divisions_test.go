@@ -131,7 +131,7 @@ func inProcess(t *testing.T, ctx context.Context, c *etcdtest.Cluster, options f
 		o.JoinTimeout = 2 * time.Minute
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil)).With("member", m.Name)
 		o.OnPlan = func(p startup.Plan) { mu.Lock(); decided[m.Name] = string(p.Action); mu.Unlock() }
-		o.OnReady = func(*embed.Etcd) { ready <- m.Name }
+		o.OnReady = func(wrapper.Etcd) { ready <- m.Name }
 		go func() { done <- wrapper.Run(ctx, o) }()
 	}
 	running := len(c.Members)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/internal/buildinfo"
 	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/startup"
 )
 
 // metrics are the sidecar's Prometheus metrics, all prefixed etcdkit_.
@@ -25,14 +26,6 @@ type metrics struct {
 	gcLocked         prometheus.Counter
 	memberRemoved    prometheus.Gauge
 }
-
-// MetricMemberRemoved is the gauge the sidecar and the wrapper keep of a
-// member the cluster removed on purpose, which stays out: its name and
-// help, one for both.
-const (
-	MetricMemberRemoved = "etcdkit_member_removed"
-	HelpMemberRemoved   = "1 while the member's data dir says the cluster removed it on purpose (its members_removed bucket lists it, or cannot be read), so it stays out and etcd does not start; else 0."
-)
 
 // newMetrics registers the metrics; pending reads the events captured and
 // not yet uploaded at each scrape.
@@ -77,7 +70,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 			Name: "etcdkit_backups_refused", Help: "1 while the uploader refuses to write, by reason (other-cluster: the newest chain is another cluster's; superseded: a newer timeline began on the prefix; conflict: another writer wrote an object of the same name first), else 0.",
 		}, []string{"reason"}),
 		memberRemoved: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricMemberRemoved, Help: HelpMemberRemoved,
+			Name: startup.MetricMemberRemoved, Help: startup.HelpMemberRemoved,
 		}),
 	}
 	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,

@@ -113,6 +113,14 @@ type Plan struct {
 	Hold bool
 }
 
+// MetricMemberRemoved is the gauge the wrapper and the sidecar keep of a
+// member the cluster removed on purpose, which stays out (a plan that
+// holds): its name and help, one for both.
+const (
+	MetricMemberRemoved = "etcdkit_member_removed"
+	HelpMemberRemoved   = "1 while the member's data dir says the cluster removed it on purpose (its members_removed bucket lists it, or cannot be read), so it stays out and etcd does not start; else 0."
+)
+
 // Remedy is what an operator may give a member whose plan refuses; each
 // binary names it by its own flag.
 type Remedy string

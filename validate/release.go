@@ -29,6 +29,9 @@ type Release struct {
 	// later panic on them. FirstV2 is the first one's index.
 	V2Entries int64
 	FirstV2   uint64
+	// V2Custom counts the v2 entries that write the v2 store rather than
+	// the membership: etcd 3.6 panics on those too.
+	V2Custom int64
 }
 
 // Written is the release the data dir was last run at, as a minor: the
@@ -62,7 +65,7 @@ func (r Release) storage() etcdversion.Version {
 //     own (its downgrade API lowers it first), and steps up one minor at a
 //     time.
 //   - The WAL: etcd 3.7 and later cannot apply the v2 entries etcd 3.5
-//     wrote.
+//     wrote, and etcd 3.6 only those that set the membership.
 func (r Release) Refuses(e etcdversion.Version) string {
 	why := r.refusals(e)
 	if len(why) == 0 {
@@ -83,8 +86,12 @@ func (r Release) refusals(e etcdversion.Version) []string {
 	var why []string
 	v36 := etcdversion.MustParse("3.6")
 	switch s := r.storage(); {
+	case e.Less(v36) && !r.Downgrade.IsZero() && !s.Less(v36):
+		// etcd 3.5 reads no storage version; but a member stepping down
+		// through etcd's downgrade API migrates its storage first, and
+		// does so only once its WAL holds nothing 3.5 cannot apply.
+		why = append(why, fmt.Sprintf("the downgrade to %s is enabled, but this member has not migrated its storage yet (storage version %s): wait until it has (etcdctl endpoint status shows the storage version)", r.Downgrade.MinorString(), s.MinorString()))
 	case e.Less(v36):
-		// etcd 3.5 reads no storage version.
 	case e.Less(s):
 		why = append(why, fmt.Sprintf("its storage version is %s, newer than etcd %s's (etcd steps its storage down only through its downgrade API)", s.MinorString(), e.MinorString()))
 	}
@@ -96,8 +103,10 @@ func (r Release) refusals(e etcdversion.Version) []string {
 			why = append(why, fmt.Sprintf("its cluster version is %s, and etcd steps up one minor at a time", c.MinorString()))
 		}
 	}
-	if r.V2Entries > 0 && !e.Less(v36.Next()) {
-		why = append(why, fmt.Sprintf("its WAL holds %d entries from index %d on in etcd 3.5's v2 form, which etcd %s cannot apply", r.V2Entries, r.FirstV2, e.MinorString()))
+	if r.V2Custom > 0 && !e.Less(v36) {
+		why = append(why, fmt.Sprintf("its WAL holds %s that write etcd 3.5's v2 store (not its membership), which etcd %s cannot apply", entries(r.V2Custom), e.MinorString()))
+	} else if r.V2Entries > 0 && !e.Less(v36.Next()) {
+		why = append(why, fmt.Sprintf("its WAL holds %s from index %d on in etcd 3.5's v2 form, which etcd %s cannot apply", entries(r.V2Entries), r.FirstV2, e.MinorString()))
 	}
 	return why
 }
@@ -128,7 +137,7 @@ func (r Release) String() string {
 		parts = append(parts, "downgrading to "+r.Downgrade.MinorString())
 	}
 	if r.V2Entries > 0 {
-		parts = append(parts, fmt.Sprintf("%d WAL entries in 3.5's v2 form", r.V2Entries))
+		parts = append(parts, fmt.Sprintf("%s in 3.5's v2 form in the WAL", entries(r.V2Entries)))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -192,4 +201,12 @@ func removedMembers(tx *bolt.Tx) (map[string]bool, error) {
 		return nil
 	})
 	return out, err
+}
+
+// entries is "1 entry" or "n entries".
+func entries(n int64) string {
+	if n == 1 {
+		return "1 entry"
+	}
+	return fmt.Sprintf("%d entries", n)
 }

@@ -216,7 +216,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 		return r.verdict(Corrupt, walDir, "%v", walErr), nil
 	}
 	r.WALEntries, r.MemberID, r.ClusterID = w.Unapplied, w.MemberID, w.ClusterID
-	r.Release.V2Entries, r.Release.FirstV2 = w.Foreign, w.FirstForeign
+	r.Release.V2Entries, r.Release.FirstV2, r.Release.V2Custom = w.Foreign, w.FirstForeign, w.V2Custom
 	if opts.Mode == Full {
 		var file string
 		if err := timed("snap", func() error {

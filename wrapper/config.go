@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"sigs.k8s.io/yaml"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 )
 
@@ -53,19 +54,45 @@ var removed = map[string]string{
 	"experimental-backend-bbolt-freelist-type":          "backend-bbolt-freelist-type",
 }
 
+// moduleRelease is the etcd release this module embeds.
+var moduleRelease = restore.Module
+
 // urlKeys are the keys etcd parses as URL lists, and exits the process on
 // when one does not parse, instead of returning an error.
 var urlKeys = []string{"listen-peer-urls", "listen-client-urls", "listen-client-http-urls",
 	"initial-advertise-peer-urls", "advertise-client-urls", "listen-metrics-urls"}
 
-// LoadConfig reads etcd's YAML configuration file strictly: a key etcd
-// does not read (unknown, or removed in 3.7) and a URL that does not parse
-// are errors naming the key, and the replacement when there is one.
+// File is etcd's configuration file as read for the release that reads
+// it: Keys as the file gives them (${VAR} expanded; etcd-druid's own keys
+// dropped from a served one), what a Process gives the etcd it runs; and
+// Config, the member's settings as this module's etcd reads them, which
+// the start-up and the probes use (the name, data dir, URLs, initial
+// cluster and TLS files, which every release reads alike).
+type File struct {
+	Release etcdversion.Version
+	Keys    map[string]any
+	Config  *embed.Config
+}
+
+// LoadConfig reads etcd's YAML configuration file strictly, for the etcd
+// this module embeds: LoadFile for moduleRelease.
+func LoadConfig(path string) (*embed.Config, error) {
+	f, err := LoadFile(path, moduleRelease)
+	if err != nil {
+		return nil, err
+	}
+	return f.Config, nil
+}
+
+// LoadFile reads etcd's YAML configuration file strictly, for the etcd
+// release that is to read it: a key that release does not read (unknown,
+// another release's, or removed in it) and a URL that does not parse are
+// errors naming the key, and what replaces it when something does.
 //
 // ${VAR} in the file is replaced by the environment variable VAR, so one
 // file serves every pod of a StatefulSet (${POD_NAME}); an unset variable
 // is an error.
-func LoadConfig(path string) (*embed.Config, error) {
+func LoadFile(path string, release etcdversion.Version) (*File, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("etcd config: %w", err)
@@ -73,40 +100,97 @@ func LoadConfig(path string) (*embed.Config, error) {
 	if b, err = expandEnv(b); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
-	return loadConfig(path, b)
+	return loadFile(path, b, release)
 }
 
 // druidKeys are keys etcd-druid writes into every member's configuration
-// for its own tools, with why LoadServedConfig drops them.
+// for its own tools, with why LoadServedFile drops them. A release that
+// reads one of them keeps it.
 var druidKeys = map[string]string{
 	"member-name-prefix":              "etcd-druid's prefix of member names, read by the sidecar",
 	"next-cluster-version-compatible": "for etcd 3.5 and 3.6 members, which etcd 3.7 no longer reads",
 }
 
-// LoadServedConfig reads a configuration a sidecar served (an
-// etcd-backup-restore sidecar's /config) as strictly as LoadConfig, but
-// for the keys etcd-druid writes for its own tools, which are dropped and
-// logged. Nothing in it is expanded.
+// LoadServedConfig reads a configuration a sidecar served for the etcd
+// this module embeds: LoadServedFile for moduleRelease.
 func LoadServedConfig(b []byte, source string, log *slog.Logger) (*embed.Config, error) {
+	f, err := LoadServedFile(b, source, moduleRelease, log)
+	if err != nil {
+		return nil, err
+	}
+	return f.Config, nil
+}
+
+// LoadServedFile reads a configuration a sidecar served (an
+// etcd-backup-restore sidecar's /config) as strictly as LoadFile, but for
+// the keys etcd-druid writes for its own tools that the release does not
+// read, which are dropped and logged. Nothing in it is expanded.
+func LoadServedFile(b []byte, source string, release etcdversion.Version, log *slog.Logger) (*File, error) {
 	var raw map[string]any
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", source, err)
 	}
+	keys, err := keysOf(release)
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range sortedKeys(raw) {
-		if why, ok := druidKeys[k]; ok {
-			log.Info("wrapper: the served etcd config's key is dropped", "key", k, "value", raw[k], "why", why)
+		if why, ok := druidKeys[k]; ok && !keys[k] {
+			log.Info("wrapper: the served etcd config's key is dropped", "key", k, "value", raw[k], "why", why, "etcd", release)
 			delete(raw, k)
 		}
 	}
-	b, err := yaml.Marshal(raw)
+	b, err = yaml.Marshal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", source, err)
 	}
-	return loadConfig(source, b)
+	return loadFile(source, b, release)
 }
 
-// loadConfig checks the configuration b, from path, and loads it.
-func loadConfig(path string, b []byte) (*embed.Config, error) {
+// keysOf is the set of keys release reads.
+func keysOf(release etcdversion.Version) (map[string]bool, error) {
+	list, ok := releaseKeys[release.MinorString()]
+	if !ok {
+		return nil, fmt.Errorf("etcd config: %w", etcdversion.CheckSupported(release))
+	}
+	return knownKeys(list), nil
+}
+
+// unread says why release does not read key: the releases that do, and
+// what replaces it, when anything does.
+func unread(key string, release etcdversion.Version) string {
+	var readers []etcdversion.Version
+	for _, v := range etcdversion.Supported {
+		if slices.Contains(releaseKeys[v.MinorString()], key) {
+			readers = append(readers, v)
+		}
+	}
+	if len(readers) == 0 {
+		return fmt.Sprintf("%q is not a key of etcd's configuration file", key)
+	}
+	msg := fmt.Sprintf("%q is not read by etcd %s, which ignores it without a word (etcd %s reads it)", key, release.MinorString(), etcdversion.Names(readers))
+	if repl, ok := removed[key]; ok && !release.Less(etcdversion.MustParse("3.7")) {
+		msg = fmt.Sprintf("%q was removed in etcd 3.7, which ignores it without a word", key)
+		if repl != "" {
+			msg += fmt.Sprintf("; use %q instead", repl)
+		}
+		return msg
+	}
+	for old, repl := range removed {
+		if repl == key && slices.Contains(releaseKeys[release.MinorString()], old) {
+			return msg + fmt.Sprintf("; etcd %s reads %q", release.MinorString(), old)
+		}
+	}
+	return msg
+}
+
+// loadFile checks the configuration b, from path, for release and loads
+// it.
+func loadFile(path string, b []byte, release etcdversion.Version) (*File, error) {
+	known, err := keysOf(release)
+	if err != nil {
+		return nil, err
+	}
 	expanded, err := os.CreateTemp("", "etcd-config-*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("etcd config: %w", err)
@@ -123,19 +207,10 @@ func loadConfig(path string, b []byte) (*embed.Config, error) {
 	if err := yaml.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
-	known := knownKeys()
 	var problems []string
 	for _, k := range sortedKeys(raw) {
-		if repl, ok := removed[k]; ok {
-			msg := fmt.Sprintf("%q was removed in etcd 3.7, which ignores it without a word", k)
-			if repl != "" {
-				msg += fmt.Sprintf("; use %q instead", repl)
-			}
-			problems = append(problems, msg)
-			continue
-		}
 		if !known[k] {
-			problems = append(problems, fmt.Sprintf("%q is not a key of etcd's configuration file", k))
+			problems = append(problems, unread(k, release))
 		}
 	}
 	for _, k := range urlKeys {
@@ -156,9 +231,11 @@ func loadConfig(path string, b []byte) (*embed.Config, error) {
 		}
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("etcd config %s: %s", path, strings.Join(problems, "; "))
+		return nil, fmt.Errorf("etcd config %s (for etcd %s): %s", path, release.MinorString(), strings.Join(problems, "; "))
 	}
-	// etcd reads a file: it gets the expanded one.
+	// This module's etcd reads the settings every release reads alike, and
+	// ignores the keys only an older one reads; etcd reads a file: it gets
+	// the expanded one.
 	cfg, err := embed.ConfigFromFile(expanded.Name())
 	if err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
@@ -166,7 +243,7 @@ func loadConfig(path string, b []byte) (*embed.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("etcd config %s: %w", path, err)
 	}
-	return cfg, nil
+	return &File{Release: release, Keys: raw, Config: cfg}, nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -214,28 +291,13 @@ func commentStart(line []byte) int {
 	return len(line)
 }
 
-// knownKeys are the keys etcd's configuration file takes: the JSON names
-// of embed.Config's fields and of the file-only options.
-func knownKeys() map[string]bool {
-	keys := map[string]bool{}
-	collect(reflect.TypeFor[embed.Config](), keys)
-	for _, k := range append(slices.Clone(urlKeys), "cors", "host-whitelist", "client-transport-security", "peer-transport-security", "feature-gates") {
+// knownKeys is the set of a release's keys.
+func knownKeys(list []string) map[string]bool {
+	keys := make(map[string]bool, len(list))
+	for _, k := range list {
 		keys[k] = true
 	}
 	return keys
-}
-
-func collect(t reflect.Type, keys map[string]bool) {
-	for f := range t.Fields() {
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case tag == "-":
-		case tag != "":
-			keys[tag] = true
-		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			collect(f.Type, keys)
-		}
-	}
 }
 
 func sortedKeys(m map[string]any) []string {
@@ -249,14 +311,15 @@ func sortedKeys(m map[string]any) []string {
 
 // ServedConfig is the configuration a sidecar that speaks
 // etcd-backup-restore's protocol serves for its member, asked until the
-// sidecar answers, for at most wait, and read by LoadServedConfig.
-func ServedConfig(ctx context.Context, c *etcdbrapi.Client, wait time.Duration, log *slog.Logger) (*embed.Config, error) {
+// sidecar answers, for at most wait, and read by LoadServedFile for
+// release.
+func ServedConfig(ctx context.Context, c *etcdbrapi.Client, release etcdversion.Version, wait time.Duration, log *slog.Logger) (*File, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	for {
 		b, err := c.Config(ctx)
 		if err == nil {
-			return LoadServedConfig(b, c.Base+"/config", log)
+			return LoadServedFile(b, c.Base+"/config", release, log)
 		}
 		log.Info("wrapper: waiting for the sidecar's etcd config", "error", err)
 		select {

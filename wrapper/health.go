@@ -14,27 +14,37 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+
+	"github.com/etcdkit/etcdkit/startup"
 )
 
 // health serves the member's probes from inside the process, from the
 // start: before etcd runs they answer 503 and say what the start-up is
-// doing (a restore, or a wait for peers that do not answer).
+// doing (a restore, or a wait for peers that do not answer), or why the
+// member stays out.
 type health struct {
 	mu      sync.Mutex
-	etcd    *embed.Etcd
-	cli     *clientv3.Client
+	etcd    Etcd
 	waiting string
+	// refused is why a member that must stay out holds.
+	refused string
 	running atomic.Bool
 }
 
 // started hands the running member to the probes.
-func (h *health) started(e *embed.Etcd) {
+func (h *health) started(e Etcd) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.etcd, h.cli, h.waiting = e, v3client.New(e.Server), ""
+	h.etcd, h.waiting = e, ""
 	h.running.Store(true)
+}
+
+// refuse records why the member stays out: the process lives (/livez),
+// etcd does not run (/readyz), and the metric says so.
+func (h *health) refuse(reason string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refused, h.waiting = reason, ""
 }
 
 // wait records why the start-up waits; "" when it no longer does.
@@ -44,11 +54,12 @@ func (h *health) wait(reason string) {
 	h.waiting = reason
 }
 
-// member is the running member and its client, nil before it started.
-func (h *health) member() (*embed.Etcd, *clientv3.Client, string) {
+// member is the running member, nil before it started, and why it is
+// not running yet or stays out.
+func (h *health) member() (e Etcd, waiting, refused string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.etcd, h.cli, h.waiting
+	return h.etcd, h.waiting, h.refused
 }
 
 // serve starts the probes on addr ("" serves none), over TLS with tc
@@ -65,9 +76,15 @@ func (h *health) serve(addr string, tc *tls.Config) (func(), error) {
 		ln = tls.NewListener(ln, tc)
 	}
 	mux := http.NewServeMux()
-	// livez: the process runs etcd; a failing liveness probe restarts it.
+	// livez: the process runs etcd, or holds a member that stays out; a
+	// failing liveness probe restarts it, which would change nothing.
 	mux.HandleFunc("/livez", func(w http.ResponseWriter, _ *http.Request) {
-		if e, _, waiting := h.member(); e == nil {
+		e, waiting, refused := h.member()
+		if refused != "" {
+			reply(w, http.StatusOK, map[string]any{"live": true, "refused": refused})
+			return
+		}
+		if e == nil {
 			reply(w, http.StatusServiceUnavailable, preparing("live", waiting))
 			return
 		}
@@ -85,11 +102,24 @@ func (h *health) serve(addr string, tc *tls.Config) (func(), error) {
 	// healthz: the cluster answers a linearizable read through this
 	// member: it has a leader and a quorum.
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if e, _, _ := h.member(); e != nil && e.Server.IsLearner() {
-			h.read(w, r, clientv3.WithSerializable())
-			return
+		if e, _, _ := h.member(); e != nil {
+			if learner, err := e.Learner(r.Context()); err == nil && learner {
+				h.read(w, r, clientv3.WithSerializable())
+				return
+			}
 		}
 		h.read(w, r)
+	})
+	// metrics: the member that stays out, as the sidecar says it too.
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		_, _, refused := h.member()
+		removed := 0
+		if refused != "" {
+			removed = 1
+		}
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_, _ = fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", startup.MetricMemberRemoved, startup.HelpMemberRemoved,
+			startup.MetricMemberRemoved, startup.MetricMemberRemoved, removed)
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
@@ -100,9 +130,6 @@ func (h *health) serve(addr string, tc *tls.Config) (func(), error) {
 		// Shutdown closes only listeners Serve tracks already: one stopped
 		// right after its start is closed here, before the port is reused.
 		_ = ln.Close()
-		if _, cli, _ := h.member(); cli != nil {
-			_ = cli.Close()
-		}
 	}, nil
 }
 
@@ -116,19 +143,23 @@ func preparing(probe, waiting string) map[string]any {
 }
 
 func (h *health) read(w http.ResponseWriter, r *http.Request, opts ...clientv3.OpOption) {
-	e, cli, waiting := h.member()
+	e, waiting, refused := h.member()
+	if refused != "" {
+		reply(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "refused": refused})
+		return
+	}
 	if e == nil {
 		reply(w, http.StatusServiceUnavailable, preparing("ready", waiting))
 		return
 	}
-	learner := e.Server.IsLearner()
 	if !h.running.Load() {
 		reply(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "error": "etcd is stopping"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	_, err := cli.Get(ctx, "etcdkit-health", opts...)
+	learner, _ := e.Learner(ctx)
+	_, err := e.Client().Get(ctx, "etcdkit-health", opts...)
 	if errors.Is(err, rpctypes.ErrUserEmpty) || errors.Is(err, rpctypes.ErrPermissionDenied) {
 		// Authentication is on and the probe is nobody: etcd checks that
 		// after the read agreed with the quorum, so the member answered,

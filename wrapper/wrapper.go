@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -29,8 +30,13 @@ const CleanShutdownMarker = "etcdkit-clean-shutdown"
 // Options configures Run. Config is required; the zero value of the rest
 // prepares the data dir itself with no store, no sidecar and no peers.
 type Options struct {
-	// Config is etcd's configuration, from LoadConfig.
+	// Config is etcd's configuration, from LoadConfig (or a File's, read
+	// for the Runner's release).
 	Config *embed.Config
+	// Runner runs etcd: Embedded, this module's etcd in this process (the
+	// default), or a Process of the operator's release. The data dir is
+	// judged, restored and joined for its release.
+	Runner Runner
 	// Source says who checks the data dir and restores it before etcd
 	// starts: a *startup.Local in this process (the default, with no
 	// store: give it one to restore from), a startup.Remote for the
@@ -64,7 +70,7 @@ type Options struct {
 	// carried out, before etcd starts.
 	OnPlan func(startup.Plan)
 	// OnReady, when set, is called once etcd serves.
-	OnReady func(*embed.Etcd)
+	OnReady func(Etcd)
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -79,6 +85,9 @@ func (o *Options) defaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Runner == nil {
+		o.Runner = Embedded{}
+	}
 	if o.Source == nil {
 		o.Source = &startup.Local{KeepMovedAside: o.KeepMovedAside, Logger: o.Logger}
 	}
@@ -91,10 +100,12 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// Run prepares the data dir, starts etcd and serves until ctx ends, then
-// stops etcd, leaves the clean-shutdown marker and the guard, and returns
-// nil. It returns an error when the member must not start, or when etcd
-// stops by itself.
+// Run prepares the data dir for the Runner's release, starts etcd and
+// serves until ctx ends, then stops etcd, leaves the clean-shutdown marker
+// and the guard, and returns nil. It returns an error when the member must
+// not start, or when etcd stops by itself. A refusal that holds (the
+// cluster removed the member on purpose) is not returned until ctx ends:
+// the probes say why meanwhile, and a restart would change nothing.
 func Run(ctx context.Context, o Options) error {
 	if err := o.defaults(); err != nil {
 		return err
@@ -107,8 +118,15 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer stopHealth()
-	p, err := prepare(ctx, o, h, log)
+	release, err := o.Runner.Release(ctx)
 	if err != nil {
+		return fmt.Errorf("wrapper: %w", err)
+	}
+	p, err := prepare(ctx, o, release, h, log)
+	if err != nil {
+		if r := (*startup.Refusal)(nil); errors.As(err, &r) && r.Plan.Hold {
+			return hold(ctx, h, r, log)
+		}
 		return err
 	}
 	if o.OnPlan != nil {
@@ -124,27 +142,22 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.Remove(marker); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("wrapper: %w", err)
 	}
-	log.Info("wrapper: starting etcd", "action", p.Action, "initial_cluster", cfg.InitialCluster, "state", cfg.ClusterState)
-	e, err := embed.StartEtcd(cfg)
+	log.Info("wrapper: starting etcd", "etcd", release, "action", p.Action, "initial_cluster", cfg.InitialCluster, "state", cfg.ClusterState)
+	e, err := o.Runner.Start(ctx, cfg, *o.Conn)
 	if err != nil {
-		return fmt.Errorf("wrapper: start etcd: %w", err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		e.Close()
-		return fmt.Errorf("wrapper: etcd: %w", err)
-	case <-ctx.Done():
-		e.Close()
-		return ctx.Err()
-	}
-	if err := validate.WriteGuard(cfg.Dir, cfg.Name, cfg.InitialClusterToken); err != nil {
-		e.Close()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("wrapper: %w", err)
 	}
-	log.Info("wrapper: etcd serves", "learner", e.Server.IsLearner())
+	if err := validate.WriteGuard(cfg.Dir, cfg.Name, cfg.InitialClusterToken); err != nil {
+		_ = e.Stop()
+		return fmt.Errorf("wrapper: %w", err)
+	}
+	learner, _ := e.Learner(ctx)
+	log.Info("wrapper: etcd serves", "etcd", release, "learner", learner)
 	h.started(e)
-	if p.Learner || e.Server.IsLearner() {
+	if p.Learner || learner {
 		go promote(ctx, o, e, log)
 	}
 	if o.OnReady != nil {
@@ -153,7 +166,9 @@ func Run(ctx context.Context, o Options) error {
 	select {
 	case <-ctx.Done():
 		h.running.Store(false)
-		e.Close()
+		if err := e.Stop(); err != nil {
+			return fmt.Errorf("wrapper: %w", err)
+		}
 		if err := os.WriteFile(marker, []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o600); err != nil {
 			return fmt.Errorf("wrapper: clean-shutdown marker: %w", err)
 		}
@@ -162,25 +177,32 @@ func Run(ctx context.Context, o Options) error {
 		}
 		log.Info("wrapper: etcd stopped cleanly")
 		return nil
-	case err := <-e.Err():
+	case <-e.Done():
 		h.running.Store(false)
-		e.Close()
-		return fmt.Errorf("wrapper: etcd failed: %w", err)
-	case <-e.Server.StopNotify():
-		h.running.Store(false)
-		e.Close()
-		return errors.New("wrapper: etcd stopped by itself (removed from the cluster?)")
+		_ = e.Stop()
+		return fmt.Errorf("wrapper: %w", e.Err())
 	}
 }
 
-// prepare runs the start-up with the source the division gives.
-func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (startup.Plan, error) {
+// hold keeps a member that must stay out from starting, and from exiting
+// into a restart loop: the probes answer why until ctx ends, and then the
+// refusal is returned.
+func hold(ctx context.Context, h *health, r *startup.Refusal, log *slog.Logger) error {
+	log.Error("wrapper: refusing to start; holding until stopped, since a restart changes nothing", "reason", r.Plan.Reason)
+	h.refuse(r.Plan.Reason)
+	<-ctx.Done()
+	return r
+}
+
+// prepare runs the start-up for release with the source the division
+// gives.
+func prepare(ctx context.Context, o Options, release etcdversion.Version, h *health, log *slog.Logger) (startup.Plan, error) {
 	cfg := o.Config
 	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
 	scfg := startup.Config{
 		Name: cfg.Name, DataDir: cfg.Dir, WALDir: cfg.WalDir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
 		InitialCluster: cfg.InitialCluster, Token: cfg.InitialClusterToken, ClusterState: cfg.ClusterState,
-		Endpoints: o.Endpoints, CleanShutdown: err == nil,
+		Endpoints: o.Endpoints, CleanShutdown: err == nil, Etcd: release,
 	}
 	if _, err := types.NewURLsMap(cfg.InitialCluster); err != nil {
 		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
@@ -194,14 +216,14 @@ func prepare(ctx context.Context, o Options, h *health, log *slog.Logger) (start
 }
 
 // promote promotes this learner once it has caught up.
-func promote(ctx context.Context, o Options, e *embed.Etcd, log *slog.Logger) {
+func promote(ctx context.Context, o Options, e Etcd, log *slog.Logger) {
 	// A learner answers neither a promotion nor a login: ask the others,
 	// this member only when there are none to ask.
 	eps := o.Endpoints
 	if len(eps) == 0 {
 		eps = urls(o.Config.AdvertiseClientUrls)
 	}
-	id := uint64(e.Server.MemberID())
+	id := e.ID()
 	if err := startup.Promote(ctx, *o.Conn, eps, id, member.RetryOptions{Deadline: 10 * time.Minute, Logger: o.Logger}); err != nil {
 		log.Error("wrapper: promote", "error", err)
 		return

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/startup"
@@ -55,8 +53,8 @@ func TestWipeOnCorruptThenRemoved(t *testing.T) {
 	opts.WipeOnCorrupt = true
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ready := make(chan *embed.Etcd, 1)
-	opts.OnReady = func(e *embed.Etcd) { ready <- e }
+	ready := make(chan wrapper.Etcd, 1)
+	opts.OnReady = func(e wrapper.Etcd) { ready <- e }
 	done := make(chan error, 1)
 	go func() { done <- wrapper.Run(rctx, opts) }()
 	select {

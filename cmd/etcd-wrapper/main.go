@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -15,6 +16,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/startup"
@@ -35,12 +38,16 @@ type flags struct {
 	o                                       wrapper.Options
 	codec                                   cli.Codec
 	etcdConfig, flagsFile, storeURL, init   string
-	secondURL                               string
+	secondURL, etcdBinary                   string
 	sidecarURL, sidecarTokenFile, onCorrupt string
 	logFlags                                cli.Log
 	etcd                                    cli.Etcd
 	sidecarTLS                              tlsfiles.Files
 	storeTimeout, sidecarTimeout            time.Duration
+	// release is the etcd the member runs; file its configuration, read
+	// for it.
+	release etcdversion.Version
+	file    *wrapper.File
 }
 
 func run(args []string) int {
@@ -48,11 +55,17 @@ func run(args []string) int {
 	cmd := &cobra.Command{
 		Use:   "etcd-wrapper --config etcd.yaml",
 		Short: "Prepare an etcd member's data dir, start etcd and serve its probes",
-		Long: `etcd-wrapper starts one etcd member. It reads etcd's own YAML configuration file, strictly:
-a key etcd 3.7 does not read is an error naming its replacement. Before etcd starts it
+		Long: `etcd-wrapper starts one etcd member: the etcd 3.7 built into it, or with --etcd an etcd
+server binary of the operator's release (3.5, 3.6 or 3.7), which it runs as its child. It
+reads etcd's own YAML configuration file, strictly, for that release: a key the release
+does not read is an error naming its replacement. Before etcd starts it
 validates the data dir (a quick check after a clean stop, a full one after a crash) and
 acts on the verdict: restore a lone member from --store, rejoin a multi-member cluster as
-a learner, bootstrap or join as the live cluster says. With --init=sidecar it asks the
+a learner, bootstrap or join as the live cluster says. Another release's data dir is a
+fact, not damage: it is refused, naming the releases that start on it, and a member joins
+a cluster only where etcd lets its release join. A member the cluster removed on purpose
+stays out: the wrapper does not start etcd and answers /readyz 503 with the reason until
+it is stopped. With --init=sidecar it asks the
 sidecar's API to do the validation and restore; with --init=etcdbr it validates and decides
 itself and leaves restores to a sidecar that speaks etcd-backup-restore's protocol
 (etcd-backup-restore, or etcd-backup server), through its /initialization endpoints. It serves /livez, /readyz and /healthz
@@ -92,6 +105,7 @@ Exit codes:
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.etcdConfig, "config", "", "etcd's YAML configuration file")
+	f.StringVar(&fl.etcdBinary, "etcd", "", "an etcd server binary (3.5, 3.6 or 3.7) to run as this wrapper's child; empty: the etcd "+restore.Module.String()+" built into this wrapper")
 	f.StringVar(&fl.flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
 	f.StringVar(&fl.init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&fl.storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
@@ -159,6 +173,13 @@ func (fl *flags) options(ctx context.Context) (wrapper.Options, error) {
 		return o, cli.Usage(fmt.Errorf("--on-corrupt %q: refuse or wipe", fl.onCorrupt))
 	}
 	fl.sidecarTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+	fl.release = restore.Module
+	if fl.etcdBinary != "" {
+		if fl.release, err = wrapper.ReleaseOf(ctx, fl.etcdBinary); err != nil {
+			return o, cli.Usage(fmt.Errorf("--etcd: %w", err))
+		}
+		log.Info("etcd-wrapper: runs etcd as a process", "binary", fl.etcdBinary, "etcd", fl.release)
+	}
 	switch fl.init {
 	case "etcdbr":
 		err = fl.etcdBR(ctx, &o)
@@ -170,21 +191,32 @@ func (fl *flags) options(ctx context.Context) (wrapper.Options, error) {
 	if err != nil {
 		return o, err
 	}
+	o.Runner = fl.runner(log)
 	conn := fl.etcd.Apply(wrapper.ClientConn(o.Config))
 	o.Conn = &conn
 	return o, nil
 }
 
-// config reads etcd's configuration file.
+// config reads etcd's configuration file for the release that runs it.
 func (fl *flags) config() (*embed.Config, error) {
 	if fl.etcdConfig == "" {
 		return nil, cli.Usage(errors.New("--config (etcd's configuration file) is required; with --init=etcdbr the sidecar serves it"))
 	}
-	cfg, err := wrapper.LoadConfig(fl.etcdConfig)
+	f, err := wrapper.LoadFile(fl.etcdConfig, fl.release)
 	if err != nil {
 		return nil, cli.Usage(err)
 	}
-	return cfg, nil
+	fl.file = f
+	return f.Config, nil
+}
+
+// runner is what runs etcd: the binary --etcd names, with the
+// configuration read for its release, or the etcd built in.
+func (fl *flags) runner(log *slog.Logger) wrapper.Runner {
+	if fl.etcdBinary == "" {
+		return wrapper.Embedded{}
+	}
+	return &wrapper.Process{Path: fl.etcdBinary, File: fl.file, Logger: log}
 }
 
 // local is --init=self: this process restores, from --store when given.
@@ -257,8 +289,8 @@ func (fl *flags) etcdBR(ctx context.Context, o *wrapper.Options) error {
 	c := &etcdbrapi.Client{Base: fl.sidecarURL, HTTP: hc, Logger: o.Logger}
 	if fl.etcdConfig != "" {
 		o.Config, err = fl.config()
-	} else {
-		o.Config, err = wrapper.ServedConfig(ctx, c, fl.sidecarTimeout, o.Logger)
+	} else if fl.file, err = wrapper.ServedConfig(ctx, c, fl.release, fl.sidecarTimeout, o.Logger); err == nil {
+		o.Config = fl.file.Config
 	}
 	if err != nil {
 		return err

@@ -41,6 +41,18 @@ func EtcdProgram(kind Kind) (string, error) {
 	return program(kind)
 }
 
+// RequireEtcdProgram is EtcdProgram for a test that runs the binary
+// itself (under the wrapper): skipped when it is not installed, failed
+// under ETCDKIT_REQUIRE_EMULATORS=1.
+func RequireEtcdProgram(t testing.TB, kind Kind) string {
+	t.Helper()
+	p, err := EtcdProgram(kind)
+	if err != nil {
+		needed(t, err)
+	}
+	return p
+}
+
 // EtcdOptions for StartEtcd. The zero value serves plain http.
 type EtcdOptions struct {
 	// Dir holds the data dir; "" means a new temporary directory, removed

@@ -51,7 +51,7 @@ func Start(o wrapper.Options) (*Running, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Running{cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan struct{})
-	o.OnReady = func(*embed.Etcd) { close(ready) }
+	o.OnReady = func(wrapper.Etcd) { close(ready) }
 	go func() { r.done <- wrapper.Run(ctx, o) }()
 	select {
 	case <-ready:

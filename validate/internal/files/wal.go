@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -26,11 +28,14 @@ type WAL struct {
 	// Torn: the last file's last record is cut short, as a killed member
 	// leaves it; etcd repairs that at start, so it is no damage.
 	Torn bool
-	// Foreign counts the entries etcd replays at start that this etcd
-	// cannot apply (it panics on them): requests an etcd 3.5 member wrote
-	// in its v2 form. FirstForeign is the first one's index.
+	// Foreign counts the entries etcd replays at start that an etcd 3.5
+	// member wrote in their v2 form: etcd 3.7 and later panic on them.
+	// FirstForeign is the first one's index. V2Custom counts those of them
+	// that write the v2 store itself rather than the membership (a
+	// member's attributes, the cluster version): etcd 3.6 panics on those.
 	Foreign      int64
 	FirstForeign uint64
+	V2Custom     int64
 	// MemberID and ClusterID are what the WAL's metadata says this
 	// member and its cluster are.
 	MemberID, ClusterID uint64
@@ -85,7 +90,8 @@ func ReadWAL(dir string, cindex uint64, whole bool) (WAL, error) {
 			return WAL{}, fmt.Errorf("wal %s: %w", name, err)
 		}
 	}
-	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign, MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
+	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign, V2Custom: d.v2Custom,
+		MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
 	if d.last > cindex {
 		w.Unapplied = int64(d.last - cindex)
 	}
@@ -119,6 +125,7 @@ type walDecoder struct {
 	buf          []byte
 	foreign      int64
 	firstForeign uint64
+	v2Custom     int64
 	meta         *etcdserverpb.Metadata
 }
 
@@ -194,11 +201,17 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 				return fmt.Errorf("entry at offset %d: %w", off, err)
 			}
 			replayed := d.snapshot == nil || index > d.snapshot.Index
-			if replayed && normal && len(data) > 0 && !applies(data) {
-				if d.foreign == 0 {
-					d.firstForeign = index
+			if replayed && normal && len(data) > 0 {
+				foreign, custom := classify(data)
+				if foreign {
+					if d.foreign == 0 {
+						d.firstForeign = index
+					}
+					d.foreign++
 				}
-				d.foreign++
+				if custom {
+					d.v2Custom++
+				}
 			}
 			// A new leader may rewrite the log's tail, so an index can go
 			// back; it skips ahead only past a snapshot (below).
@@ -357,23 +370,102 @@ func entryFields(b []byte) (index uint64, normal bool, data []byte, err error) {
 // request). Every request etcd 3.6 and later writes has a header (field
 // 100), found without unmarshalling; only the others are read whole.
 func applies(data []byte) bool {
-	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			break
-		}
-		b = b[n:]
-		if num == 100 && typ == protowire.BytesType {
-			return true
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			break
-		}
-		b = b[n:]
+	if hasHeader(data) {
+		return true
 	}
 	var r etcdserverpb.InternalRaftRequest
 	if err := proto.Unmarshal(data, &r); err != nil {
 		return false
 	}
 	return r.ID != 0 || r.Header != nil
+}
+
+// classify says whether a normal entry's request is in etcd 3.5's v2 form
+// (foreign: etcd 3.7 panics on it), and whether it is a v2 request that
+// writes the v2 store rather than the membership (custom: etcd 3.6 panics
+// on it), bare or carried in an InternalRaftRequest's v2 field.
+func classify(data []byte) (foreign, custom bool) {
+	if !applies(data) {
+		return true, !v2Membership(data)
+	}
+	if hasHeader(data) {
+		return false, false
+	}
+	if method, _, nested := v2Fields(data); nested != nil && !httpMethods[method] {
+		if inner, _, _ := v2Fields(nested); httpMethods[inner] {
+			return false, !v2Membership(nested)
+		}
+	}
+	return false, false
+}
+
+// hasHeader says whether a request carries a header (field 100), as
+// every request etcd 3.6 and later writes does.
+func hasHeader(data []byte) bool {
+	for b := data; len(b) > 0; {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		b = b[n:]
+		if num == 100 && typ == protowire.BytesType {
+			return true
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
+}
+
+// v2Membership says whether a v2 Request (method field 2, path field 3)
+// only sets the membership, which etcd 3.6 still applies (as its
+// v2ToV3Request does): a PUT of a member's attributes or of the cluster
+// version.
+func v2Membership(data []byte) bool {
+	method, path, _ := v2Fields(data)
+	if method != "PUT" {
+		return false
+	}
+	if path == "/0/version" {
+		return true
+	}
+	id, ok := strings.CutPrefix(path, "/0/members/")
+	id, ok2 := strings.CutSuffix(id, "/attributes")
+	_, err := strconv.ParseUint(id, 16, 64)
+	return ok && ok2 && err == nil
+}
+
+// httpMethods are the methods a v2 Request carries.
+var httpMethods = map[string]bool{"PUT": true, "POST": true, "DELETE": true, "GET": true, "QGET": true, "HEAD": true, "SYNC": true}
+
+// v2Fields reads fields 2 and 3 of a message as strings; nested is field
+// 2's bytes, which may be a message of its own.
+func v2Fields(b []byte) (method, path string, nested []byte) {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return
+		}
+		b = b[n:]
+		if (num == 2 || num == 3) && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return
+			}
+			if num == 2 {
+				method, nested = string(v), v
+			} else {
+				path = string(v)
+			}
+			b = b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return
+		}
+		b = b[n:]
+	}
+	return
 }

@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -299,5 +300,62 @@ func TestReadWALEntriesSkipAheadAfterALeaderSnapshot(t *testing.T) {
 	}
 	if got.Snapshot == nil || got.Snapshot.Index != 120 || got.Unapplied != 130 {
 		t.Fatalf("ReadWAL: snapshot %+v, last entry %d; want 120, 130", got.Snapshot, got.Unapplied)
+	}
+}
+
+// Entries in etcd 3.5's v2 form are counted, and told apart by what they
+// write: a member's attributes and the cluster version (etcd 3.6 applies
+// them as membership), or the v2 store itself (etcd 3.6 panics on them).
+// An etcd 3.6 request (with a header) is neither. The v2 requests are
+// encoded as etcd 3.5 writes them, field by field.
+func TestReadWALTellsV2Entries(t *testing.T) {
+	request := func(method, path, val string) []byte {
+		b := protowire.AppendTag(nil, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, 42)
+		for i, s := range []string{method, path, val} {
+			b = protowire.AppendTag(b, protowire.Number(i+2), protowire.BytesType)
+			b = protowire.AppendString(b, s)
+		}
+		return b
+	}
+	wrapped := func(req []byte) []byte { // an InternalRaftRequest carrying it in V2
+		b := protowire.AppendTag(nil, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, 43)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		return protowire.AppendBytes(b, req)
+	}
+	v3, err := proto.Marshal(&etcdserverpb.InternalRaftRequest{Header: &etcdserverpb.RequestHeader{ID: 7}, Put: &etcdserverpb.PutRequest{Key: []byte("k")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	datas := [][]byte{
+		request("PUT", "/0/members/8e9e05c52164694d/attributes", `{"name":"m0"}`),
+		request("PUT", "/0/version", "3.5.0"),
+		wrapped(request("PUT", "/0/version", "3.5.0")),
+		v3,
+		request("PUT", "/1/custom", "v"),
+		wrapped(request("DELETE", "/1/custom", "")),
+	}
+	dir := filepath.Join(t.TempDir(), "wal")
+	w, err := wal.Create(zap.NewNop(), dir, walMetadata(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, typ := uint64(1), raftpb.EntryNormal
+	for i, data := range datas {
+		idx := uint64(i + 1)
+		if err := w.Save(&raftpb.HardState{}, []*raftpb.Entry{{Index: &idx, Term: &term, Type: &typ, Data: data}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Close()
+	got, err := ReadWAL(dir, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// etcd 3.7 applies the ones carried in an InternalRaftRequest (it
+	// reads the ID and drops the field); etcd 3.6 reads them as v2.
+	if got.Foreign != 3 || got.FirstForeign != 1 || got.V2Custom != 2 {
+		t.Fatalf("bare v2 entries %d from %d, v2 store writes %d; want 3 from 1, 2", got.Foreign, got.FirstForeign, got.V2Custom)
 	}
 }
