@@ -2,8 +2,8 @@
 # Installs the pinned store emulators the tests run against into tools/bin
 # and tools/azurite/node_modules (both git-ignored), kube-apiserver with
 # kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, the
-# etcd 3.5, 3.6 and 3.7 servers pinned in tools/etcd35, tools/etcd36 and
-# tools/etcd37, and kine (k3s' etcd API over SQLite) pinned in tools/kine.
+# etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36, the
+# etcd 3.7 server this module embeds (built from this module), and kine (k3s' etcd API over SQLite) pinned in tools/kine.
 # OpenStack Swift and memcached come from Debian's packages (the release's
 # Swift: 2.30 on bookworm), run by tools/swift/run.sh, and PostgreSQL (15 on
 # bookworm, a datastore of kine's) too, run by tools/postgres/run.sh.
@@ -90,7 +90,21 @@ install_kine &
 kine=$!
 install_etcd 36 &
 etcd36=$!
-install_etcd 37 &
+# etcd 3.7: the release the module embeds, built from the module itself,
+# with the flags its tests build with: the same code as the wrapper's
+# embedded etcd, and seconds of linking from the build cache the tests
+# fill, where a module of its own compiled every dependency again.
+install_etcd37() {
+  local name=etcd-3.7 want
+  want=$(cd "$here/.." && cat go.mod go.sum | sha256sum | cut -d' ' -f1)
+  if [[ -x "$bin/$name" && -f "$bin/.$name.version" && "$(cat "$bin/.$name.version")" == "$want" ]]; then
+    return
+  fi
+  echo "installing $name $(cd "$here/.." && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" >&2
+  (cd "$here/.." && GOFLAGS=-buildvcs=false go build -o "$bin/$name" go.etcd.io/etcd/server/v3)
+  echo "$want" >"$bin/.$name.version"
+}
+install_etcd37 &
 etcd37=$!
 
 install_swift() {

@@ -23,12 +23,12 @@ import (
 	"github.com/etcdkit/etcdkit/etcdversion"
 )
 
-var update = flag.Bool("update", false, "rewrite releasekeys_gen.go from the etcd sources tools/etcd35, tools/etcd36 and tools/etcd37 pin")
+var update = flag.Bool("update", false, "rewrite releasekeys_gen.go from the etcd sources tools/etcd35 and tools/etcd36 pin, and this module's")
 
 // The keys each release's configuration file takes are etcd's own: the
 // JSON names of its embed package's configYAML, read from the source of
 // the release tools/etcdNN pins (downloaded when tools/install-emulators.sh
-// built the server). -update writes them; without it the table must be
+// built the server), and of this module's for the release it embeds. -update writes them; without it the table must be
 // what the sources say. The 3.7 table must be this module's embed.Config,
 // as LoadConfig has always read it.
 func TestReleaseKeys(t *testing.T) {
@@ -73,6 +73,11 @@ func TestReleaseKeys(t *testing.T) {
 // tools/etcdNN pins.
 func embedSource(minor string) (string, error) {
 	mod := filepath.Join("..", "tools", "etcd"+strings.ReplaceAll(minor, ".", ""))
+	if minor == restoreModule().MinorString() {
+		// The release this module embeds: tools/install-emulators.sh
+		// builds its server from this module.
+		mod = ".."
+	}
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "go.etcd.io/etcd/server/v3")
 	cmd.Dir = mod
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")

@@ -17,9 +17,9 @@ import (
 )
 
 // Etcd35, Etcd36 and Etcd37 are etcd servers of the releases etcdkit
-// runs, built from the versions pinned in tools/etcd35, tools/etcd36 and
-// tools/etcd37: the tests back them up, restore for each, and run them
-// under the wrapper.
+// runs, built from the versions pinned in tools/etcd35 and tools/etcd36,
+// and from this module for the 3.7 it embeds: the tests back them up,
+// restore for each, and run them under the wrapper.
 const (
 	Etcd35 Kind = "etcd-3.5"
 	Etcd36 Kind = "etcd-3.6"

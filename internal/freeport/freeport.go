@@ -13,10 +13,13 @@ import (
 // minPort is the lowest port picked: below it lie well-known services'.
 const minPort = 10000
 
-// slots divide the range between the processes that pick at once: two go
-// test processes of two packages each, and room for a bench or a second
-// run beside them.
-const slots = 8
+// slots divide the range between the processes that pick at once: the
+// test tiers' four test processes, the programs some of them run that
+// pick ports of their own (the examples, the soak's harness), and room for
+// a bench or a second run beside them. A process that finds every slot
+// held picks from the whole range, where another's ports may collide with
+// its own.
+const slots = 16
 
 // picker is the process's state: the ports handed out and its range.
 var picker struct {
