@@ -17,7 +17,7 @@ const module = "github.com/etcdkit/etcdkit"
 // binaries, examples, benchmarks and test support are the top, where
 // packages of one layer may import each other.
 var layers = map[string]int{
-	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 2,
+	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 3,
 	"etcdversion": 1,
 	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
 	"restore": 4, "defrag": 4, "snapshot/capture": 4,

@@ -87,6 +87,12 @@ func (v Version) Steps(w Version) int {
 func (v Version) Next() Version     { return Version{v.Major, v.Minor + 1, 0} }
 func (v Version) Previous() Version { return Version{v.Major, v.Minor - 1, 0} }
 
+// Decided says whether a cluster version v names a release the members
+// agreed on: etcd runs a new cluster at 3.0 (its MinClusterVersion) until
+// every member told its own, and has no other use for a version before
+// 3.5 that etcdkit runs.
+func Decided(v Version) bool { return !v.IsZero() && !v.Less(Supported[0]) }
+
 // CheckSupported says why etcdkit does not run v, nil when it does.
 func CheckSupported(v Version) error {
 	for _, s := range Supported {
@@ -98,7 +104,12 @@ func CheckSupported(v Version) error {
 }
 
 // Names lists the minors of vs: "3.5, 3.6 and 3.7".
-func Names(vs []Version) string {
+func Names(vs []Version) string { return list(vs, "and") }
+
+// Either lists the minors of vs as choices: "3.5 or 3.6".
+func Either(vs []Version) string { return list(vs, "or") }
+
+func list(vs []Version, conj string) string {
 	names := make([]string, len(vs))
 	for i, v := range vs {
 		names[i] = v.MinorString()
@@ -109,5 +120,5 @@ func Names(vs []Version) string {
 	case 1:
 		return names[0]
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }

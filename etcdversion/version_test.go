@@ -48,4 +48,7 @@ func TestSupported(t *testing.T) {
 	if got := Names(Supported); got != "3.5, 3.6 and 3.7" {
 		t.Errorf("Names = %q", got)
 	}
+	if got := Either(Supported[:2]); got != "3.5 or 3.6" {
+		t.Errorf("Either = %q", got)
+	}
 }

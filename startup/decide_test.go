@@ -142,6 +142,8 @@ func TestJoinable(t *testing.T) {
 		{"two steps up, a member on the way", "3.7.3", []release{at("3.6.16", "3.5.0"), at("3.5.35", "3.5.0")}, false, false},
 		{"a cluster past its release", "3.5.35", []release{at("3.6.16", "3.6.0")}, false, false},
 		{"one member down", "3.6.16", []release{silent, at("3.6.16", "3.6.0")}, true, false},
+		{"a new cluster at etcd's floor", "3.5.35", []release{at("3.5.35", "3.0.0")}, true, false},
+		{"a new cluster at etcd's floor, two steps up", "3.7.3", []release{at("3.5.35", "3.0.0")}, false, false},
 		{"nobody tells", "3.6.16", []release{silent}, false, true},
 		{"a downgrade enabled", "3.5.35", []release{down}, false, false},
 		{"a downgrade enabled, the release past the target", "3.6.16", []release{down}, false, false},

@@ -53,32 +53,50 @@ func (r release) String() string {
 // etcd leaves them out: one member may be down while another joins.
 func joinable(e etcdversion.Version, rs []release) (why string, unknown bool) {
 	e = e.Trim()
-	var told int
 	var problems []string
+	add := func(format string, args ...any) {
+		if p := fmt.Sprintf(format, args...); !slices.Contains(problems, p) {
+			problems = append(problems, p)
+		}
+	}
+	servers := map[string][]string{}
+	told := 0
 	for _, r := range rs {
 		if r.why != "" {
 			continue
 		}
 		told++
-		c := r.cluster.Trim()
-		switch {
+		switch c := r.cluster.Trim(); {
+		case !etcdversion.Decided(c):
+			// A new cluster whose members have not all told their
+			// releases yet runs at etcd's floor: their servers tell.
 		case r.downgrade && c != e.Next():
-			// etcd's range while a downgrade is enabled is the minor past
-			// the joiner's; the cluster runs at the target meanwhile.
-			problems = append(problems, fmt.Sprintf("%s: the cluster is stepping down (a downgrade is enabled) and runs at %s; etcd lets no member of %s join it until the downgrade is done", r.member, c.MinorString(), e.MinorString()))
+			add("the cluster is stepping down to %s (a downgrade is enabled), and etcd lets no member of %s join it until the downgrade is done", c.MinorString(), e.MinorString())
 		case !r.downgrade && e.Less(c):
-			problems = append(problems, fmt.Sprintf("%s: the cluster runs at %s, newer than etcd %s", r.member, c.MinorString(), e.MinorString()))
+			add("the cluster runs at %s, newer than etcd %s", c.MinorString(), e.MinorString())
 		case !r.downgrade && c.Steps(e) > 1:
-			problems = append(problems, fmt.Sprintf("%s: the cluster runs at %s, and etcd steps one minor at a time (etcd %s cannot apply what a %s cluster logs)", r.member, c.MinorString(), e.MinorString(), c.MinorString()))
+			add("the cluster runs at %s, and etcd steps one minor at a time: etcd %s cannot apply what a %s cluster logs", c.MinorString(), e.MinorString(), c.MinorString())
 		}
 		if s := r.server.Trim(); s.Steps(e) > 1 || e.Steps(s) > 1 {
-			problems = append(problems, fmt.Sprintf("%s runs etcd %s, more than a minor from %s", r.member, r.server, e.MinorString()))
+			servers[r.server.String()] = append(servers[r.server.String()], r.member)
 		}
 	}
 	if told == 0 {
 		return "", true
 	}
+	for _, v := range sortedKeys(servers) {
+		add("%s run%s etcd %s, more than a minor from %s", strings.Join(servers[v], " and "), map[bool]string{true: "s"}[len(servers[v]) == 1], v, e.MinorString())
+	}
 	return strings.Join(problems, "; "), false
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // joinPlan is p, a join or a rejoin, when etcd of release e can join the
@@ -95,7 +113,7 @@ func joinPlan(p Plan, e etcdversion.Version, rs []release) Plan {
 		return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("%s, but whether etcd %s may join the cluster cannot be told: no member told its release (%s); nothing is changed until one does",
 			p.Reason, e, strings.Join(said, "; "))}
 	case why != "":
-		return Plan{Action: Refuse, Reason: fmt.Sprintf("%s, but etcd %s cannot join this cluster: %s; nothing was changed: run the release the cluster runs, or step the cluster to this one first",
+		return Plan{Action: Refuse, Reason: fmt.Sprintf("%s, but etcd %s cannot join this cluster: %s; nothing was changed: run the release the cluster runs, or step the cluster toward this one first",
 			p.Reason, e, why)}
 	}
 	return p

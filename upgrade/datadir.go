@@ -11,18 +11,50 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
+
+	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // DataDir checks a stopped member's data dir (walDir "" for the data
-// dir's own): the v2 membership its newest raft snapshot holds and its
-// log changes, against the v3 store's in its database. A data dir does
-// not say which patch release wrote it: the version check needs the live
-// cluster, and is reported unread.
+// dir's own) for the step of its release: whether the target release
+// starts on it, as the wrapper judges it (validate), and for the step
+// from 3.5, the v2 membership its newest raft snapshot holds and its log
+// changes, against the v3 store's in its database. A data dir names its
+// minor, not the patch release that wrote it: the check of 3.5.26 needs
+// the live cluster, and is reported unread.
 func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return Report{}, err
 	}
 	r := Report{Source: "data dir " + dir}
+	rep, err := validate.DataDir(ctx, dir, validate.Options{Mode: validate.Full, WALDir: walDir, MultiMember: true})
+	if err != nil {
+		return Report{}, fmt.Errorf("upgrade: %w", err)
+	}
+	from := rep.Release.Written()
+	to := o.To.Trim()
+	if o.To.IsZero() {
+		to = from.Next()
+	}
+	r.From, r.To = from.MinorString(), to.MinorString()
+	f := Finding{Check: CheckStep, Subject: "data dir", Detail: fmt.Sprintf("etcd %s's data (%s)", from.MinorString(), rep.Release)}
+	switch {
+	case rep.Verdict != validate.Valid && rep.Verdict != validate.OtherVersion:
+		f.Status, f.Detail, f.Fix = Fail, fmt.Sprintf("the data dir is %s: %s", rep.Verdict, rep.Reason), "a member starts on it for no release"
+	case etcdversion.CheckSupported(to) != nil:
+		f.Status, f.Detail, f.Fix = Unread, fmt.Sprintf("%s; %v", f.Detail, etcdversion.CheckSupported(to)), "give the release to step to (--to)"
+	case rep.Release.Refuses(to) != "":
+		f.Status, f.Detail, f.Fix = Fail, rep.Release.Refuses(to), fmt.Sprintf("etcd %s does not start on it", to)
+	default:
+		f.Status, f.Detail = Pass, fmt.Sprintf("%s, which etcd %s starts on", f.Detail, to.MinorString())
+	}
+	r.add(f)
+	if to != etcdversion.MustParse("3.6") {
+		r.add(freelist(o))
+		r.decide()
+		return r, nil
+	}
 	member := filepath.Join(dir, "member")
 	if walDir == "" {
 		walDir = filepath.Join(member, "wal")
@@ -36,7 +68,7 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
 	}
-	from := &walpb.Snapshot{}
+	snapshot := &walpb.Snapshot{}
 	var v2Data []byte
 	rs, err := newestSnap(lg, filepath.Join(member, "snap"), walSnaps)
 	switch {
@@ -45,14 +77,14 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	case rs != nil:
 		v2Data = rs.GetData()
 		index, term := rs.GetMetadata().GetIndex(), rs.GetMetadata().GetTerm()
-		from.Index, from.Term = &index, &term
+		snapshot.Index, snapshot.Term = &index, &term
 	}
 	// No raft snapshot yet: the whole log is the membership.
 	v2, err := v2Members(v2Data)
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
 	}
-	w, err := wal.OpenForRead(lg, walDir, from)
+	w, err := wal.OpenForRead(lg, walDir, snapshot)
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
 	}
@@ -74,7 +106,7 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 		}
 	}
 	r.add(Finding{Check: CheckVersion, Status: Unread, Subject: "data dir",
-		Detail: "a data dir does not say which etcd release wrote it",
+		Detail: "a data dir does not say which patch release of 3.5 wrote it (3.6 needs 3.5.26 or later)",
 		Fix:    "check the members' versions on the live cluster (--endpoints)"})
 	r.add(compare("data dir", v3, v2))
 	r.add(freelist(o))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/etcdversion"
 )
 
 // LiveOptions configure Live.
@@ -22,10 +24,13 @@ type LiveOptions struct {
 	Timeout, StreamTimeout time.Duration
 }
 
-// Live checks a running cluster: each member's version, asked of the
-// member itself, and the v2 membership etcd 3.5 serves as its member list
-// against the v3 store's, read from a database streamed from the member
-// cli reaches first. A member that does not answer is an unread finding.
+// Live checks a running cluster for a step of its release: each member's
+// version, asked of the member itself, and the step's own checks. Up from
+// 3.5: the v2 membership etcd 3.5 serves as its member list against the v3
+// store's, read from a database streamed from the member cli reaches
+// first. Down: the downgrade enabled to the target, and each member's
+// storage migrated to it. A member that does not answer is an unread
+// finding.
 func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
@@ -40,31 +45,58 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: list the members at %s: %w", strings.Join(cli.Endpoints(), ","), err)
 	}
-	v2, all36 := members{}, true
+	v2, all := members{}, true
+	type told struct {
+		subject string
+		st      *clientv3.StatusResponse
+	}
+	var answered []told
+	var versions []etcdversion.Version
 	for _, m := range list.Members {
 		v2[m.ID] = m.Name
 		subject := fmt.Sprintf("member %x (%s)", m.ID, m.Name)
 		if len(m.ClientURLs) == 0 {
-			all36 = false
+			all = false
 			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject,
 				Detail: "it has not started: it publishes no client URL", Fix: "start it, or remove it, and check again"})
 			continue
 		}
-		v, why := memberVersion(ctx, cli, m.ID, m.ClientURLs, o.Timeout)
+		st, why := memberStatus(ctx, cli, m.ID, m.ClientURLs, o.Timeout)
 		if why != "" {
-			all36 = false
+			all = false
 			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject, Detail: why, Fix: "bring it back, and check again"})
 			continue
 		}
-		if pv, err := parseVersion(v); err != nil || pv[0] == 3 && pv[1] < 6 {
-			all36 = false
+		answered = append(answered, told{subject, st})
+		if v, err := etcdversion.Parse(st.Version); err == nil {
+			versions = append(versions, v)
 		}
-		r.add(version(subject, v))
 	}
-	if all36 {
+	sf, from, to := step(versions, o.Options)
+	r.add(sf)
+	if !from.IsZero() {
+		r.From = from.MinorString()
+	}
+	if !to.IsZero() {
+		r.To = to.MinorString()
+	}
+	for _, a := range answered {
+		r.add(version(a.subject, a.st.Version, to))
+	}
+	down := !to.IsZero() && to.Less(from)
+	for _, a := range answered {
+		if down {
+			r.add(storage(a.subject, a.st, to))
+		}
+	}
+	// Zombies matter on the step from 3.5, whose v2 membership 3.6 no
+	// longer reads: a cluster past 3.5 has no v2 membership left.
+	v36 := etcdversion.MustParse("3.6")
+	switch {
+	case !from.IsZero() && !from.Less(v36) && all:
 		r.add(Finding{Check: CheckZombies, Status: Pass, Subject: "cluster",
 			Detail: "every member runs 3.6 or later: the v3 store is the membership, and the member list shows it"})
-	} else {
+	case to == v36 || from.IsZero() || !all:
 		v3, err := streamedMembers(ctx, cli, o)
 		if err != nil {
 			r.add(Finding{Check: CheckZombies, Status: Unread, Subject: "cluster", Detail: err.Error(),
@@ -73,16 +105,43 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 			r.add(compare("cluster", v3, v2))
 		}
 	}
+	if to == v36.Next() && from == v36 {
+		r.add(Finding{Check: CheckStorage, Status: Advice, Subject: "cluster",
+			Detail: "etcd 3.7 cannot replay the entries etcd 3.5 wrote in their v2 form, which a member's WAL keeps until its next raft snapshot (every snapshot-count entries)",
+			Fix:    "etcd-wrapper checks each member's data dir at its step and refuses 3.7 on such a WAL, changing nothing: run that member on 3.6 until it took a snapshot, then step it"})
+	}
 	r.add(freelist(o.Options))
 	r.decide()
 	return r, nil
 }
 
-// memberVersion asks the member id its version at each of its client URLs
+// storage is the storage finding of a member for a step down to to:
+// etcd's downgrade API enables the step, and the member migrates its
+// storage to the target before its release may be swapped.
+func storage(subject string, st *clientv3.StatusResponse, to etcdversion.Version) Finding {
+	f := Finding{Check: CheckStorage, Subject: subject}
+	d := st.DowngradeInfo
+	sv, err := etcdversion.Parse(st.StorageVersion)
+	switch {
+	case d == nil || !d.Enabled:
+		f.Status, f.Detail = Fail, "no downgrade is enabled"
+		f.Fix = fmt.Sprintf("etcdctl downgrade validate %[1]s, then etcdctl downgrade enable %[1]s", to.MinorString())
+	case err != nil:
+		f.Status, f.Detail, f.Fix = Unread, fmt.Sprintf("it reports storage version %q: %v", st.StorageVersion, err), "check its storage version by hand (etcdctl endpoint status)"
+	case sv.Trim() != to.Trim():
+		f.Status, f.Detail = Fail, fmt.Sprintf("the downgrade to %s is enabled, and its storage is still %s", d.TargetVersion, sv.MinorString())
+		f.Fix = "wait until it migrated its storage (etcd does it once its WAL holds nothing the target cannot apply), and check again"
+	default:
+		f.Status, f.Detail = Pass, fmt.Sprintf("the downgrade to %s is enabled, and its storage is migrated: etcd %s may run it", d.TargetVersion, to.MinorString())
+	}
+	return f
+}
+
+// memberStatus asks the member id its status at each of its client URLs
 // until one answers as that member: another server at its URL (a Service
 // in front of several, a new process on the old port) does not speak for
 // it. why says what was heard when none did.
-func memberVersion(ctx context.Context, cli *clientv3.Client, id uint64, urls []string, timeout time.Duration) (version, why string) {
+func memberStatus(ctx context.Context, cli *clientv3.Client, id uint64, urls []string, timeout time.Duration) (*clientv3.StatusResponse, string) {
 	var heard []string
 	for _, u := range urls {
 		sctx, cancel := context.WithTimeout(ctx, timeout)
@@ -94,10 +153,10 @@ func memberVersion(ctx context.Context, cli *clientv3.Client, id uint64, urls []
 		case st.Header.GetMemberId() != id:
 			heard = append(heard, fmt.Sprintf("%s answers as member %x, not as this one", u, st.Header.GetMemberId()))
 		default:
-			return st.Version, ""
+			return st, ""
 		}
 	}
-	return "", strings.Join(heard, "; ")
+	return nil, strings.Join(heard, "; ")
 }
 
 // streamedMembers streams the database of the member cli reaches and

@@ -2,8 +2,9 @@ package upgrade
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
+
+	"github.com/etcdkit/etcdkit/etcdversion"
 )
 
 // Verdict is a Report's answer.
@@ -32,7 +33,15 @@ const (
 
 // The checks.
 const (
-	CheckVersion  = "version"
+	// CheckStep: the step is one minor, from the release every member
+	// runs, to one etcdkit runs.
+	CheckStep = "step"
+	// CheckVersion: each member's release allows the step (3.5.26 and
+	// later for 3.6).
+	CheckVersion = "version"
+	// CheckStorage: a step down waits until each member migrated its
+	// storage to the target (etcd's downgrade API does it).
+	CheckStorage  = "storage"
 	CheckZombies  = "zombie-members"
 	CheckFreelist = "freelist"
 )
@@ -56,13 +65,20 @@ type Finding struct {
 type Report struct {
 	// Source names what was read: the endpoints, the data dir, the
 	// backup.
-	Source   string    `json:"source"`
+	Source string `json:"source"`
+	// From and To are the step checked: the release the cluster runs
+	// (as major.minor, "" when it could not be told) and the one to run.
+	From     string    `json:"from,omitempty"`
+	To       string    `json:"to,omitempty"`
 	Verdict  Verdict   `json:"verdict"`
 	Findings []Finding `json:"findings"`
 }
 
 // Options are the inputs the data cannot give.
 type Options struct {
+	// To is the release to step to: one minor up from the cluster's, or
+	// one down through etcd's downgrade API. Zero: the next minor.
+	To etcdversion.Version
 	// Freelist is etcd's backend-bbolt-freelist-type as configured
 	// (etcd-druid's ConfigMap writes it); "" when not set.
 	Freelist string
@@ -110,38 +126,76 @@ func freelist(o Options) Finding {
 	return f
 }
 
-// version is the version finding for a member running v.
-func version(subject, v string) Finding {
+// version is the version finding for a member running v, for a step to
+// to.
+func version(subject, v string, to etcdversion.Version) Finding {
 	f := Finding{Check: CheckVersion, Subject: subject, Detail: "etcd " + v}
-	got, err := parseVersion(v)
+	got, err := etcdversion.Parse(v)
+	min := etcdversion.Version{Major: MinVersion[0], Minor: MinVersion[1], Patch: MinVersion[2]}
 	switch {
 	case err != nil:
 		f.Status, f.Detail, f.Fix = Unread, fmt.Sprintf("etcd reports version %q: %v", v, err), "check the member's version by hand"
-	case got[0] == 3 && got[1] < 5 || got[0] < 3:
-		f.Status, f.Fix = Fail, fmt.Sprintf("upgrade it to 3.5.%d or later first: 3.6 starts only from 3.5", MinVersion[2])
-	case got[0] == 3 && got[1] == 5 && got[2] < MinVersion[2]:
-		f.Status, f.Fix = Fail, fmt.Sprintf("upgrade it to 3.5.%d or later first, and let it start once: that release syncs the v3 store's membership from the v2 store's, without which 3.6 may bring removed members back (etcd's zombie members)", MinVersion[2])
+	case to.Trim() != min.Trim().Next():
+		f.Status = Pass
+	case got.Less(min.Trim()):
+		f.Status, f.Fix = Fail, fmt.Sprintf("upgrade it to %s or later first: 3.6 starts only from 3.5", min)
+	case got.Less(min):
+		f.Status, f.Fix = Fail, fmt.Sprintf("upgrade it to %s or later first, and let it start once: that release syncs the v3 store's membership from the v2 store's, without which 3.6 may bring removed members back (etcd's zombie members)", min)
 	default:
 		f.Status = Pass
 	}
 	return f
 }
 
-func parseVersion(v string) ([3]int, error) {
-	var out [3]int
-	core, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), "-")
-	parts := strings.Split(core, ".")
-	if len(parts) != 3 {
-		return out, fmt.Errorf("not major.minor.patch")
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil {
-			return out, fmt.Errorf("not major.minor.patch")
+// step is the step finding: from the release the members run (their
+// versions) to o.To, or the next minor; to is the step's target, zero
+// when there is none to check.
+func step(versions []etcdversion.Version, o Options) (f Finding, from, to etcdversion.Version) {
+	f = Finding{Check: CheckStep, Subject: "cluster"}
+	var minors []etcdversion.Version
+	for _, v := range versions {
+		if !slices.Contains(minors, v.Trim()) {
+			minors = append(minors, v.Trim())
 		}
-		out[i] = n
 	}
-	return out, nil
+	slices.SortFunc(minors, etcdversion.Version.Compare)
+	switch len(minors) {
+	case 0:
+		f.Status, f.Detail, f.Fix = Unread, "no member told its release", "check again once the members answer"
+		return f, from, to
+	case 1:
+		from = minors[0]
+	default:
+		f.Status, f.Detail = Fail, fmt.Sprintf("the members run etcd %s: a step is under way", etcdversion.Names(minors))
+		f.Fix = "end it first: every member on one release (the wrapper of that release on each), then check the next step"
+		return f, minors[0], to
+	}
+	to = o.To.Trim()
+	if o.To.IsZero() {
+		to = from.Next()
+		if etcdversion.CheckSupported(to) != nil {
+			f.Status, f.Detail = Unread, fmt.Sprintf("the cluster runs etcd %s, the newest release etcdkit runs: there is no step up to check", from.MinorString())
+			f.Fix = fmt.Sprintf("give the release to step to (--to %s checks the step down)", from.Previous().MinorString())
+			return f, from, etcdversion.Version{}
+		}
+	}
+	switch steps := from.Steps(to); {
+	case etcdversion.CheckSupported(to) != nil:
+		f.Status, f.Detail, f.Fix = Fail, etcdversion.CheckSupported(to).Error(), "step to a release etcdkit runs"
+	case steps == 0:
+		f.Status, f.Detail = Pass, fmt.Sprintf("the cluster runs etcd %s already", from.MinorString())
+	case steps > 1:
+		f.Status, f.Detail, f.Fix = Fail, fmt.Sprintf("from %s up to %s is %d minors: etcd steps one minor at a time", from.MinorString(), to.MinorString(), steps),
+			fmt.Sprintf("step to %s first", from.Next().MinorString())
+	case steps < -1:
+		f.Status, f.Detail, f.Fix = Fail, fmt.Sprintf("from %s down to %s is %d minors: etcd steps one minor at a time", from.MinorString(), to.MinorString(), -steps),
+			fmt.Sprintf("step down to %s first", from.Previous().MinorString())
+	case steps == 1:
+		f.Status, f.Detail = Pass, fmt.Sprintf("from %s up to %s, one minor", from.MinorString(), to.MinorString())
+	default:
+		f.Status, f.Detail = Pass, fmt.Sprintf("from %s down to %s, one minor, through etcd's downgrade API", from.MinorString(), to.MinorString())
+	}
+	return f, from, to
 }
 
 // ConfigOptions are the Options etcd's configuration (a parsed

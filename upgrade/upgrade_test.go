@@ -46,12 +46,18 @@ func copyEtcd35(t *testing.T) string {
 // database, as the long-fixed bugs behind etcd's zombie members left it.
 func editMembers(t *testing.T, dir string, f func(b *bolt.Bucket) error) {
 	t.Helper()
+	editBucket(t, dir, "members", f)
+}
+
+// editBucket changes a bucket of a stopped member's database.
+func editBucket(t *testing.T, dir, bucket string, f func(b *bolt.Bucket) error) {
+	t.Helper()
 	db, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = db.Close() }()
-	if err := db.Update(func(tx *bolt.Tx) error { return f(tx.Bucket([]byte("members"))) }); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error { return f(tx.Bucket([]byte(bucket))) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -59,8 +65,10 @@ func editMembers(t *testing.T, dir string, f func(b *bolt.Bucket) error) {
 // A data dir etcd 3.5 wrote: its v2 membership (raft snapshot and log)
 // and its v3 store's agree; a member the v3 store lists and v2 does not
 // is a zombie, and one only v2 lists would be lost: both are to fix
-// first. A data dir does not tell its release, so at best the verdict is
-// unknown.
+// first. A data dir does not tell its patch release, so at best the
+// verdict is unknown. The fixture is etcd-backup-restore's restore of an
+// etcd 3.7 backup, whose storage version (3.7) etcd 3.6 refuses: the
+// step is to fix first until the storage version is etcd 3.5's (none).
 func TestDataDirZombies(t *testing.T) {
 	ctx := t.Context()
 	dir := copyEtcd35(t)
@@ -68,6 +76,18 @@ func TestDataDirZombies(t *testing.T) {
 	r, err := upgrade.DataDir(ctx, dir, "", o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckStep, "data dir"); f.Status != upgrade.Fail || r.Verdict != upgrade.FixFirst || r.From != "3.5" || r.To != "3.6" ||
+		!strings.Contains(f.Detail, "its storage version is 3.7, newer than etcd 3.6's") {
+		t.Fatalf("a 3.7 backup etcd 3.5 restored: %s %+v", r.Verdict, r.Findings)
+	}
+	editBucket(t, dir, "meta", func(b *bolt.Bucket) error { return b.Delete([]byte("storageVersion")) })
+	r, err = upgrade.DataDir(ctx, dir, "", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := finding(t, r, upgrade.CheckStep, "data dir"); f.Status != upgrade.Pass || !strings.Contains(f.Detail, "which etcd 3.6 starts on") {
+		t.Fatalf("etcd 3.5's data for 3.6: %+v", f)
 	}
 	if f := finding(t, r, upgrade.CheckZombies, "data dir"); f.Status != upgrade.Pass || r.Verdict != upgrade.Unknown {
 		t.Fatalf("etcd 3.5's own data dir: %s %+v", r.Verdict, r.Findings)

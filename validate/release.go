@@ -19,7 +19,8 @@ type Release struct {
 	// removes it.
 	Storage etcdversion.Version
 	// Cluster is the cluster version the members agreed on (the cluster
-	// bucket's clusterVersion); zero before they agreed on one.
+	// bucket's clusterVersion); zero before they wrote one, 3.0 (etcd's
+	// floor) until every member of a new cluster told its release.
 	Cluster etcdversion.Version
 	// Downgrade is the target of a downgrade the cluster enabled (etcd's
 	// downgrade API), zero when none is.
@@ -39,7 +40,7 @@ type Release struct {
 // when it names none). A restore keeps the storage version of the backup
 // it restored, which may be another cluster's release.
 func (r Release) Written() etcdversion.Version {
-	if !r.Cluster.IsZero() {
+	if etcdversion.Decided(r.Cluster) {
 		return r.Cluster.Trim()
 	}
 	return r.storage()
@@ -71,9 +72,9 @@ func (r Release) Refuses(e etcdversion.Version) string {
 	if len(why) == 0 {
 		return ""
 	}
-	msg := fmt.Sprintf("the data dir is etcd %s's: %s", r.Written().MinorString(), strings.Join(why, "; "))
+	msg := fmt.Sprintf("etcd %s's data: %s", r.Written().MinorString(), strings.Join(why, "; "))
 	if fit := r.Starts(); len(fit) > 0 {
-		msg += fmt.Sprintf(": run etcd %s on it (a release is a fact of the data, not damage: nothing is moved aside)", etcdversion.Names(fit))
+		msg += fmt.Sprintf(": run etcd %s on it (a release is a fact of the data, not damage: nothing is moved aside)", etcdversion.Either(fit))
 	} else {
 		msg += ": no release etcdkit runs starts on it; restore it from its backups (etcd-backup restore --etcd-version) or rebuild it from its database"
 	}
@@ -95,7 +96,7 @@ func (r Release) refusals(e etcdversion.Version) []string {
 	case e.Less(s):
 		why = append(why, fmt.Sprintf("its storage version is %s, newer than etcd %s's (etcd steps its storage down only through its downgrade API)", s.MinorString(), e.MinorString()))
 	}
-	if c := r.Cluster.Trim(); !r.Cluster.IsZero() {
+	if c := r.Cluster.Trim(); etcdversion.Decided(r.Cluster) {
 		switch {
 		case e.Less(c):
 			why = append(why, fmt.Sprintf("its cluster version is %s, newer than etcd %s (etcd stops on it)", c.MinorString(), e.MinorString()))

@@ -18,6 +18,7 @@ func TestReleaseStarts(t *testing.T) {
 	}{
 		{"no facts yet", Release{}, []string{"3.5", "3.6", "3.7"}},
 		{"a 3.5 cluster's", Release{Cluster: v("3.5.0")}, []string{"3.5", "3.6"}},
+		{"a new 3.5 cluster's, at etcd's floor", Release{Cluster: v("3.0.0"), V2Entries: 4}, []string{"3.5", "3.6"}},
 		{"a 3.5 cluster's, its WAL in 3.5's v2 form", Release{Cluster: v("3.5.0"), V2Entries: 4, FirstV2: 5}, []string{"3.5", "3.6"}},
 		{"a 3.5 cluster's, its WAL writing the v2 store", Release{Cluster: v("3.5.0"), V2Entries: 4, V2Custom: 1}, []string{"3.5"}},
 		{"a 3.6 cluster's", Release{Cluster: v("3.6.0"), Storage: v("3.6.0")}, []string{"3.6", "3.7"}},

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -216,7 +217,7 @@ func TestEtcd35DataDirIsNamed(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.Verdict != validate.OtherVersion || r.Release.V2Entries != 2 || r.Revision != 21 || r.Release.Written().MinorString() != "3.5" ||
-			!strings.Contains(r.Reason, "the data dir is etcd 3.5's: its cluster version is 3.5, and etcd steps up one minor at a time; its WAL holds 2 entries from index 3 on in etcd 3.5's v2 form, which etcd 3.7 cannot apply: run etcd 3.5 on it") {
+			!strings.Contains(r.Reason, "etcd 3.5's data: its cluster version is 3.5, and etcd steps up one minor at a time; its WAL holds 2 entries from index 3 on in etcd 3.5's v2 form, which etcd 3.7 cannot apply: run etcd 3.5 on it") {
 			t.Errorf("%s: %s %q (release %s, revision %d)", mode, r.Verdict, r.Reason, r.Release, r.Revision)
 		}
 		for e, want := range map[string]validate.Verdict{"3.5.35": validate.Valid, "3.6.16": validate.OtherVersion} {
@@ -292,5 +293,25 @@ func TestRemovedMember(t *testing.T) {
 	r := check(t, stays.Dir, validate.Options{MultiMember: true}, validate.Removed, "db")
 	if !strings.Contains(r.Reason, "cannot be told") {
 		t.Errorf("%q", r.Reason)
+	}
+}
+
+// A database that is a FIFO is damage, named, not a check that waits for
+// a writer forever.
+func TestDatabaseFIFO(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.CopyFS(dir, os.DirFS("testdata/etcd35")); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "member", "snap", "db")
+	if err := os.Remove(db); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := check(t, dir, validate.Options{Etcd: etcdversion.MustParse("3.5")}, validate.Corrupt, "db")
+	if !strings.Contains(r.Reason, "not a regular file") {
+		t.Fatalf("%q", r.Reason)
 	}
 }

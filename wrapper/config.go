@@ -40,7 +40,7 @@ var removed = map[string]string{
 	"experimental-warning-unary-request-duration":       "warning-unary-request-duration",
 	"experimental-bootstrap-defrag-threshold-megabytes": "bootstrap-defrag-threshold-megabytes",
 	"experimental-memory-mlock":                         "memory-mlock",
-	"experimental-snapshot-catchup-entries":             "snapshot-catchup-entries",
+	"experimental-snapshot-catch-up-entries":            "snapshot-catchup-entries",
 	"experimental-downgrade-check-time":                 "downgrade-check-time",
 	"experimental-max-learners":                         "max-learners",
 	"experimental-enable-distributed-tracing":           "enable-distributed-tracing",

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/upgrade"
 )
@@ -21,24 +22,29 @@ func checkUpgradeCmd(g *globals) *cobra.Command {
 		dataDir, walDir, etcdConfig, workDir string
 		backup                               bool
 		streamTimeout                        time.Duration
+		to                                   etcdversion.Version
 	)
 	cmd := &cobra.Command{
-		Use:   "check-upgrade [--data-dir DIR | --backup]",
-		Short: "Say whether etcd 3.5 may step to 3.6, and what to fix first",
-		Long: `check-upgrade checks what etcd's upgrade notes and etcd-druid's upgrade name before
-the step from 3.5 to 3.6: every member runs 3.5.26 or later; no zombie member (one
-the v3 store lists and etcd 3.5's v2 membership does not); the bbolt freelist type
-etcd-druid sets (array). It reads the live cluster at --endpoints, a stopped
-member's --data-dir, or with --backup the newest full of --store, and changes
-nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (exit 4: a
-member did not answer, or a data dir cannot tell its release).`,
+		Use:   "check-upgrade [--to RELEASE] [--data-dir DIR | --backup]",
+		Short: "Say whether the cluster may step to the next etcd release (or --to one), and what to fix first",
+		Long: `check-upgrade checks a step of the etcd release a cluster runs, one minor at a time as
+etcd allows: up to the next minor by default, or --to a release (one minor down is a
+step through etcd's downgrade API). It names the release it found, and checks:
+every member runs one release; the step's own rules: before 3.6, every member runs
+3.5.26 or later and no zombie member (one the v3 store lists and etcd 3.5's v2
+membership does not); down, the downgrade is enabled (etcdctl downgrade enable) and
+each member migrated its storage; the bbolt freelist type etcd-druid sets (array).
+It reads the live cluster at --endpoints, a stopped member's --data-dir (whether the
+target release starts on it), or with --backup the newest full of --store, and
+changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (exit
+4: a member did not answer, or a data dir cannot tell its release).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if dataDir != "" && backup {
 				return cli.Usage(fmt.Errorf("--data-dir and --backup: check one of them"))
 			}
-			var o upgrade.Options
+			o := upgrade.Options{}
 			if etcdConfig != "" {
 				b, err := os.ReadFile(etcdConfig)
 				if err != nil {
@@ -50,6 +56,7 @@ member did not answer, or a data dir cannot tell its release).`,
 				}
 				o = upgrade.ConfigOptions(conf)
 			}
+			o.To = to
 			var (
 				r   upgrade.Report
 				err error
@@ -72,6 +79,9 @@ member did not answer, or a data dir cannot tell its release).`,
 			}
 			if err := g.print(r, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "%s\t%s\n", r.Source, r.Verdict)
+				if r.From != "" || r.To != "" {
+					fmt.Fprintf(w, "step\tfrom %s\tto %s\n", orUnknown(r.From), orUnknown(r.To))
+				}
 				for _, f := range r.Findings {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Status, f.Check, f.Subject, f.Detail)
 					if f.Fix != "" {
@@ -91,6 +101,7 @@ member did not answer, or a data dir cannot tell its release).`,
 		},
 	}
 	f := cmd.Flags()
+	cli.Release(f, &to, "to", "the release to step to: one minor up or down (default: the next minor)")
 	f.StringVar(&dataDir, "data-dir", "", "check a stopped member's data dir instead of the live cluster")
 	f.StringVar(&walDir, "wal-dir", "", "the data dir's WAL, when etcd keeps it apart (wal-dir)")
 	f.BoolVar(&backup, "backup", false, "check the newest full snapshot of --store instead of the live cluster")
@@ -136,4 +147,11 @@ func (g *globals) checkBackup(ctx context.Context, workDir string, o upgrade.Opt
 		return upgrade.Report{}, fmt.Errorf("snapshot %s: %w", chain.Full.Key, err)
 	}
 	return upgrade.Database(ctx, f.Name(), "backup "+chain.Full.Key, o)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

@@ -165,6 +165,7 @@ writes the keys under another prefix.`,
 			if err != nil {
 				return err
 			}
+			release := cmp.Or(opts.Release, restore.Module)
 			if !cmd.Flags().Changed("name") && !cmd.Flags().Changed("initial-cluster") {
 				g.log.Warn("restore: the data dir is built for etcd's default member: start etcd with these, or restore again with --name, --peer-urls and --initial-cluster-token as the member starts",
 					"name", opts.Name, "peer-urls", strings.Join(opts.PeerURLs, ","), "initial-cluster-token", opts.InitialClusterToken)
@@ -173,9 +174,9 @@ writes the keys under another prefix.`,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
 				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix,
-				"users_left_out": res.UsersLeftOut, "roles_left_out": res.RolesLeftOut}
+				"users_left_out": res.UsersLeftOut, "roles_left_out": res.RolesLeftOut, "etcd_version": release.MinorString()}
 			return g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "restored\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+				fmt.Fprintf(w, "restored\t%s\nfor etcd\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, release.MinorString(), res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
 				if opts.Prefix != "" {
 					under := ""
 					if opts.Rename != (restore.Rename{}) {
@@ -227,6 +228,7 @@ writes the keys under another prefix.`,
 	f.StringSliceVar(&opts.PeerURLs, "peer-urls", []string{"http://localhost:2380"}, "the member's advertised peer URLs")
 	f.StringVar(&opts.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
 	f.StringVar(&opts.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "the new cluster's token")
+	cli.Release(f, &opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
 	f.Var(&revisionBump{opts: &opts}, "revision-bump",
 		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")
 	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel downloads")

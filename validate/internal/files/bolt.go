@@ -21,6 +21,12 @@ const (
 // CheckLength reads both meta pages and fails when the file is shorter
 // than the newest valid one's high-water mark, or neither is valid.
 func CheckLength(path string) error {
+	// Opening a FIFO would block until a writer comes.
+	if info, err := os.Stat(path); err != nil {
+		return err
+	} else if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s)", path, info.Mode().Type())
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return err

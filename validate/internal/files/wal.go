@@ -90,8 +90,24 @@ func ReadWAL(dir string, cindex uint64, whole bool) (WAL, error) {
 			return WAL{}, fmt.Errorf("wal %s: %w", name, err)
 		}
 	}
-	w := WAL{Snapshot: d.snapshot, Torn: d.torn, Foreign: d.foreign, FirstForeign: d.firstForeign, V2Custom: d.v2Custom,
-		MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
+	w := WAL{Snapshot: d.snapshot, Torn: d.torn, MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
+	// etcd replays only the entries past the newest snapshot: those
+	// before it are in the database already, however old the segment
+	// that still holds them (segments go only when a newer one is full).
+	for _, e := range d.v2 {
+		if d.snapshot != nil && e.index <= d.snapshot.Index {
+			continue
+		}
+		if e.foreign && w.Foreign == 0 {
+			w.FirstForeign = e.index
+		}
+		if e.foreign {
+			w.Foreign++
+		}
+		if e.custom {
+			w.V2Custom++
+		}
+	}
 	if d.last > cindex {
 		w.Unapplied = int64(d.last - cindex)
 	}
@@ -118,15 +134,22 @@ func checkSequence(names []string) error {
 }
 
 type walDecoder struct {
-	crc          uint32
-	last         uint64
-	snapshot     *SnapshotRecord
-	torn         bool
-	buf          []byte
-	foreign      int64
-	firstForeign uint64
-	v2Custom     int64
-	meta         *etcdserverpb.Metadata
+	crc      uint32
+	last     uint64
+	snapshot *SnapshotRecord
+	torn     bool
+	buf      []byte
+	// v2 are the entries of v2 requests, by index, until the newest
+	// snapshot says which of them etcd replays.
+	v2   []v2Entry
+	meta *etcdserverpb.Metadata
+}
+
+// v2Entry is an entry of a v2 request (classify): foreign, in etcd 3.5's
+// v2 form; custom, writing the v2 store rather than the membership.
+type v2Entry struct {
+	index           uint64
+	foreign, custom bool
 }
 
 func (d *walDecoder) file(name string, lastFile bool) error {
@@ -200,17 +223,14 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 			if err != nil {
 				return fmt.Errorf("entry at offset %d: %w", off, err)
 			}
-			replayed := d.snapshot == nil || index > d.snapshot.Index
-			if replayed && normal && len(data) > 0 {
-				foreign, custom := classify(data)
-				if foreign {
-					if d.foreign == 0 {
-						d.firstForeign = index
-					}
-					d.foreign++
-				}
-				if custom {
-					d.v2Custom++
+			// An entry a new leader rewrote replaces the old one and
+			// those after it.
+			for len(d.v2) > 0 && d.v2[len(d.v2)-1].index >= index {
+				d.v2 = d.v2[:len(d.v2)-1]
+			}
+			if normal && len(data) > 0 {
+				if foreign, custom := classify(data); foreign || custom {
+					d.v2 = append(d.v2, v2Entry{index: index, foreign: foreign, custom: custom})
 				}
 			}
 			// A new leader may rewrite the log's tail, so an index can go
