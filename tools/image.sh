@@ -8,7 +8,11 @@
 #   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push REGISTRY]
 #
 # The images are ghcr.io/etcdkit/etcd-wrapper and ghcr.io/etcdkit/etcd-backup,
-# tagged with the version and latest. --push REGISTRY names them
+# tagged with the version and latest. The wrapper's image that runs the
+# etcd it embeds (3.7) is also tagged etcd3.7.3 and etcd3.7; the images
+# that run an etcd 3.5 or 3.6 server as the wrapper's child are tagged
+# etcd3.5.35, etcd3.5 and <version>-etcd3.5.35 (and so on): pick the etcd
+# release by the tag, one minor step at a time. --push REGISTRY names them
 # REGISTRY/etcd-wrapper and REGISTRY/etcd-backup instead and pushes them
 # there, with the credentials of docker's config (docker login, or crane
 # auth login). Without it, copy the layout with any OCI tool, e.g.
@@ -45,6 +49,19 @@ for platform in ${platforms//,/ }; do
       -o "$out/bin/${platform%/*}_${platform#*/}/$name" "./cmd/$name")
   done
 done
+# The etcd servers the wrapper runs as its child, one wrapper image each
+# (the etcd it embeds is the plain image's): built static from the
+# modules that pin them, as tools/install-emulators.sh builds them.
+etcd_versions=()
+for minor in 35 36; do
+  v=$(cd "$here/etcd$minor" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+  etcd_versions+=("${v#v}")
+  for platform in ${platforms//,/ }; do
+    (cd "$here/etcd$minor" && GOOS=${platform%/*} GOARCH=${platform#*/} GOFLAGS=-buildvcs=false go build -trimpath -ldflags='-s -w' \
+      -o "$out/bin/${platform%/*}_${platform#*/}/etcd-${v#v}" go.etcd.io/etcd/server/v3)
+  done
+done
+embedded=$(cd "$root" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 first=${platforms%%,*}
 version=$(go version -m "$out/bin/${first%/*}_${first#*/}/etcd-backup" | awk '$1 == "mod" { print $3 }')
 revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
@@ -54,5 +71,6 @@ tag=${version//+/-}
 
 (cd "$here/image" && go run . --out "$out/oci" --bin "$out/bin" --platforms "$platforms" \
   --repository "${push:-ghcr.io/etcdkit}" --tags "$tag,latest" --version "$version" --revision "$revision" \
-  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" ${push:+--push})
+  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" \
+  --etcd "$(IFS=,; echo "${etcd_versions[*]}")" --embedded-etcd "${embedded#v}" ${push:+--push})
 echo "image.sh: OCI layout in $out/oci" >&2

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
@@ -105,7 +106,7 @@ Exit codes:
 	}
 	f := cmd.Flags()
 	f.StringVar(&fl.etcdConfig, "config", "", "etcd's YAML configuration file")
-	f.StringVar(&fl.etcdBinary, "etcd", "", "an etcd server binary (3.5, 3.6 or 3.7) to run as this wrapper's child; empty: the etcd "+restore.Module.String()+" built into this wrapper")
+	etcdBinary(f, &fl)
 	f.StringVar(&fl.flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
 	f.StringVar(&fl.init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&fl.storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
@@ -142,6 +143,11 @@ Exit codes:
 	}
 	fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
 	return 1
+}
+
+// etcdBinary registers --etcd, which both commands take.
+func etcdBinary(f *pflag.FlagSet, fl *flags) {
+	f.StringVar(&fl.etcdBinary, "etcd", "", "an etcd server binary (3.5, 3.6 or 3.7) to run as this wrapper's child; empty: the etcd "+restore.Module.String()+" built into this wrapper")
 }
 
 // options turns the flags into the wrapper's options: etcd's

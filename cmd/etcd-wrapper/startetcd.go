@@ -44,6 +44,14 @@ runs this wrapper with --init=etcdbr: etcd's configuration comes from the backup
 (/readyz, /livez, /healthz) listen on --etcd-wrapper-port, over HTTPS with etcd's serving
 certificate when etcd's client-transport-security names a certificate, key and CA.`,
 		Args: cobra.NoArgs,
+		// etcd-druid writes Gardener's flags only: the image says which
+		// etcd runs (ETCDKIT_ETCD in the images of etcd 3.5 and 3.6).
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cli.Bind(cmd, ""); err != nil {
+				return cli.Usage(err)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.apply(fl); err != nil {
 				return cli.Usage(err)
@@ -63,6 +71,7 @@ certificate when etcd's client-transport-security names a certificate, key and C
 	}
 	f := cmd.Flags()
 	g.register(f)
+	etcdBinary(f, fl)
 	fl.logFlags.Flags(f)
 	return cmd
 }

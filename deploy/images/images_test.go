@@ -11,15 +11,21 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdkit/etcdkit/internal/freeport"
 )
 
 const repository = "ghcr.io/etcdkit"
@@ -217,6 +223,46 @@ func TestImages(t *testing.T) {
 		})
 	}
 
+	// The wrapper's images by etcd release: the one it embeds is the
+	// plain image under the release's tags; each other release's adds
+	// that etcd server, which the wrapper, as the image configures it,
+	// runs as its child: a member taken out of the image starts and
+	// answers as that release.
+	plain := refs[repository+"/etcd-wrapper:latest"]
+	for _, tag := range []string{"etcd3.7", "etcd3.7.3"} {
+		if d, ok := refs[repository+"/etcd-wrapper:"+tag]; !ok || d.Digest != plain.Digest {
+			t.Errorf("etcd-wrapper:%s is %v, want the plain image %s", tag, d.Digest, plain.Digest)
+		}
+	}
+	for _, release := range []string{"3.5", "3.6"} {
+		t.Run("etcd-wrapper:etcd"+release, func(t *testing.T) {
+			l.t = t
+			d, ok := refs[repository+"/etcd-wrapper:etcd"+release]
+			if !ok {
+				t.Fatalf("no etcd-wrapper:etcd%s in %v", release, refs)
+			}
+			cfg, files := image(l, d)
+			v := cfg.Config.Labels["org.etcdkit.etcd"]
+			if !strings.HasPrefix(v, release+".") || refs[repository+"/etcd-wrapper:etcd"+v].Digest != d.Digest {
+				t.Fatalf("label org.etcdkit.etcd %q, tag etcd%s %v", v, v, refs[repository+"/etcd-wrapper:etcd"+v])
+			}
+			if !slices.Contains(cfg.Config.Env, "ETCDKIT_ETCD=/usr/local/bin/etcd") {
+				t.Fatalf("env %v: the wrapper is not told to run the image's etcd", cfg.Config.Env)
+			}
+			dir := t.TempDir()
+			for _, name := range []string{"etcd-wrapper", "etcd"} {
+				if err := os.WriteFile(filepath.Join(dir, name), files["usr/local/bin/"+name], 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ver, err := exec.CommandContext(ctx, filepath.Join(dir, "etcd"), "--version").Output()
+			if err != nil || !strings.Contains(string(ver), "etcd Version: "+v+"\n") {
+				t.Fatalf("the image's etcd --version: %v\n%s", err, ver)
+			}
+			runMember(ctx, t, dir, v)
+		})
+	}
+
 	// The manifests run these images.
 	manifests, err := filepath.Glob("../kubernetes/*.yaml")
 	if err != nil {
@@ -269,4 +315,91 @@ func readLayer(t *testing.T, blob []byte, f func(*tar.Header, []byte)) string {
 		t.Fatal(err)
 	}
 	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
+}
+
+// image is the config and the files of d's image for this machine's
+// platform.
+func image(l layout, d descriptor) (config, map[string][]byte) {
+	l.t.Helper()
+	var idx index
+	l.json(d, &idx)
+	var m manifest
+	for _, p := range idx.Manifests {
+		if p.Platform != nil && p.Platform.OS == "linux" && p.Platform.Architecture == runtime.GOARCH {
+			l.json(p, &m)
+		}
+	}
+	var cfg config
+	l.json(m.Config, &cfg)
+	files := map[string][]byte{}
+	for _, ld := range m.Layers {
+		readLayer(l.t, l.blob(ld), func(h *tar.Header, data []byte) { files[h.Name] = data })
+	}
+	return cfg, files
+}
+
+// runMember starts the wrapper in dir, with ETCDKIT_ETCD naming the etcd
+// beside it as the image does, on a member of its own, and waits until
+// the member is ready and answers as etcd release v; SIGTERM stops it.
+func runMember(ctx context.Context, t *testing.T, dir, v string) {
+	t.Helper()
+	var ports [3]int
+	for i := range ports {
+		p, err := freeport.Pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	peer, client := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	conf := filepath.Join(dir, "etcd.yaml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "name: m0\ndata-dir: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %[2]s\nlisten-client-urls: %s\nadvertise-client-urls: %[3]s\ninitial-cluster: m0=%[2]s\n",
+		filepath.Join(dir, "data"), peer, client), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	health := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "etcd-wrapper"), "--config", conf, "--listen", health)
+	cmd.Env = append(os.Environ(), "ETCDKIT_ETCD="+filepath.Join(dir, "etcd"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	ready := func() bool {
+		resp, err := http.Get("http://" + health + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for !ready() {
+		select {
+		case err := <-exited:
+			t.Fatalf("etcd-wrapper with ETCDKIT_ETCD exited before it was ready: %v\n%s", err, out.String())
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			t.Fatalf("etcd-wrapper with ETCDKIT_ETCD not ready within a minute\n%s", out.String())
+		case <-tick.C:
+		}
+	}
+	resp, err := http.Get(client + "/version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if !strings.Contains(string(b), `"etcdserver":"`+v+`"`) {
+		t.Errorf("the member answers %s, want etcd %s", b, v)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Fatalf("etcd-wrapper on SIGTERM: %v\n%s", err, out.String())
+	}
+	t.Logf("etcd-wrapper:etcd%s runs etcd %s as its child: %s", v, v, b)
 }

@@ -2,7 +2,11 @@
 // by tools/image.sh, into an OCI layout, and pushes them when asked: no
 // Docker daemon, no base image to pull. Each image is two layers: the
 // files every image shares (a non-root user, Debian's CA bundle, /tmp),
-// then the static binary, its entrypoint.
+// then the static binary, its entrypoint. The wrapper has one image per
+// etcd release it runs: the etcd it embeds, and each etcd server given
+// with --etcd in a third layer, which the wrapper runs as its child
+// (ETCDKIT_ETCD names it), tagged by the etcd release so that an image
+// reference picks the release, as Gardener's etcd-wrapper images do.
 package main
 
 import (
@@ -36,8 +40,12 @@ const uid = 65532
 type options struct {
 	out, bin, repository, version, revision, source, caBundle, caVersion string
 	names, platforms, tags                                               []string
-	created                                                              time.Time
-	push                                                                 bool
+	// etcd are the etcd servers the wrapper runs as processes, one image
+	// each; embedded is the release it embeds.
+	etcd     []string
+	embedded string
+	created  time.Time
+	push     bool
 }
 
 func main() {
@@ -56,7 +64,13 @@ func main() {
 	flag.StringVar(&o.caBundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the CA bundle to install")
 	flag.StringVar(&o.caVersion, "ca-version", "", "the version of Debian's ca-certificates it comes from")
 	flag.BoolVar(&o.push, "push", false, "push the images to --repository (credentials of docker's config)")
+	var etcd string
+	flag.StringVar(&etcd, "etcd", "", "etcd server releases (3.5.35,3.6.16) the wrapper runs as its child, one image each: the binaries are <bin>/<os>_<arch>/etcd-<release>")
+	flag.StringVar(&o.embedded, "embedded-etcd", "", "the etcd release the wrapper embeds, which its plain image is tagged with")
 	flag.Parse()
+	if etcd != "" {
+		o.etcd = strings.Split(etcd, ",")
+	}
 	o.names, o.platforms, o.tags = strings.Split(names, ","), strings.Split(platforms, ","), strings.Split(tags, ",")
 	var err error
 	if o.created, err = time.Parse(time.RFC3339, created); err != nil {
@@ -90,38 +104,79 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("layout %s: %w", o.out, err)
 	}
 	for _, n := range o.names {
-		idx, err := imageIndex(o, n, base)
+		idx, err := imageIndex(o, n, base, "")
 		if err != nil {
 			return err
 		}
-		for _, tag := range o.tags {
-			ref := fmt.Sprintf("%s/%s:%s", o.repository, n, tag)
-			if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
-				return fmt.Errorf("%s: %w", ref, err)
-			}
-			digest, err := idx.Digest()
+		tags := o.tags
+		if n == "etcd-wrapper" && o.embedded != "" {
+			tags = append(tags, etcdTags(o.tags, o.embedded)...)
+		}
+		if err := write(ctx, o, p, n, idx, tags); err != nil {
+			return err
+		}
+		if n != "etcd-wrapper" {
+			continue
+		}
+		for _, v := range o.etcd {
+			idx, err := imageIndex(o, n, base, v)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("%s@%s\n", ref, digest)
-			if !o.push {
-				continue
-			}
-			r, err := name.ParseReference(ref)
-			if err != nil {
+			if err := write(ctx, o, p, n, idx, etcdTags(o.tags, v)); err != nil {
 				return err
 			}
-			if err := remote.WriteIndex(r, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-				return fmt.Errorf("push %s: %w", ref, err)
-			}
-			fmt.Printf("pushed %s\n", ref)
 		}
 	}
 	return nil
 }
 
-// imageIndex is the image of one binary, for every platform.
-func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
+// etcdTags are the tags of the wrapper's image that runs etcd release v:
+// etcd<v> and etcd<minor> for latest, <tag>-etcd<v> for a version's.
+func etcdTags(tags []string, v string) []string {
+	var out []string
+	for _, t := range tags {
+		if t == "latest" {
+			minor := strings.Join(strings.SplitN(v, ".", 3)[:2], ".")
+			out = append(out, "etcd"+v, "etcd"+minor)
+			continue
+		}
+		out = append(out, t+"-etcd"+v)
+	}
+	return out
+}
+
+// write adds the image of binary n to the layout under each tag, and
+// pushes it when asked.
+func write(ctx context.Context, o options, p layout.Path, n string, idx v1.ImageIndex, tags []string) error {
+	for _, tag := range tags {
+		ref := fmt.Sprintf("%s/%s:%s", o.repository, n, tag)
+		if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": ref})); err != nil {
+			return fmt.Errorf("%s: %w", ref, err)
+		}
+		digest, err := idx.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s@%s\n", ref, digest)
+		if !o.push {
+			continue
+		}
+		r, err := name.ParseReference(ref)
+		if err != nil {
+			return err
+		}
+		if err := remote.WriteIndex(r, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+			return fmt.Errorf("push %s: %w", ref, err)
+		}
+		fmt.Printf("pushed %s\n", ref)
+	}
+	return nil
+}
+
+// imageIndex is the image of one binary, for every platform; with etcd,
+// the wrapper's image that runs that etcd server release as its child.
+func imageIndex(o options, n string, base v1.Layer, etcd string) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, platform := range o.platforms {
 		goos, arch, ok := strings.Cut(platform, "/")
@@ -140,9 +195,26 @@ func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
 			return nil, err
 		}
 		at := v1.Time{Time: o.created}
-		img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1),
-			mutate.Addendum{Layer: base, History: v1.History{Created: at, CreatedBy: "tools/image.sh: user 65532, CA bundle, /tmp"}},
-			mutate.Addendum{Layer: binLayer, History: v1.History{Created: at, CreatedBy: "tools/image.sh: " + n}})
+		layers := []mutate.Addendum{
+			{Layer: base, History: v1.History{Created: at, CreatedBy: "tools/image.sh: user 65532, CA bundle, /tmp"}},
+			{Layer: binLayer, History: v1.History{Created: at, CreatedBy: "tools/image.sh: " + n}},
+		}
+		env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"}
+		release := o.embedded
+		if etcd != "" {
+			server, err := os.ReadFile(filepath.Join(o.bin, goos+"_"+arch, "etcd-"+etcd))
+			if err != nil {
+				return nil, err
+			}
+			etcdLayer, err := layer(o.created, []file{{path: "usr/local/bin/etcd", mode: 0o755, data: server}})
+			if err != nil {
+				return nil, err
+			}
+			layers = append(layers, mutate.Addendum{Layer: etcdLayer, History: v1.History{Created: at, CreatedBy: "tools/image.sh: etcd " + etcd}})
+			env = append(env, "ETCDKIT_ETCD=/usr/local/bin/etcd")
+			release = etcd
+		}
+		img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layers...)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +229,7 @@ func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
 			Entrypoint: []string{"/usr/local/bin/" + n},
 			User:       fmt.Sprintf("%d:%d", uid, uid),
 			WorkingDir: "/home/nonroot",
-			Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/nonroot"},
+			Env:        env,
 			Labels: map[string]string{
 				"org.opencontainers.image.title":       n,
 				"org.opencontainers.image.description": "etcdkit's " + n,
@@ -167,6 +239,9 @@ func imageIndex(o options, n string, base v1.Layer) (v1.ImageIndex, error) {
 				"org.opencontainers.image.created":     o.created.UTC().Format(time.RFC3339),
 				"org.etcdkit.ca-certificates":          o.caVersion,
 			},
+		}
+		if n == "etcd-wrapper" && release != "" {
+			cfg.Config.Labels["org.etcdkit.etcd"] = release
 		}
 		if img, err = mutate.ConfigFile(img, cfg); err != nil {
 			return nil, err
