@@ -29,6 +29,7 @@ func main() {
 	flag.DurationVar(&o.Gap, "gap", 0, "longest pause between a recovery and the next fault (default 3s)")
 	flag.IntVar(&o.Writers, "writers", 0, "concurrent clients of the traffic (default 8)")
 	flag.IntVar(&o.Restores, "restores", 0, "restores checked at the end (default 6)")
+	flag.StringVar(&o.StepFrom, "step-from", "", "an etcd 3.6 server binary the members start on, stepped to the wrapper's embedded etcd by the rolling-step fault (default: they run the embedded etcd)")
 	flag.BoolVar(&quiet, "quiet", false, "print only the report")
 	flag.Parse()
 	if kinds != "" {

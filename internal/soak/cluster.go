@@ -42,6 +42,9 @@ type node struct {
 	// start new ones from their goroutines.
 	mu               sync.Mutex
 	wrapper, sidecar *proc
+	// etcd is the etcd server binary the wrapper runs as its child; "":
+	// the etcd built into it.
+	etcd string
 }
 
 func (nd *node) wrapperProc() *proc {
@@ -141,6 +144,7 @@ func newCluster(o Options, dir, storeURL string, env []string, store *storeProxy
 			peerAdvertised: fmt.Sprintf("127.0.0.1:%d", ports[5*i+2]),
 			health:         fmt.Sprintf("127.0.0.1:%d", ports[5*i+3]),
 			api:            fmt.Sprintf("https://127.0.0.1:%d", ports[5*i+4]),
+			etcd:           o.StepFrom,
 		}
 		if i == 2 {
 			nd.standby = filepath.Join(root, "standby")
@@ -234,15 +238,18 @@ func (c *cluster) peerEndpoints(except *node) string {
 }
 
 func (c *cluster) startWrapper(nd *node) error {
-	p, err := startProc("wrapper "+nd.name, c.o.WrapperBin, filepath.Join(c.dir, "logs", nd.name+"-wrapper.log"), c.env,
-		"--config", nd.config, "--listen", nd.health, "--store", c.storeURL, "--store-timeout", "30s",
-		"--peer-endpoints", c.peerEndpoints(nd), "--keep-moved-aside", "-1", "--log-format", "text")
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	args := []string{"--config", nd.config, "--listen", nd.health, "--store", c.storeURL, "--store-timeout", "30s",
+		"--peer-endpoints", c.peerEndpoints(nd), "--keep-moved-aside", "-1", "--log-format", "text"}
+	if nd.etcd != "" {
+		args = append(args, "--etcd", nd.etcd)
+	}
+	p, err := startProc("wrapper "+nd.name, c.o.WrapperBin, filepath.Join(c.dir, "logs", nd.name+"-wrapper.log"), c.env, args...)
 	if err != nil {
 		return err
 	}
-	nd.mu.Lock()
 	nd.wrapper = p
-	nd.mu.Unlock()
 	return nil
 }
 

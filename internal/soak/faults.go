@@ -1,12 +1,14 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +83,9 @@ func faults() []fault {
 				return nil, nil, err
 			}
 			return func(context.Context) error { return h.c.startWrapper(nd) }, nil, nil
+		}},
+		{"rolling-step", func(ctx context.Context, h *harness) (func(context.Context) error, func() bool, error) {
+			return nil, nil, h.rollingStep(ctx)
 		}},
 		{"partition", func(ctx context.Context, h *harness) (func(context.Context) error, func() bool, error) {
 			nd := h.anyNode()
@@ -169,9 +174,57 @@ func (h *harness) killSidecar(nd *node) (func(context.Context) error, func() boo
 	return func(context.Context) error { return h.c.startSidecar(nd) }, nil, nil
 }
 
+// pause stops p, and the etcd it runs as its child (in a process group of
+// its own): a stopped machine stops both.
 func (h *harness) pause(p *proc) (func(context.Context) error, func() bool, error) {
-	p.signal(syscall.SIGSTOP)
-	return func(context.Context) error { p.signal(syscall.SIGCONT); return nil }, nil, nil
+	pids := append([]int{p.cmd.Process.Pid}, children(p.cmd.Process.Pid)...)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	return func(context.Context) error {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		return nil
+	}, nil, nil
+}
+
+// children are the processes pid started (Linux: /proc).
+func children(pid int) []int {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := strconv.Atoi(f); err == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// rollingStep swaps each member's wrapper in turn, as an image swap
+// across a StatefulSet does: SIGTERM, then the wrapper of the embedded
+// etcd on the same data dir, ready before the next member. Members still
+// on StepFrom's etcd step to the embedded one; once none is, it is a
+// rolling restart.
+func (h *harness) rollingStep(ctx context.Context) error {
+	for _, nd := range h.c.nodes {
+		// oneFault keeps the supervisor off the wrappers stopped here.
+		if err := nd.wrapperProc().stop(time.Minute); err != nil {
+			return fmt.Errorf("%s's wrapper on SIGTERM: %w", nd.name, err)
+		}
+		nd.mu.Lock()
+		from := cmp.Or(nd.etcd, "the embedded etcd")
+		nd.etcd = ""
+		nd.mu.Unlock()
+		h.logf("soak: rolling-step: %s from %s to the embedded etcd", nd.name, from)
+		if err := h.c.startWrapper(nd); err != nil {
+			return err
+		}
+		if err := h.until(ctx, h.o.Recover, "every member is ready after "+nd.name+"'s step", h.allReady); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *harness) healStore(context.Context) error {

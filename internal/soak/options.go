@@ -37,6 +37,12 @@ type Options struct {
 	// Required.
 	DirectStoreURL string
 	Direct         store.Store
+	// StepFrom is an etcd server binary of the minor before the one the
+	// wrapper embeds (etcd 3.6): the members start on it, run by the
+	// wrapper as its child, and the rolling-step fault steps them to the
+	// embedded etcd one after another, under the other faults. "": they
+	// start on the embedded etcd, and rolling-step restarts them in turn.
+	StepFrom string
 	// Kinds are the faults to inject; nil: every kind (Kinds()).
 	Kinds []string
 	// Gap is the longest pause between a recovery and the next fault;
@@ -132,6 +138,9 @@ func (o Options) withDefaults() Options {
 // writers and bounds.
 func (o Options) replay() string {
 	cmd := fmt.Sprintf("go run ./bench/soak -seed %d -writers %d -hold %s -gap %s -duration %s", o.Seed, o.Writers, o.Hold, o.Gap, o.Duration)
+	if o.StepFrom != "" {
+		cmd += " -step-from " + o.StepFrom
+	}
 	if !slices.Equal(o.Kinds, Kinds()) {
 		cmd += " -kinds " + strings.Join(o.Kinds, ",")
 	}

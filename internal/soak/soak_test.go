@@ -28,6 +28,9 @@ func TestSoak(t *testing.T) {
 	dir := t.TempDir()
 	o := Options{Seed: 1, Dir: filepath.Join(dir, "soak"), Hold: 2 * time.Second, Gap: 500 * time.Millisecond, Restores: 4,
 		Faults: len(Kinds()), Writers: 4, Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}
+	// The members start on etcd 3.6, run by the wrapper as its child, and
+	// step to the embedded 3.7 when the rolling-step fault comes.
+	o.StepFrom = emulator.RequireEtcdProgram(t, emulator.Etcd36)
 	if err := Build(ctx, &o, dir); err != nil {
 		t.Fatal(err)
 	}
