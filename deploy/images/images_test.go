@@ -133,14 +133,7 @@ func TestImages(t *testing.T) {
 			if !ok || d.MediaType != "application/vnd.oci.image.index.v1+json" {
 				t.Fatalf("no image index %s/%s:latest in %v", repository, name, refs)
 			}
-			var idx index
-			l.json(d, &idx)
-			var m manifest
-			for _, p := range idx.Manifests {
-				if p.Platform != nil && p.Platform.OS == "linux" && p.Platform.Architecture == runtime.GOARCH {
-					l.json(p, &m)
-				}
-			}
+			m := platformManifest(l, d)
 			if m.MediaType != "application/vnd.oci.image.manifest.v1+json" || len(m.Layers) != 2 {
 				t.Fatalf("no linux/%s manifest of two layers: %+v", runtime.GOARCH, m)
 			}
@@ -317,9 +310,9 @@ func readLayer(t *testing.T, blob []byte, f func(*tar.Header, []byte)) string {
 	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
 }
 
-// image is the config and the files of d's image for this machine's
+// platformManifest is the manifest of index d for this machine's
 // platform.
-func image(l layout, d descriptor) (config, map[string][]byte) {
+func platformManifest(l layout, d descriptor) manifest {
 	l.t.Helper()
 	var idx index
 	l.json(d, &idx)
@@ -329,6 +322,14 @@ func image(l layout, d descriptor) (config, map[string][]byte) {
 			l.json(p, &m)
 		}
 	}
+	return m
+}
+
+// image is the config and the files of d's image for this machine's
+// platform.
+func image(l layout, d descriptor) (config, map[string][]byte) {
+	l.t.Helper()
+	m := platformManifest(l, d)
 	var cfg config
 	l.json(m.Config, &cfg)
 	files := map[string][]byte{}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -250,6 +252,9 @@ func (s *Server) clusterNow(ctx context.Context) (string, string) {
 // orchestrator's upgrade gate (etcd-druid's step from 3.5 to 3.6): 200
 // when safe, 409 with something to fix first, 503 when not everything
 // could be checked, 429 while another check runs; the report is the body.
+// ?to=3.6 names the release to step to (default the next minor; one down
+// checks the step through etcd's downgrade API); 400 for one that is not
+// a release.
 func (s *Server) upgradeCheck(w http.ResponseWriter, r *http.Request) {
 	// One at a time: each streams the member's database, and the protocol
 	// has no credential to keep callers out.
@@ -263,6 +268,15 @@ func (s *Server) upgradeCheck(w http.ResponseWriter, r *http.Request) {
 	var o upgrade.Options
 	if s.cfg.EtcdConf.File() {
 		o = upgrade.ConfigOptions(s.cfg.EtcdConf.raw)
+	}
+	if to := r.URL.Query().Get("to"); to != "" {
+		v, err := etcdversion.Parse(to)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = fmt.Fprintf(w, "to=%s: %v\n", to, err)
+			return
+		}
+		o.To = v
 	}
 	rep, err := upgrade.Live(ctx, s.cli, upgrade.LiveOptions{Options: o, WorkDir: s.cfg.WorkDir})
 	if err != nil {

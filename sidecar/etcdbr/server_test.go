@@ -278,10 +278,13 @@ func TestOnDemandSnapshotsAsEtcdOpsTaskSendsThem(t *testing.T) {
 	}
 
 	// The upgrade gate: this module's etcd is past 3.6, its membership
-	// one store's.
-	code, rep := cp.upgradeCheck(ctx, t)
-	if code != http.StatusOK || rep.Verdict != upgrade.Safe {
+	// one store's; there is no step up from it, and a step to the release
+	// it runs has nothing left to do.
+	if code, rep := cp.upgradeCheck(ctx, t, ""); code != http.StatusServiceUnavailable || rep.Verdict != upgrade.Unknown || rep.From != "3.7" {
 		t.Fatalf("/upgrade/check: %d %+v", code, rep)
+	}
+	if code, rep := cp.upgradeCheck(ctx, t, "3.7"); code != http.StatusOK || rep.Verdict != upgrade.Safe {
+		t.Fatalf("/upgrade/check?to=3.7: %d %+v", code, rep)
 	}
 }
 
@@ -298,9 +301,13 @@ func entered(ctx context.Context, t *testing.T, st *chaintest.HeldFulls) string 
 }
 
 // upgradeCheck asks the upgrade gate.
-func (c *compat) upgradeCheck(ctx context.Context, t *testing.T) (int, upgrade.Report) {
+func (c *compat) upgradeCheck(ctx context.Context, t *testing.T, to string) (int, upgrade.Report) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/upgrade/check", nil)
+	url := c.url + "/upgrade/check"
+	if to != "" {
+		url += "?to=" + to
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +394,7 @@ func TestConfigServesDruidsNewestKeys(t *testing.T) {
 		t.Errorf("etcd's initial cluster names p-etcd-main-0 %d times, want once per URL: %s", n, cfg.InitialCluster)
 	}
 	// No member answers: the upgrade gate cannot tell, and says so.
-	if code, rep := cp.upgradeCheck(ctx, t); code != http.StatusServiceUnavailable || rep.Verdict != upgrade.Unknown {
+	if code, rep := cp.upgradeCheck(ctx, t, ""); code != http.StatusServiceUnavailable || rep.Verdict != upgrade.Unknown {
 		t.Errorf("/upgrade/check with no etcd up: %d %+v", code, rep)
 	}
 }
