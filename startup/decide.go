@@ -140,8 +140,10 @@ type cluster struct {
 	// answered lists the endpoints whose member answered Status: a
 	// cluster runs there.
 	answered []string
-	// members is the member list, nil when no quorum could give it.
+	// members is the member list, nil when no quorum could give it; id
+	// the ID of the cluster that gave it.
 	members []*pb.Member
+	id      uint64
 	// listErr is why the list could not be had.
 	listErr error
 	// silent are the endpoints and peer URLs that accepted a connection
@@ -221,6 +223,12 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 	o.Logger.Info("startup: cluster probed", "endpoints", cfg.Endpoints, "answered", c.answered,
 		"members", len(c.members), "list_error", c.listErr, "silent", c.silent, "bootstrapping", c.bootstrapping, "with_data", c.withData)
 	p := decide(cfg, chk, c, o.WipeOnCorrupt)
+	if p.Action == Rejoin && p.ID != 0 {
+		// A rejoin removes the listed member: never one that runs (this
+		// configuration's data dir may be a typo, or a second copy of
+		// the member started beside the first).
+		p = unlessRuns(ctx, p, c.members, o)
+	}
 	if p.Action == Rejoin || p.Action == JoinAsLearner {
 		// No membership change before the member knows it can join.
 		rs := askReleases(ctx, cfg, c.members, p.ID, o)
@@ -254,6 +262,12 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 	case validate.Removed:
 		return Plan{Action: Refuse, Hold: true, Reason: fmt.Sprintf("the data dir is %s: %s", verdict, chk.Reason)}
 	case validate.Valid:
+		if running && c.members != nil && chk.ClusterID != 0 && c.id != 0 && chk.ClusterID != c.id {
+			// Not this cluster's data at all: nothing here says which
+			// member it was, or whether it holds writes no one else has.
+			return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is sound but holds cluster %x's data, and the cluster that answers at %s is %x: nothing was changed; point the member at its own data dir, or move this one aside by hand for the member to join with an empty one",
+				chk.ClusterID, strings.Join(c.answered, ", "), c.id)}
+		}
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")
 		}
@@ -425,7 +439,7 @@ func probe(ctx context.Context, cfg Config, opts Options) (cluster, error) {
 		default:
 			c.answered = append(c.answered, endpoints[i])
 			if c.members == nil {
-				c.members, c.listErr = a.members, a.listErr
+				c.members, c.listErr, c.id = a.members, a.listErr, a.clusterID
 			}
 		}
 	}
@@ -434,6 +448,43 @@ func probe(ctx context.Context, cfg Config, opts Options) (cluster, error) {
 	}
 	askPeers(ctx, cfg, opts, &c)
 	return c, nil
+}
+
+// unlessRuns is the rejoin p, unless the member it would remove answers
+// as itself on one of its client URLs: then a refusal that changes
+// nothing.
+func unlessRuns(ctx context.Context, p Plan, members []*pb.Member, o Options) Plan {
+	for _, m := range members {
+		if m.ID != p.ID {
+			continue
+		}
+		for _, u := range m.ClientURLs {
+			if askStatus(ctx, u, o) == m.ID {
+				return Plan{Action: Refuse, Reason: fmt.Sprintf("%s, but member %s (%x) runs and answers at %s: this is not its data dir, or a second copy of it; nothing was changed: check the data dir this member is given",
+					p.Reason, m.Name, m.ID, u)}
+			}
+		}
+	}
+	return p
+}
+
+// askStatus is the member ID the server at ep answers Status as, 0 when
+// it does not answer.
+func askStatus(ctx context.Context, ep string, o Options) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	conn := o.Conn.With(ep)
+	conn.DialTimeout = o.Timeout
+	cli, err := etcdclient.New(ctx, conn)
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = cli.Close() }()
+	st, err := cli.Status(ctx, ep)
+	if err != nil {
+		return 0
+	}
+	return st.Header.GetMemberId()
 }
 
 // askPeers asks the peer URLs of the initial cluster's other members at
@@ -492,6 +543,8 @@ func peerFiles(opts Options) *tlsfiles.Client {
 type answer struct {
 	err, statusErr, listErr error
 	members                 []*pb.Member
+	// clusterID is the ID of the cluster whose member list it gave.
+	clusterID uint64
 }
 
 // ask puts the questions to one endpoint within opts.Timeout in all: a
@@ -518,6 +571,6 @@ func ask(ctx context.Context, ep string, opts Options) answer {
 		a.listErr = err
 		return a
 	}
-	a.members = resp.Members
+	a.members, a.clusterID = resp.Members, resp.Header.GetClusterId()
 	return a
 }

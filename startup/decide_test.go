@@ -118,6 +118,25 @@ func TestDecideTable(t *testing.T) {
 	}
 }
 
+// Sound data of another cluster (a volume from elsewhere, its guard file
+// deleted) is never taken for this cluster's removed member: no member
+// is removed for it, listed or not, and nothing is moved aside.
+func TestAnotherClustersDataIsRefused(t *testing.T) {
+	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}
+	listed := []*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}}, {ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}}}
+	for _, members := range [][]*pb.Member{listed, listed[1:]} {
+		c := cluster{answered: []string{"http://b:2379"}, members: members, id: 0xc1}
+		p := decide(self, Check{Verdict: validate.Valid, MemberID: 99, ClusterID: 0xf0}, c, true)
+		if p.Action != Refuse || p.Retry || !strings.Contains(p.Reason, "holds cluster f0's data") {
+			t.Fatalf("another cluster's data, %d members listed: %+v", len(members), p)
+		}
+		// The same data of this cluster: the member is rejoined.
+		if p := decide(self, Check{Verdict: validate.Valid, MemberID: 99, ClusterID: 0xc1}, c, true); p.Action != Rejoin {
+			t.Fatalf("this cluster's data of a removed member, %d members listed: %+v", len(members), p)
+		}
+	}
+}
+
 // Whether a release may join a cluster, as etcd judges before it lets a
 // member join and by its rule of one minor between releases, from what
 // the members tell of their releases.

@@ -82,7 +82,8 @@ Every flag can also come from ETCDKIT_<FLAG> or a YAML file given with --flags-f
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT
-  1  etcd failed, or the member must not start (the log says why)
+  1  etcd failed, or the member must not start (the log says why; also a member
+     held out because the cluster removed it, when it is stopped)
   2  the command line or etcd's configuration is wrong`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,

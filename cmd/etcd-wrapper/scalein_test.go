@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -101,4 +103,36 @@ func probe(nd *node, path string) (int, string) {
 	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// A second wrapper of a running member, its data dir mistyped (empty),
+// removes no member: the member it would rejoin answers as itself, so it
+// refuses and changes nothing, and the running member stays a Ready voter.
+func TestASecondCopyOfARunningMemberRemovesNothing(t *testing.T) {
+	t.Parallel()
+	sec := newSecure(t)
+	nodes, _, _ := threeWrappers(t, sec)
+	cli := client(t, endpoints(nodes), sec)
+	want := voters(t, cli)
+	b, err := os.ReadFile(nodes[0].config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(t.TempDir(), "m0-typo.yaml")
+	conf := strings.Replace(string(b), "data-dir: "+nodes[0].dir+"\n", "data-dir: "+nodes[0].dir+"-typo\n", 1)
+	if err := os.WriteFile(typo, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := etcdtest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, "wrapper m0 (a second copy)", wrapperBin, nil, "--config", typo, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--peer-endpoints", others(nodes, nodes[0]))
+	if code := w.wait(t, 60*time.Second); code != 1 || !logged(w.output(), "runs and answers at", "nothing was changed") {
+		t.Fatalf("a second copy of m0: exit %d\n%s", code, tail(w.output(), 20))
+	}
+	t.Logf("a second copy of m0: %s", lineWith(w.output(), "refusing"))
+	sameVoters(t, cli, want)
+	nodes[0].ready(t, 10*time.Second)
 }
