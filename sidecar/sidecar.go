@@ -555,7 +555,13 @@ func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Opt
 			onMember(op, took, err)
 		}
 	}
-	return startup.Prepare(ctx, cfg, timedSource{s.source(nil), s}, o)
+	p, err := startup.Prepare(ctx, cfg, timedSource{s.source(nil), s}, o)
+	if r := (*startup.Refusal)(nil); errors.As(err, &r) && r.Plan.Hold {
+		// The cluster removed the member, as the data dir or the
+		// cluster told.
+		s.holdOut(r.Plan.Reason)
+	}
+	return p, err
 }
 
 // timedSource is a Source whose checks and restores are recorded as the
@@ -584,8 +590,12 @@ func (s *Sidecar) checked(chk startup.Check) {
 		s.metrics.memberRemoved.Set(0)
 		return
 	}
-	s.log.Warn("sidecar: the cluster removed this member on purpose; it stays out", "reason", chk.Reason)
-	reason := chk.Reason
+	s.holdOut(chk.Reason)
+}
+
+// holdOut keeps why the cluster removed the member, which stays out.
+func (s *Sidecar) holdOut(reason string) {
+	s.log.Warn("sidecar: the cluster removed this member on purpose; it stays out", "reason", reason)
 	s.removed.Store(&reason)
 	s.metrics.memberRemoved.Set(1)
 }

