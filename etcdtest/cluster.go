@@ -715,7 +715,7 @@ func (c *Cluster) Remove(t testing.TB, m *Member) {
 		}
 	}
 	cli := newClient(t, m.security, others)
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), c.opts.StartTimeout)
 	defer cancel()
 	// etcd refuses to remove a member while the others have not been
 	// connected to each other for long enough: it is asked again.

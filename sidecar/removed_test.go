@@ -26,7 +26,8 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	gone := c.Members[2]
 	r := s.start(t, c, gone)
 	base := r.srv.URL
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
 	cli := c.Members[0].Client(t)
 	list, err := cli.MemberList(ctx)
 	if err != nil {

@@ -221,7 +221,7 @@ func TestEtcd35DataDirIsNamed(t *testing.T) {
 			t.Errorf("%s: %s %q (release %s, revision %d)", mode, r.Verdict, r.Reason, r.Release, r.Revision)
 		}
 		for e, want := range map[string]validate.Verdict{"3.5.35": validate.Valid, "3.6.16": validate.OtherVersion} {
-			r, err := validate.DataDir(context.Background(), dir, validate.Options{Mode: mode, Etcd: etcdversion.MustParse(e)})
+			r, err := validate.DataDir(t.Context(), dir, validate.Options{Mode: mode, Etcd: etcdversion.MustParse(e)})
 			if err != nil || r.Verdict != want {
 				t.Errorf("%s, etcd %s: %s %q, %v; want %s", mode, e, r.Verdict, r.Reason, err, want)
 			}

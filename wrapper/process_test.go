@@ -22,7 +22,8 @@ import (
 // guard are written once etcd has exited.
 func TestProcessRunsItsRelease(t *testing.T) {
 	bin := emulator.RequireEtcdProgram(t, emulator.Etcd35)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
 	peer, client, err := etcdtest.FreeURLs()
 	if err != nil {
 		t.Fatal(err)

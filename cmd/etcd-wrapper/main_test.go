@@ -206,12 +206,8 @@ func endpoints(nodes []*node) string {
 func (nd *node) ready(t *testing.T, d time.Duration) {
 	t.Helper()
 	etcdtest.Eventually(t, nd.name+" is ready", d, func() bool {
-		resp, err := http.Get("http://" + nd.health + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		code, _ := probe(nd, "/readyz")
+		return code == http.StatusOK
 	})
 }
 

@@ -20,7 +20,7 @@ import (
 // test fails on a learner or an unstarted member.
 func voters(t *testing.T, cli *clientv3.Client) map[string]uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	resp, err := cli.MemberList(ctx)
 	if err != nil {
@@ -56,7 +56,7 @@ func mapsEqual(a, b map[string]uint64) bool {
 // keysUnder counts the keys under prefix, read linearizably.
 func keysUnder(t *testing.T, cli *clientv3.Client, prefix string) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
@@ -104,7 +104,8 @@ func TestRollingSwapIntoA35Cluster(t *testing.T) {
 		plain[nd.name] = runEtcd(t, emulator.Etcd35, nd)
 	}
 	cli := clientWhenUp(t, endpoints(nodes), sec)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
 	writeKeys(t, cli, "/swap/", 50)
 	cli = sec.enableAuth(t, cli)
 	want := voters(t, cli)
@@ -184,7 +185,9 @@ func clientWhenUp(t *testing.T, eps string, sec *secure) *clientv3.Client {
 	var cli *clientv3.Client
 	etcdtest.Eventually(t, "a member answers at "+eps, 60*time.Second, func() bool {
 		var err error
-		cli, err = etcdclient.New(context.Background(), sec.conn(eps))
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cli, err = etcdclient.New(ctx, sec.conn(eps))
 		return err == nil
 	})
 	t.Cleanup(func() { _ = cli.Close() })
@@ -194,7 +197,7 @@ func clientWhenUp(t *testing.T, eps string, sec *secure) *clientv3.Client {
 // writeKeys writes n keys under prefix once the cluster takes writes.
 func writeKeys(t *testing.T, cli *clientv3.Client, prefix string, n int) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	etcdtest.Eventually(t, "the cluster takes a write", 60*time.Second, func() bool {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()

@@ -30,7 +30,8 @@ func TestScaleInKeepsRemovedMembersOut(t *testing.T) {
 	nodes, wrappers, startWrapper := threeWrappers(t, sec)
 	cli := client(t, nodes[0].client, sec)
 	writeKeys(t, cli, "/scale/", 30)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
 
 	for _, gone := range []*node{nodes[2], nodes[1]} {
 		id := voters(t, cli)[gone.name]
@@ -96,7 +97,7 @@ func TestScaleInKeepsRemovedMembersOut(t *testing.T) {
 // probe asks nd's wrapper path on its --listen address: the status code
 // and the body.
 func probe(nd *node, path string) (int, string) {
-	resp, err := http.Get("http://" + nd.health + path)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + nd.health + path)
 	if err != nil {
 		return 0, err.Error()
 	}

@@ -368,8 +368,9 @@ func runMember(ctx context.Context, t *testing.T, dir, v string) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	hc := &http.Client{Timeout: 10 * time.Second}
 	ready := func() bool {
-		resp, err := http.Get("http://" + health + "/readyz")
+		resp, err := hc.Get("http://" + health + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -389,7 +390,7 @@ func runMember(ctx context.Context, t *testing.T, dir, v string) {
 		case <-tick.C:
 		}
 	}
-	resp, err := http.Get(client + "/version")
+	resp, err := hc.Get(client + "/version")
 	if err != nil {
 		t.Fatal(err)
 	}
