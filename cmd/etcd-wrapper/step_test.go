@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,7 @@ func TestStepwiseUpgradeAndBack(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "back")
 	out, code := backup(t, "restore", "--store", store, "--revision", fmt.Sprint(preUpgrade), "--data-dir", data,
 		"--name", "back", "--peer-urls", peer.String(), "--etcd-version", "3.5")
-	if code != 0 || !strings.Contains(out, "for etcd\t3.5") {
+	if code != 0 || !regexp.MustCompile(`(?m)^for etcd\s+3\.5$`).MatchString(out) {
 		t.Fatalf("restore of the pre-upgrade full for 3.5: exit %d\n%s", code, out)
 	}
 	back := emulator.RequireEtcd(t, emulator.Etcd35, emulator.EtcdOptions{DataDir: data, Name: "back", PeerURL: peer.String(),
