@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/internal/dbstream"
 )
 
 // SourceKind names what a backup is taken of.
@@ -87,11 +89,7 @@ type etcdSource struct{ cli *clientv3.Client }
 func (etcdSource) Kind() SourceKind { return SourceEtcd }
 
 func (s etcdSource) Full(ctx context.Context) (io.ReadCloser, error) {
-	rc, err := s.cli.Snapshot(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("etcd snapshot: %w", err)
-	}
-	return rc, nil
+	return dbstream.Open(ctx, s.cli)
 }
 
 func (s etcdSource) Identity(ctx context.Context) (Identity, error) { return IdentityOf(ctx, s.cli) }
