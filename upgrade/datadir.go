@@ -50,6 +50,9 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 		f.Status, f.Detail = Pass, fmt.Sprintf("%s, which etcd %s starts on", f.Detail, to.MinorString())
 	}
 	r.add(f)
+	if f, ok := pendingDowngrade("data dir", rep.Release.Downgrade, to); ok {
+		r.add(f)
+	}
 	if to != etcdversion.MustParse("3.6") {
 		r.add(freelist(o))
 		r.decide()
@@ -59,10 +62,11 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	if walDir == "" {
 		walDir = filepath.Join(member, "wal")
 	}
-	v3, cindex, err := v3Members(filepath.Join(member, "snap", "db"))
+	db, err := readDatabase(filepath.Join(member, "snap", "db"))
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: %w", err)
 	}
+	v3, cindex := db.members, db.applied
 	lg := zap.NewNop()
 	walSnaps, err := wal.ValidSnapshotEntries(lg, walDir)
 	if err != nil {
@@ -145,10 +149,11 @@ func Database(ctx context.Context, dbPath, source string, o Options) (Report, er
 	if err := ctx.Err(); err != nil {
 		return Report{}, err
 	}
-	v3, _, err := v3Members(dbPath)
+	db, err := readDatabase(dbPath)
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: %s: %w", source, err)
 	}
+	v3 := db.members
 	r := Report{Source: source}
 	r.add(Finding{Check: CheckVersion, Status: Pass, Subject: "backup",
 		Detail: "a restore with etcd 3.6 takes a 3.5 database"})

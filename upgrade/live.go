@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/internal/dbstream"
 )
 
 // LiveOptions configure Live.
@@ -29,8 +30,9 @@ type LiveOptions struct {
 // 3.5: the v2 membership etcd 3.5 serves as its member list against the v3
 // store's, read from a database streamed from the member cli reaches
 // first. Down: the downgrade enabled to the target, and each member's
-// storage migrated to it. A member that does not answer is an unread
-// finding.
+// storage migrated to it. Any other step: no downgrade enabled (etcd 3.6
+// and later tell it, etcd 3.5's is read from the streamed database). A
+// member that does not answer is an unread finding.
 func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
@@ -84,9 +86,17 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 		r.add(version(a.subject, a.st.Version, to))
 	}
 	down := !to.IsZero() && to.Less(from)
+	// etcd 3.6 and later tell a downgrade in their status; etcd 3.5's
+	// is read from its database below.
+	var downgrade etcdversion.Version
 	for _, a := range answered {
 		if down {
 			r.add(storage(a.subject, a.st, to))
+		}
+		if d := a.st.DowngradeInfo; d != nil && d.Enabled {
+			if t, err := etcdversion.Parse(d.TargetVersion); err == nil {
+				downgrade = t
+			}
 		}
 	}
 	// Zombies matter on the step from 3.5, whose v2 membership 3.6 no
@@ -97,13 +107,19 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 		r.add(Finding{Check: CheckZombies, Status: Pass, Subject: "cluster",
 			Detail: "every member runs 3.6 or later: the v3 store is the membership, and the member list shows it"})
 	case to == v36 || from.IsZero() || !all:
-		v3, err := streamedMembers(ctx, cli, o)
+		db, err := streamedDatabase(ctx, cli, o)
 		if err != nil {
 			r.add(Finding{Check: CheckZombies, Status: Unread, Subject: "cluster", Detail: err.Error(),
 				Fix: "stream a snapshot by hand (etcdctl snapshot save) and check it with the live member list"})
 		} else {
-			r.add(compare("cluster", v3, v2))
+			r.add(compare("cluster", db.members, v2))
+			if downgrade.IsZero() {
+				downgrade = db.release.Downgrade
+			}
 		}
+	}
+	if f, ok := pendingDowngrade("cluster", downgrade, to); ok {
+		r.add(f)
 	}
 	if to == v36.Next() && from == v36 {
 		r.add(Finding{Check: CheckStorage, Status: Advice, Subject: "cluster",
@@ -159,22 +175,22 @@ func memberStatus(ctx context.Context, cli *clientv3.Client, id uint64, urls []s
 	return nil, strings.Join(heard, "; ")
 }
 
-// streamedMembers streams the database of the member cli reaches and
-// reads its v3 membership.
-func streamedMembers(ctx context.Context, cli *clientv3.Client, o LiveOptions) (members, error) {
+// streamedDatabase streams the database of the member cli reaches and
+// reads it.
+func streamedDatabase(ctx context.Context, cli *clientv3.Client, o LiveOptions) (database, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.StreamTimeout)
 	defer cancel()
 	f, err := os.CreateTemp(o.WorkDir, "upgrade-check-*.db")
 	if err != nil {
-		return nil, fmt.Errorf("the database for the v3 membership: %w", err)
+		return database{}, fmt.Errorf("the database for the v3 membership: %w", err)
 	}
 	defer func() {
 		_ = f.Close()
 		_ = os.Remove(f.Name())
 	}()
-	rc, err := cli.Snapshot(ctx)
+	rc, err := dbstream.Open(ctx, cli)
 	if err != nil {
-		return nil, fmt.Errorf("stream the database for the v3 membership: %w", err)
+		return database{}, fmt.Errorf("stream the database for the v3 membership: %w", err)
 	}
 	_, err = io.Copy(f, rc)
 	_ = rc.Close()
@@ -182,8 +198,7 @@ func streamedMembers(ctx context.Context, cli *clientv3.Client, o LiveOptions) (
 		err = f.Close()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stream the database for the v3 membership: %w", err)
+		return database{}, fmt.Errorf("stream the database for the v3 membership: %w", err)
 	}
-	v3, _, err := v3Members(f.Name())
-	return v3, err
+	return readDatabase(f.Name())
 }

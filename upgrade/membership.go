@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v2store"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/etcdkit/etcdkit/validate"
 )
 
 // members maps member IDs to names ("" when the record names none).
@@ -36,29 +38,37 @@ func (m members) String() string {
 	return strings.Join(out, ", ")
 }
 
-// v3Members reads the v3 store's membership from an etcd database: the
-// members bucket less the members_removed one, and the consistent index
-// the database was applied to.
-func v3Members(dbPath string) (members, uint64, error) {
+// database is what a check reads of an etcd database.
+type database struct {
+	// members is the v3 store's membership: the members bucket less the
+	// members_removed one.
+	members members
+	// applied is the consistent index the database was applied to.
+	applied uint64
+	// release is what it says of the releases that ran it.
+	release validate.Release
+}
+
+// readDatabase reads an etcd database for the checks, read only.
+func readDatabase(dbPath string) (database, error) {
 	// bbolt would block opening a FIFO and initialise an empty file.
 	switch info, err := os.Stat(dbPath); {
 	case err != nil:
-		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+		return database{}, fmt.Errorf("database %s: %w", dbPath, err)
 	case !info.Mode().IsRegular():
-		return nil, 0, fmt.Errorf("database %s is not a regular file (%s)", dbPath, info.Mode().Type())
+		return database{}, fmt.Errorf("database %s is not a regular file (%s)", dbPath, info.Mode().Type())
 	case info.Size() == 0:
-		return nil, 0, fmt.Errorf("database %s is empty", dbPath)
+		return database{}, fmt.Errorf("database %s is empty", dbPath)
 	}
 	db, err := bolt.Open(dbPath, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, 0, fmt.Errorf("database %s is in use: stop its member first, or check the live cluster", dbPath)
+		return database{}, fmt.Errorf("database %s is in use: stop its member first, or check the live cluster", dbPath)
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+		return database{}, fmt.Errorf("database %s: %w", dbPath, err)
 	}
 	defer func() { _ = db.Close() }()
-	out := members{}
-	var cindex uint64
+	out := database{members: members{}}
 	err = db.View(func(tx *bolt.Tx) error {
 		removed := map[string]bool{}
 		if b := tx.Bucket([]byte("members_removed")); b != nil {
@@ -66,8 +76,12 @@ func v3Members(dbPath string) (members, uint64, error) {
 		}
 		if b := tx.Bucket([]byte("meta")); b != nil {
 			if v := b.Get([]byte("consistent_index")); len(v) == 8 {
-				cindex = binary.BigEndian.Uint64(v)
+				out.applied = binary.BigEndian.Uint64(v)
 			}
+		}
+		var err error
+		if out.release, err = validate.ReadRelease(tx); err != nil {
+			return err
 		}
 		b := tx.Bucket([]byte("members"))
 		if b == nil {
@@ -85,14 +99,14 @@ func v3Members(dbPath string) (members, uint64, error) {
 				Name string `json:"name"`
 			}
 			_ = json.Unmarshal(v, &m)
-			out[id] = m.Name
+			out.members[id] = m.Name
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("database %s: %w", dbPath, err)
+		return database{}, fmt.Errorf("database %s: %w", dbPath, err)
 	}
-	return out, cindex, nil
+	return out, nil
 }
 
 // v2Members reads etcd 3.5's v2 membership from the v2 store a raft

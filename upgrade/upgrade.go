@@ -41,9 +41,14 @@ const (
 	CheckVersion = "version"
 	// CheckStorage: a step down waits until each member migrated its
 	// storage to the target (etcd's downgrade API does it).
-	CheckStorage  = "storage"
-	CheckZombies  = "zombie-members"
-	CheckFreelist = "freelist"
+	CheckStorage = "storage"
+	// CheckDowngrade: no downgrade is enabled but to the target. etcd
+	// raises no cluster version while one is, and ends one only once every
+	// member runs its target: a member stepped another way leaves it
+	// enabled for good.
+	CheckDowngrade = "downgrade"
+	CheckZombies   = "zombie-members"
+	CheckFreelist  = "freelist"
 )
 
 // MinVersion is the lowest etcd 3.5 from which 3.6 is safe: 3.5.26 syncs
@@ -196,6 +201,20 @@ func step(versions []etcdversion.Version, o Options) (f Finding, from, to etcdve
 		f.Status, f.Detail = Pass, fmt.Sprintf("from %s down to %s, one minor, through etcd's downgrade API", from.MinorString(), to.MinorString())
 	}
 	return f, from, to
+}
+
+// pendingDowngrade is the finding of a downgrade to target (zero: none)
+// when the step goes elsewhere; ok is false when there is nothing to say
+// (the storage finding judges a step down to it).
+func pendingDowngrade(subject string, target, to etcdversion.Version) (f Finding, ok bool) {
+	if target.IsZero() || to.IsZero() || to.Trim() == target.Trim() {
+		return Finding{}, false
+	}
+	t := target.MinorString()
+	return Finding{Check: CheckDowngrade, Status: Fail, Subject: subject,
+		Detail: fmt.Sprintf("a downgrade to %s is enabled: etcd raises no cluster version while it is, and ends it only once every member runs %s", t, t),
+		Fix:    fmt.Sprintf("if every member runs %s, wait a few seconds for the leader to end it; else cancel it (etcdctl downgrade cancel); then check again", t),
+	}, true
 }
 
 // ConfigOptions are the Options etcd's configuration (a parsed

@@ -13,10 +13,12 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/upgrade"
 )
@@ -251,4 +253,86 @@ func TestLiveMemberDown(t *testing.T) {
 			t.Fatalf("a failed finding on a 3.7 cluster: %+v", f)
 		}
 	}
+}
+
+// A downgrade left enabled blocks every step but its own: etcd raises no
+// cluster version while it is, and ends it only once every member runs
+// its target. etcd 3.6 tells it in its status, etcd 3.5 only in its
+// database, and a stopped member's data dir keeps it.
+func TestPendingDowngrade(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	sec := etcdtest.Reserve(t, etcdtest.Options{TLS: true}).Security
+	peer, _, err := etcdtest.FreeURLs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	start := func(kind emulator.Kind, args ...string) (*emulator.Server, *clientv3.Client) {
+		t.Helper()
+		s := emulator.RequireEtcd(t, kind, emulator.EtcdOptions{CA: sec.CA.File, Cert: sec.Member.CertFile, Key: sec.Member.KeyFile,
+			ClientCert: sec.Client.CertFile, ClientKey: sec.Client.KeyFile, DataDir: data, PeerURL: peer.String(), Args: args})
+		cli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{s.Etcd.ClientURL}, TLS: sec.TLSFiles()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cli.Close() })
+		return s, cli
+	}
+	check := func(cli *clientv3.Client, to string) upgrade.Report {
+		t.Helper()
+		r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{To: etcdversion.MustParse(to), Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	pending := func(r upgrade.Report, subject string) {
+		t.Helper()
+		f := finding(t, r, upgrade.CheckDowngrade, subject)
+		if f.Status != upgrade.Fail || !strings.Contains(f.Detail, "a downgrade to 3.5 is enabled") || r.Verdict != upgrade.FixFirst {
+			t.Fatalf("%s with a downgrade to 3.5 enabled: %s %+v", r.Source, r.Verdict, r.Findings)
+		}
+	}
+
+	s36, cli := start(emulator.Etcd36)
+	if r := check(cli, "3.7"); r.Verdict != upgrade.Safe {
+		t.Fatalf("etcd 3.6 before any downgrade, up to 3.7: %s %+v", r.Verdict, r.Findings)
+	}
+	for _, op := range []clientv3.DowngradeAction{clientv3.DowngradeValidate, clientv3.DowngradeEnable} {
+		if _, err := cli.Downgrade(ctx, op, "3.5"); err != nil {
+			t.Fatalf("downgrade %v 3.5: %v", op, err)
+		}
+	}
+	pending(check(cli, "3.7"), "cluster")
+	if r := check(cli, "3.5"); len(findings(r, upgrade.CheckDowngrade)) != 0 {
+		t.Fatalf("the step down to the downgrade's target has no downgrade finding: %+v", r.Findings)
+	}
+	etcdtest.Eventually(t, "the storage migrated to 3.5", time.Minute, func() bool {
+		st, err := cli.Status(ctx, s36.Etcd.ClientURL)
+		return err == nil && st.StorageVersion == "3.5.0"
+	})
+	s36.Stop()
+
+	// etcd 3.5 ends the downgrade once every member runs 3.5, on a timer
+	// this member is given an hour of.
+	s35, cli := start(emulator.Etcd35, "--experimental-downgrade-check-time=1h")
+	pending(check(cli, "3.6"), "cluster")
+	s35.Stop()
+
+	r, err := upgrade.DataDir(ctx, data, "", upgrade.Options{To: etcdversion.MustParse("3.6"), Configured: true, Freelist: "array"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending(r, "data dir")
+}
+
+func findings(r upgrade.Report, check string) []upgrade.Finding {
+	var out []upgrade.Finding
+	for _, f := range r.Findings {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
 }

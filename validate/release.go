@@ -152,10 +152,15 @@ var (
 	keyDowngrade         = []byte("downgrade")
 )
 
-// readRelease reads the database's facts of its releases.
-func readRelease(tx *bolt.Tx) (Release, error) {
+// ReadRelease reads an etcd database's facts of its releases, in a
+// transaction of the caller's; a bucket the database lacks says nothing.
+func ReadRelease(tx *bolt.Tx) (Release, error) {
 	var r Release
-	if v := tx.Bucket([]byte("meta")).Get(keyStorageVersion); len(v) > 0 {
+	meta := tx.Bucket([]byte("meta"))
+	if meta == nil {
+		return r, nil
+	}
+	if v := meta.Get(keyStorageVersion); len(v) > 0 {
 		s, err := etcdversion.Parse(string(v))
 		if err != nil {
 			return r, fmt.Errorf("meta's storageVersion: %w", err)
@@ -163,6 +168,9 @@ func readRelease(tx *bolt.Tx) (Release, error) {
 		r.Storage = s
 	}
 	cluster := tx.Bucket(bucketCluster)
+	if cluster == nil {
+		return r, nil
+	}
 	if v := cluster.Get(keyClusterVersion); len(v) > 0 {
 		c, err := etcdversion.Parse(string(v))
 		if err != nil {

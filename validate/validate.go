@@ -319,7 +319,7 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, facts dbFact
 		if facts.revision, err = revision.OfTx(tx); err != nil {
 			return err
 		}
-		if facts.release, err = readRelease(tx); err != nil {
+		if facts.release, err = ReadRelease(tx); err != nil {
 			return err
 		}
 		// An unreadable bucket is no damage to the keyspace: it keeps the

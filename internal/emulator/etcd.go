@@ -67,6 +67,8 @@ type EtcdOptions struct {
 	// member Name (default "old") at PeerURL, which it was built for; ""
 	// starts a new member in a new directory.
 	DataDir, Name, PeerURL string
+	// Args are more of the server's flags, after the ones it is given.
+	Args []string
 }
 
 // Etcd is a single etcd member of an older version, one process.
@@ -175,7 +177,7 @@ func (e *Etcd) args(port int) []string {
 	if e.o.CA != "" {
 		args = append(args, "--cert-file="+e.o.Cert, "--key-file="+e.o.Key, "--trusted-ca-file="+e.o.CA, "--client-cert-auth")
 	}
-	return args
+	return append(args, e.o.Args...)
 }
 
 // healthy says whether the member answers /health with a leader.
