@@ -26,7 +26,10 @@ func (c *credentials) ClientHandshake(ctx context.Context, authority string, raw
 	if err != nil {
 		return nil, nil, err
 	}
-	return grpccreds.NewTLS(cfg).ClientHandshake(ctx, authority, raw)
+	// gRPC verifies the authority's host, whatever the configuration
+	// names: the server name (Files.ServerName, else the host) goes as
+	// the authority.
+	return grpccreds.NewTLS(cfg).ClientHandshake(ctx, cfg.ServerName, raw)
 }
 
 func (c *credentials) ServerHandshake(net.Conn) (net.Conn, grpccreds.AuthInfo, error) {

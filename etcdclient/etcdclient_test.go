@@ -312,3 +312,32 @@ func TestAuthenticationTurnedOnLater(t *testing.T) {
 		t.Fatalf("after authentication was turned on: %v", err)
 	}
 }
+
+// A member whose certificate names another host than the one dialled (a
+// pod's address, a certificate for the Service's name) is refused with
+// what to set, and reached with that server name.
+func TestServerName(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	sec := c.Security
+	// etcd reads its certificate again at each handshake.
+	if err := sec.CA.Issue(t, "renamed", pki.LeafOptions{Hosts: []string{"etcd-main-local"}}).Install(sec.Member.CertFile, sec.Member.KeyFile); err != nil {
+		t.Fatal(err)
+	}
+	files := tlsfiles.Files{CA: sec.CA.File, Cert: sec.Client.CertFile, Key: sec.Client.KeyFile}
+	_, err := dial(t, etcdclient.Config{Endpoints: c.Endpoints(), TLS: files})
+	wantErr(t, err, `not for "127.0.0.1"`, "etcd-main-local", "--server-name")
+	files.ServerName = "etcd-main-local"
+	cli, err := dial(t, etcdclient.Config{Endpoints: c.Endpoints(), TLS: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/"); err != nil {
+		t.Fatal(err)
+	}
+	// A maintenance call to one endpoint opens a connection of its own.
+	if _, err := cli.Status(ctx, c.Endpoints()[0]); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -108,7 +108,7 @@ func LoadFile(path string, release etcdversion.Version) (*File, error) {
 // reads one of them keeps it.
 var druidKeys = map[string]string{
 	"member-name-prefix":              "etcd-druid's prefix of member names, read by the sidecar",
-	"next-cluster-version-compatible": "for etcd 3.5 and 3.6 members, which etcd 3.7 no longer reads",
+	"next-cluster-version-compatible": "etcd 3.4's, which lets a 3.4 member join a 3.5 cluster on the way back; no release etcdkit runs reads it",
 }
 
 // LoadServedConfig reads a configuration a sidecar served for the etcd
