@@ -6,9 +6,16 @@
 # operator's Etcd goes through. Each step waits for what it expects with a
 # deadline and prints the pods and the leases as etcd-druid reads them.
 #
-#   sudo tools/druid-e2e.sh [--dir DIR] [--keep]
+#   sudo tools/druid-e2e.sh [--dir DIR] [--keep] [--from-gardener BIN]
 #
 # --keep leaves the node running (tools/kubenode.sh down DIR stops it).
+# --from-gardener plays the step users take instead: BIN is Gardener's
+# etcd-wrapper, which embeds etcd 3.5, built from its source (in a checkout
+# of github.com/gardener/etcd-wrapper: CGO_ENABLED=0 go build -mod vendor
+# -o BIN .). Three members start with it in etcd-druid's pods, in an image
+# of its layout (/etcd-wrapper, user 65532); etcdkit's etcd3.5 wrapper
+# image is rolled in member by member, then the cluster steps to 3.6 with
+# the etcd3.6 image, gated by /upgrade/check?to=3.6 and a verified full.
 # By hand only: building the node's binaries and the images takes minutes,
 # the scenario about ten more, past what CI's budget holds.
 set -euo pipefail
@@ -17,10 +24,12 @@ root=$(dirname "$here")
 bin=$here/bin
 dir=${TMPDIR:-/tmp}/etcdkit-druid-e2e
 keep=
+gardener=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --dir) dir=$2; shift 2 ;;
     --keep) keep=1; shift ;;
+    --from-gardener) gardener=$(realpath "$2"); shift 2 ;;
     *) sed -n '9p' "$0" >&2; exit 2 ;;
   esac
 done
@@ -77,8 +86,25 @@ trap cleanup EXIT
 say "images, and etcdctl from tools/etcd"
 (cd "$here/etcd" && go build -o "$bin/" go.etcd.io/etcd/etcdctl/v3)
 say "images"
-"$here/image.sh" --platforms "linux/$(go env GOARCH)" --out "$dir/images" >/dev/null
-"$here/kubenode.sh" up "$dir/node" "$dir/images/oci"
+arch=$(go env GOARCH)
+"$here/image.sh" --platforms "linux/$arch" --out "$dir/images" >/dev/null
+layouts=("$dir/images/oci")
+if [[ -n $gardener ]]; then
+  # The etcd its embed module pins names the image, as Gardener tags by
+  # the etcd it runs.
+  gv=$(go version -m "$gardener" | awk '$1 == "dep" && $2 == "go.etcd.io/etcd/server/v3" { print $3 }')
+  [[ -n $gv ]] || { say "$gardener embeds no etcd server: give Gardener's etcd-wrapper"; exit 2; }
+  say "Gardener's etcd-wrapper (etcd ${gv#v}) in an image of its layout"
+  mkdir -p "$dir/images/gardener-bin/linux_$arch"
+  cp "$gardener" "$dir/images/gardener-bin/linux_$arch/etcd-wrapper"
+  gimage=europe-docker.pkg.dev/gardener-project/releases/gardener/etcd-wrapper:etcd${gv#v}
+  (cd "$here/image" && go run . --out "$dir/images/gardener" --bin "$dir/images/gardener-bin" --names etcd-wrapper \
+    --platforms "linux/$arch" --repository europe-docker.pkg.dev/gardener-project/releases/gardener --tags "etcd${gv#v}" \
+    --version "$gv" --created "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --ca-version "$(dpkg-query -W -f='${Version}' ca-certificates)" \
+    --root --source https://github.com/gardener/etcd-wrapper --description "Gardener's etcd-wrapper, built from its source") >/dev/null
+  layouts+=("$dir/images/gardener")
+fi
+"$here/kubenode.sh" up "$dir/node" "${layouts[@]}"
 ip=$(cat "$dir/node/ip")
 
 say "the S3 bucket (versitygw on the node's address)"
@@ -140,8 +166,13 @@ spec:
 } | kubectl apply -f - >/dev/null
 kubectl patch storageclass local -p '{"metadata":{"annotations":{"storageclass.kubernetes.io/is-default-class":"true"}}}' >/dev/null
 
-say "etcd-druid's objects, with etcdkit's images"
-kubectl apply -f "$root/deploy/kubernetes/etcd-druid.yaml" >/dev/null
+if [[ -n $gardener ]]; then
+  say "etcd-druid's objects, with Gardener's etcd-wrapper and etcdkit's sidecar"
+  sed "s|image: ghcr.io/etcdkit/etcd-wrapper:latest|image: $gimage|" "$root/deploy/kubernetes/etcd-druid.yaml" | kubectl apply -f - >/dev/null
+else
+  say "etcd-druid's objects, with etcdkit's images"
+  kubectl apply -f "$root/deploy/kubernetes/etcd-druid.yaml" >/dev/null
+fi
 
 ready() { [[ $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o jsonpath='{range .items[*]}{.status.containerStatuses[?(@.name=="etcd")].ready}{"\n"}{end}' | grep -c true) == "$1" ]]; }
 until_ok "three members Ready through etcd-druid's probe" 300 ready 3
@@ -168,11 +199,95 @@ write_keys() {
   done
 }
 keys() { etcdctl get /e2e/ --prefix --keys-only | grep -c .; }
+voters() { [[ $(etcdctl member list -w json | grep -o '"isLearner":true' | wc -l) == 0 && $(etcdctl member list | wc -l) == 3 ]]; }
+# member_ids prints the members' IDs and names, sorted.
+member_ids() { etcdctl member list | cut -d, -f1,3 | sort; }
+
+# sidecar asks the backup server (etcd-backup-restore's protocol, over
+# TLS) through the client service: METHOD PATH, the body to $dir/answer.
+sidecar() {
+  local svc
+  svc=$(kubectl get service etcd-main-client -o jsonpath='{.spec.clusterIP}')
+  timeout 900 curl -s -o "$dir/answer" -w '%{http_code}' --max-time 900 --cacert "$p/ca.crt" \
+    --resolve "etcd-main-client.$ns:8080:$svc" -X "$1" "https://etcd-main-client.$ns:8080$2"
+}
+
+# roll IMAGE swaps the etcd container's image one pod at a time, from the
+# highest ordinal down, as a StatefulSet's rolling update does, holding
+# each at its partition until it is checked: the pod on IMAGE, every
+# member Ready, the same three voters as before (none removed or
+# re-added), every key there, and fifty more written.
+roll() {
+  local image=$1 i got ids
+  ids=$(member_ids)
+  kubectl patch statefulset etcd-main --type=merge -p '{"spec":{"updateStrategy":{"type":"RollingUpdate","rollingUpdate":{"partition":3}}}}' >/dev/null
+  kubectl set image statefulset/etcd-main "etcd=$image" >/dev/null
+  on_image() { [[ $(kubectl get pod "etcd-main-$1" -o jsonpath='{.spec.containers[?(@.name=="etcd")].image}') == "$2" ]] && ready 3; }
+  same_voters() { voters && [[ $(member_ids) == "$ids" ]]; }
+  for i in 2 1 0; do
+    kubectl patch statefulset etcd-main --type=merge -p "{\"spec\":{\"updateStrategy\":{\"rollingUpdate\":{\"partition\":$i}}}}" >/dev/null
+    until_ok "etcd-main-$i on $image, every member Ready" 300 on_image "$i" "$image"
+    until_ok "the same three voters after etcd-main-$i" 120 same_voters
+    got=$(keys)
+    [[ $got == "$written" ]] || { say "after etcd-main-$i the cluster holds $got of the $written keys"; exit 1; }
+    write_keys $((written + 1)) $((written + 50))
+    written=$((written + 50))
+    kubectl logs "etcd-main-$i" -c etcd | grep -m1 "runs etcd" | cut -c1-200 || true
+    status "etcd-main-$i on $image: $got of $got keys, the same voters; $written keys now"
+  done
+}
+
+# cluster_version prints the cluster version the member at pod $1 reports.
+cluster_version() {
+  local a
+  a=$(kubectl get pod "etcd-main-$1" -o jsonpath='{.status.podIP}')
+  timeout 30 curl -s --cacert "$p/ca.crt" --cert "$p/client.crt" --key "$p/client.key" --resolve "etcd-main-local:2379:$a" \
+    "https://etcd-main-local:2379/version" | sed -n 's/.*"etcdcluster":"\([^"]*\)".*/\1/p'
+}
+
+# from_gardener: the cluster Gardener's etcd-wrapper started takes
+# etcdkit's wrapper for its release, then steps to 3.6.
+from_gardener() {
+  written=200
+  [[ $(cluster_version 0) == 3.5.0 ]] || { say "Gardener's cluster runs at $(cluster_version 0), not 3.5.0"; exit 1; }
+  say "etcdkit's wrapper for etcd 3.5 rolled into the running cluster, member by member"
+  roll ghcr.io/etcdkit/etcd-wrapper:etcd3.5
+  status "every member on etcdkit's wrapper, etcd 3.5"
+
+  say "the step to 3.6: the gate, a full verified against the cluster, then member by member"
+  safe() { [[ $(sidecar GET "/upgrade/check?to=3.6") == 200 ]]; }
+  until_ok "GET /upgrade/check?to=3.6 says safe" 300 safe
+  grep -o '"check":"[^"]*","status":"[^"]*","subject":"[^"]*"' "$dir/answer" |
+    sed 's/"check":"\([^"]*\)","status":"\([^"]*\)","subject":"\([^"]*\)"/gate: \2 \1 \3/'
+  code=$(sidecar POST /snapshot/full)
+  [[ $code == 200 ]] || { say "POST /snapshot/full: $code $(cat "$dir/answer")"; exit 1; }
+  echo "--- full before the step: $(cat "$dir/answer")"
+  local eps=() i a
+  for i in 0 1 2; do
+    a=$(kubectl get pod "etcd-main-$i" -o jsonpath='{.status.podIP}') && eps+=("https://$a:2379")
+  done
+  (IFS=,; AWS_ACCESS_KEY_ID=e2e AWS_SECRET_ACCESS_KEY=e2esecret AWS_REGION=us-east-1 timeout 600 \
+    "$dir/images/bin/linux_$arch/etcd-backup" verify --store "s3://etcd-backups/etcd-main?endpoint=http://$ip:$s3port&path-style=true" \
+    --against "${eps[*]}" --cacert "$p/ca.crt" --cert "$p/client.crt" --key "$p/client.key" --server-name etcd-main-local \
+    --work-dir "$dir" 2>&1 | tail -6)
+  roll ghcr.io/etcdkit/etcd-wrapper:etcd3.6
+  at36() { [[ $(cluster_version 0) == 3.6.0 ]]; }
+  until_ok "the cluster version 3.6.0" 120 at36
+  got=$(keys)
+  [[ $got == "$written" ]] || { say "after the step the cluster holds $got of the $written keys"; exit 1; }
+  status "stepped to 3.6: cluster version $(cluster_version 0), $got of $written keys"
+}
 
 until_ok "the full snapshot lease" 120 advanced etcd-main-full-snap ""
 write_keys 1 200
 until_ok "the delta snapshot lease" 120 advanced etcd-main-delta-snap ""
 status "backups: 200 keys written, the snapshot leases advance"
+
+if [[ -n $gardener ]]; then
+  from_gardener
+  say "passed"
+  exit 0
+fi
 
 say "a member's pod deleted with its volume wiped: it comes back as a learner and is promoted"
 before=$(lease etcd-main-1)
@@ -180,7 +295,6 @@ kubectl delete pvc etcd-main-etcd-main-1 --wait=false >/dev/null
 kubectl delete pod etcd-main-1 >/dev/null
 rejoined() { local v; v=$(lease etcd-main-1); [[ -n $v && ${v%%:*} != "${before%%:*}" ]] && ready 3; }
 until_ok "etcd-main-1 back with a new member ID and Ready" 300 rejoined
-voters() { [[ $(etcdctl member list -w json | grep -o '"isLearner":true' | wc -l) == 0 && $(etcdctl member list | wc -l) == 3 ]]; }
 until_ok "three voters, no learner left" 120 voters
 grep -h "learner" <(kubectl logs etcd-main-1 -c etcd) <(kubectl logs etcd-main-1 -c backup-restore) | head -3 | cut -c1-300 || true
 got=$(keys)
@@ -214,11 +328,9 @@ until_ok "the full snapshot lease holds the compacted full" 60 compacted
 status "compacted: full snapshot lease $full_before -> $(lease etcd-main-full-snap)"
 
 say "hibernation: the final full as EtcdOpsTask asks it (POST over TLS to the client service), then no replicas"
-svc=$(kubectl get service etcd-main-client -o jsonpath='{.spec.clusterIP}')
-code=$(timeout 900 curl -s -o "$dir/final.json" -w '%{http_code}' --max-time 900 --cacert "$p/ca.crt" \
-  --resolve "etcd-main-client.$ns:8080:$svc" -X POST "https://etcd-main-client.$ns:8080/snapshot/full?final=true")
-[[ $code == 200 ]] || { say "POST /snapshot/full?final=true: $code $(cat "$dir/final.json")"; exit 1; }
-echo "--- final full: $(cat "$dir/final.json")"
+code=$(sidecar POST "/snapshot/full?final=true")
+[[ $code == 200 ]] || { say "POST /snapshot/full?final=true: $code $(cat "$dir/answer")"; exit 1; }
+echo "--- final full: $(cat "$dir/answer")"
 kubectl scale statefulset etcd-main --replicas=0 >/dev/null
 gone() { [[ -z $(kubectl get pods -l app.kubernetes.io/name=etcd-main -o name) ]]; }
 until_ok "the members stopped" 180 gone

@@ -46,6 +46,11 @@ type options struct {
 	embedded string
 	created  time.Time
 	push     bool
+	// root puts each binary at /<name>, the entrypoint there, as the
+	// distroless images of other projects (Gardener's etcd-wrapper) do;
+	// description is the images' description label.
+	root        bool
+	description string
 }
 
 func main() {
@@ -67,6 +72,8 @@ func main() {
 	var etcd string
 	flag.StringVar(&etcd, "etcd", "", "etcd server releases (3.5.35,3.6.16) the wrapper runs as its child, one image each: the binaries are <bin>/<os>_<arch>/etcd-<release>")
 	flag.StringVar(&o.embedded, "embedded-etcd", "", "the etcd release the wrapper embeds, which its plain image is tagged with")
+	flag.BoolVar(&o.root, "root", false, "each binary at /<name>, the entrypoint there (another project's layout); default /usr/local/bin/<name>")
+	flag.StringVar(&o.description, "description", "", "the images' description label; default \"etcdkit's <name>\"")
 	flag.Parse()
 	if etcd != "" {
 		o.etcd = strings.Split(etcd, ",")
@@ -187,10 +194,14 @@ func imageIndex(o options, n string, base v1.Layer, etcd string) (v1.ImageIndex,
 		if err != nil {
 			return nil, err
 		}
-		binLayer, err := layer(o.created, []file{
+		files, entrypoint := []file{
 			{path: "usr/", dir: true}, {path: "usr/local/", dir: true}, {path: "usr/local/bin/", dir: true},
 			{path: "usr/local/bin/" + n, mode: 0o755, data: bin},
-		})
+		}, "/usr/local/bin/"+n
+		if o.root {
+			files, entrypoint = []file{{path: n, mode: 0o755, data: bin}}, "/"+n
+		}
+		binLayer, err := layer(o.created, files)
 		if err != nil {
 			return nil, err
 		}
@@ -223,16 +234,20 @@ func imageIndex(o options, n string, base v1.Layer, etcd string) (v1.ImageIndex,
 		if err != nil {
 			return nil, err
 		}
+		description := o.description
+		if description == "" {
+			description = "etcdkit's " + n
+		}
 		cfg = cfg.DeepCopy()
 		cfg.OS, cfg.Architecture, cfg.Created = goos, arch, at
 		cfg.Config = v1.Config{
-			Entrypoint: []string{"/usr/local/bin/" + n},
+			Entrypoint: []string{entrypoint},
 			User:       fmt.Sprintf("%d:%d", uid, uid),
 			WorkingDir: "/home/nonroot",
 			Env:        env,
 			Labels: map[string]string{
 				"org.opencontainers.image.title":       n,
-				"org.opencontainers.image.description": "etcdkit's " + n,
+				"org.opencontainers.image.description": description,
 				"org.opencontainers.image.version":     o.version,
 				"org.opencontainers.image.revision":    o.revision,
 				"org.opencontainers.image.source":      o.source,
