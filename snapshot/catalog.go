@@ -323,7 +323,10 @@ func (c Catalog) ContainingRevision(rev int64) (Chain, error) {
 // AsOf is the chain for the state at time t: the newest full snapshot
 // created at or before t, with the deltas up to the first one created after
 // t (its older events may precede t). UntilTime is set to t; a restore cuts
-// the events after it.
+// the events after it. The deltas end at the first gap: an upload that was
+// lost (its sidecar stopped before it was written) ends what the backups
+// hold of that time, as a delta not yet written ends it at the head, and
+// the state is the newest they hold at or before t.
 func (c Catalog) AsOf(t time.Time) (Chain, error) {
 	var full *Snapshot
 	for i, s := range c.Snapshots {
@@ -336,11 +339,17 @@ func (c Catalog) AsOf(t time.Time) (Chain, error) {
 	}
 	ch := c.chainFrom(*full)
 	ch.UntilTime = t
+	next := full.LastRevision + 1
 	for i, d := range ch.Deltas {
+		if d.StartRevision > next {
+			ch.Deltas = ch.Deltas[:i]
+			break
+		}
 		if d.Created.After(t) {
 			ch.Deltas = ch.Deltas[:i+1]
 			break
 		}
+		next = max(next, d.LastRevision+1)
 	}
 	return ch, nil
 }

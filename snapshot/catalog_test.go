@@ -126,6 +126,34 @@ func TestChainSelection(t *testing.T) {
 	}
 }
 
+// A delta whose upload was lost (its sidecar stopped first) leaves a gap
+// after the full taken before it: a time after that full restores the
+// newest state the backups hold by then, up to the gap, not an error.
+func TestAsOfStopsAtALostUpload(t *testing.T) {
+	cat := snapshot.NewCatalog([]snapshot.Snapshot{
+		full(100, t0),
+		delta(101, 150, t0.Add(1*time.Second)),
+		// 151-200 were never uploaded.
+		full(200, t0.Add(6*time.Second)),
+		delta(201, 250, t0.Add(11*time.Second)),
+	})
+	asOf, err := cat.AsOf(t0.Add(2 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := asOf.Check()
+	if err != nil {
+		t.Fatalf("as of 2s: %v", err)
+	}
+	if checked.Full.LastRevision != 100 || checked.LastRevision() != 150 {
+		t.Fatalf("as of 2s: %s", keys(checked.Snapshots()))
+	}
+	// Past the next full, its chain.
+	if asOf, err := cat.AsOf(t0.Add(8 * time.Second)); err != nil || asOf.Full.LastRevision != 200 || len(asOf.Deltas) != 1 {
+		t.Fatalf("as of 8s: %s, %v", keys(asOf.Snapshots()), err)
+	}
+}
+
 func TestChainCheck(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
