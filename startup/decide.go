@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdversion"
@@ -480,9 +481,7 @@ func unlessRuns(ctx context.Context, p Plan, members []*pb.Member, o Options) Pl
 func askStatus(ctx context.Context, ep string, o Options) uint64 {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	conn := o.Conn.With(ep)
-	conn.DialTimeout = o.Timeout
-	cli, err := etcdclient.New(ctx, conn)
+	cli, err := dialOne(ctx, ep, o)
 	if err != nil {
 		return 0
 	}
@@ -545,6 +544,16 @@ func peerFiles(opts Options) *tlsfiles.Client {
 	return files
 }
 
+// dialOne is a client of endpoint ep alone, dialled within opts.Timeout.
+func dialOne(ctx context.Context, ep string, opts Options) (*clientv3.Client, error) {
+	conn := opts.Conn.With(ep)
+	conn.DialTimeout = opts.Timeout
+	// A refused connection must say so: it is what tells an absent member
+	// from a silent one.
+	conn.AllowUnreachable = false
+	return etcdclient.New(ctx, conn)
+}
+
 // answer is what one endpoint said: err, the dial's; statusErr, Status's;
 // members or listErr, MemberList's.
 type answer struct {
@@ -559,12 +568,7 @@ type answer struct {
 func ask(ctx context.Context, ep string, opts Options) answer {
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
-	conn := opts.Conn.With(ep)
-	conn.DialTimeout = opts.Timeout
-	// A refused connection must say so: it is what tells an absent member
-	// from a silent one.
-	conn.AllowUnreachable = false
-	cli, err := etcdclient.New(ctx, conn)
+	cli, err := dialOne(ctx, ep, opts)
 	if err != nil {
 		return answer{err: err}
 	}
