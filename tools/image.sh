@@ -17,8 +17,14 @@
 # there, with the credentials of docker's config (docker login, or crane
 # auth login). Without it, copy the layout with any OCI tool, e.g.
 # skopeo copy oci:DIR:REF docker://REF.
+#
+# Beside the layout: each binary's CycloneDX SBOM, from its module graph
+# by cyclonedx-gomod (pinned in tools/audit), as bin/<os>_<arch>/<name>.cdx.json,
+# and each image's, which adds Debian's CA bundle and names the image by
+# digest, as sbom/<image>[-etcd<release>]_<os>_<arch>.cdx.json.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/toolchain.sh"
 root=$(dirname "$here")
 out=$root/out/images
 platforms=linux/amd64,linux/arm64
@@ -61,6 +67,17 @@ for minor in 35 36; do
       -o "$out/bin/${platform%/*}_${platform#*/}/etcd-${v#v}" go.etcd.io/etcd/server/v3)
   done
 done
+# The SBOMs are of the binaries as built, read from the module graph Go
+# records in each; licenses as evidence, detected in the module cache.
+# No timestamp or serial number: the same commit makes the same files.
+for bin in "$out"/bin/*/*; do
+  [[ $bin == *.cdx.json ]] && continue
+  if ! log=$(cd "$here/audit" && go tool cyclonedx-gomod bin -json -licenses -noserial -notimestamp -output "$bin.cdx.json" "$bin" 2>&1); then
+    echo "image.sh: the SBOM of $bin:" >&2
+    echo "$log" >&2
+    exit 1
+  fi
+done
 embedded=$(cd "$root" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 first=${platforms%%,*}
 version=$(go version -m "$out/bin/${first%/*}_${first#*/}/etcd-backup" | awk '$1 == "mod" { print $3 }')
@@ -71,6 +88,6 @@ tag=${version//+/-}
 
 (cd "$here/image" && go run . --out "$out/oci" --bin "$out/bin" --platforms "$platforms" \
   --repository "${push:-ghcr.io/etcdkit}" --tags "$tag,latest" --version "$version" --revision "$revision" \
-  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" \
+  --created "$created" --ca-bundle "$ca" --ca-version "$ca_version" --sbom "$out/sbom" \
   --etcd "$(IFS=,; echo "${etcd_versions[*]}")" --embedded-etcd "${embedded#v}" ${push:+--push})
 echo "image.sh: OCI layout in $out/oci" >&2

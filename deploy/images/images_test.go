@@ -101,7 +101,8 @@ func (l layout) json(d descriptor, v any) {
 // with this machine's platform, a config whose entrypoint is the binary
 // and whose user is not root, labels naming the version, commit and
 // source, a layer with the user and Debian's CA bundle, and the static
-// binary, which runs and says the version the labels say.
+// binary, which runs and says the version the labels say; beside the
+// layout, each image's SBOM and each binary's.
 func TestImages(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -133,7 +134,7 @@ func TestImages(t *testing.T) {
 			if !ok || d.MediaType != "application/vnd.oci.image.index.v1+json" {
 				t.Fatalf("no image index %s/%s:latest in %v", repository, name, refs)
 			}
-			m := platformManifest(l, d)
+			m, digest := platformManifest(l, d)
 			if m.MediaType != "application/vnd.oci.image.manifest.v1+json" || len(m.Layers) != 2 {
 				t.Fatalf("no linux/%s manifest of two layers: %+v", runtime.GOARCH, m)
 			}
@@ -213,6 +214,7 @@ func TestImages(t *testing.T) {
 				t.Errorf("%s version: %q, the label's commit %s", name, ver, c.Labels["org.opencontainers.image.revision"])
 			}
 			t.Logf("%s: %s, %d bytes compressed, %s", name, lines[0], m.Layers[0].Size+m.Layers[1].Size, c.Labels["org.etcdkit.ca-certificates"])
+			checkSBOM(t, out, name, "", digest, c.Labels, map[string][]byte{name: contents[h.Name]})
 		})
 	}
 
@@ -234,7 +236,7 @@ func TestImages(t *testing.T) {
 			if !ok {
 				t.Fatalf("no etcd-wrapper:etcd%s in %v", release, refs)
 			}
-			cfg, files := image(l, d)
+			cfg, files, digest := image(l, d)
 			v := cfg.Config.Labels["org.etcdkit.etcd"]
 			if !strings.HasPrefix(v, release+".") || refs[repository+"/etcd-wrapper:etcd"+v].Digest != d.Digest {
 				t.Fatalf("label org.etcdkit.etcd %q, tag etcd%s %v", v, v, refs[repository+"/etcd-wrapper:etcd"+v])
@@ -252,6 +254,9 @@ func TestImages(t *testing.T) {
 			if err != nil || !strings.Contains(string(ver), "etcd Version: "+v+"\n") {
 				t.Fatalf("the image's etcd --version: %v\n%s", err, ver)
 			}
+			checkSBOM(t, out, "etcd-wrapper", v, digest, cfg.Config.Labels, map[string][]byte{
+				"etcd-wrapper": files["usr/local/bin/etcd-wrapper"], "etcd-" + v: files["usr/local/bin/etcd"],
+			})
 			runMember(ctx, t, dir, v)
 		})
 	}
@@ -311,32 +316,34 @@ func readLayer(t *testing.T, blob []byte, f func(*tar.Header, []byte)) string {
 }
 
 // platformManifest is the manifest of index d for this machine's
-// platform.
-func platformManifest(l layout, d descriptor) manifest {
+// platform, and its digest.
+func platformManifest(l layout, d descriptor) (manifest, string) {
 	l.t.Helper()
 	var idx index
 	l.json(d, &idx)
 	var m manifest
+	var digest string
 	for _, p := range idx.Manifests {
 		if p.Platform != nil && p.Platform.OS == "linux" && p.Platform.Architecture == runtime.GOARCH {
 			l.json(p, &m)
+			digest = p.Digest
 		}
 	}
-	return m
+	return m, digest
 }
 
 // image is the config and the files of d's image for this machine's
-// platform.
-func image(l layout, d descriptor) (config, map[string][]byte) {
+// platform, and its manifest's digest.
+func image(l layout, d descriptor) (config, map[string][]byte, string) {
 	l.t.Helper()
-	m := platformManifest(l, d)
+	m, digest := platformManifest(l, d)
 	var cfg config
 	l.json(m.Config, &cfg)
 	files := map[string][]byte{}
 	for _, ld := range m.Layers {
 		readLayer(l.t, l.blob(ld), func(h *tar.Header, data []byte) { files[h.Name] = data })
 	}
-	return cfg, files
+	return cfg, files, digest
 }
 
 // runMember starts the wrapper in dir, with ETCDKIT_ETCD naming the etcd

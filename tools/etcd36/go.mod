@@ -1,7 +1,9 @@
 // etcd v3.6.16's server, built by tools/install-emulators.sh into
 // tools/bin/etcd-v3.6.16: the tests take backups of a real member of that
 // version and restore them with this module's etcd. A module of its own:
-// its dependencies are that etcd's, not the main module's.
+// its dependencies are that etcd's, not the main module's, but for
+// github.com/klauspost/compress, raised to v1.20.2 for GO-2026-6865: the
+// wrapper's etcd3.6 image ships this build (tools/vulncheck.sh).
 module github.com/etcdkit/etcdkit/tools/etcd36
 
 go 1.26.0
@@ -31,7 +33,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
-	github.com/klauspost/compress v1.18.7 // indirect
+	github.com/klauspost/compress v1.20.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.20.5 // indirect
 	github.com/prometheus/client_model v0.6.1 // indirect

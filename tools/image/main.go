@@ -51,6 +51,8 @@ type options struct {
 	// description is the images' description label.
 	root        bool
 	description string
+	// sbom is where each image's SBOM is written; "": none.
+	sbom string
 }
 
 func main() {
@@ -72,6 +74,7 @@ func main() {
 	var etcd string
 	flag.StringVar(&etcd, "etcd", "", "etcd server releases (3.5.35,3.6.16) the wrapper runs as its child, one image each: the binaries are <bin>/<os>_<arch>/etcd-<release>")
 	flag.StringVar(&o.embedded, "embedded-etcd", "", "the etcd release the wrapper embeds, which its plain image is tagged with")
+	flag.StringVar(&o.sbom, "sbom", "", "directory to write each image's CycloneDX SBOM to, made of the binaries' <bin>/<os>_<arch>/<name>.cdx.json; empty: none")
 	flag.BoolVar(&o.root, "root", false, "each binary at /<name>, the entrypoint there (another project's layout); default /usr/local/bin/<name>")
 	flag.StringVar(&o.description, "description", "", "the images' description label; default \"etcdkit's <name>\"")
 	flag.Parse()
@@ -260,6 +263,15 @@ func imageIndex(o options, n string, base v1.Layer, etcd string) (v1.ImageIndex,
 		}
 		if img, err = mutate.ConfigFile(img, cfg); err != nil {
 			return nil, err
+		}
+		if o.sbom != "" {
+			digest, err := img.Digest()
+			if err != nil {
+				return nil, err
+			}
+			if err := imageSBOM(o, n, etcd, goos, arch, digest.String()); err != nil {
+				return nil, err
+			}
 		}
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{
 			Platform: &v1.Platform{OS: goos, Architecture: arch},
