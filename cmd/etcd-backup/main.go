@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"reflect"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -79,7 +80,11 @@ func run(args []string) int {
 
 "serve" runs the backup sidecar beside one member; the other commands are for operators.
 Every flag can also come from the environment (ETCDKIT_<FLAG>, upper case, dashes as
-underscores) or from a YAML file given with --config (keys are flag names).
+underscores) or from a YAML file given with --config (keys are flag names). The flags
+etcdctl has too (--endpoints, --cacert, --cert, --key, --user, --insecure-skip-tls-verify,
+--dial-timeout, --command-timeout) come last from etcdctl's ETCDCTL_<FLAG>; an endpoint
+without a scheme is https:// with --cacert or --cert, else http://, as in etcdctl.
+-o json (etcdctl's -w json) prints JSON whose fields JSON.md describes.
 
 Exit codes:
   0  success
@@ -93,6 +98,10 @@ Exit codes:
 			if err := cli.Bind(cmd, "config"); err != nil {
 				return cli.Usage(err)
 			}
+			if err := cli.BindEtcdctl(cmd); err != nil {
+				return cli.Usage(err)
+			}
+			g.endpoints = cli.Schemes(g.endpoints, g.etcd.CACert != "" || g.etcd.Cert != "")
 			if err := g.etcd.Check(); err != nil {
 				return cli.Usage(err)
 			}
@@ -104,7 +113,6 @@ Exit codes:
 			return nil
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
 	pf.StringVar(&g.storeURL, "store", "", "where the backups are: file:///path, s3://bucket/prefix, gs://…, azblob://…")
@@ -113,10 +121,12 @@ Exit codes:
 	g.etcd.Flags(pf)
 	g.logFlags.Flags(pf)
 	pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
+	cli.Alias(pf, "output", "write-out", "w", "etcdctl")
 	g.codec.Flags(pf)
 	g.lock.Flags(pf)
 	root.AddCommand(serveCmd(g), serverCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), moveCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g), fleetCmd(g), checkUpgradeCmd(g),
-		cli.Version(func() bool { return g.output == "json" }))
+		cli.Version(&g.output), cli.Man())
+	cli.Outputs(root)
 	cli.Strict(root)
 	root.SetArgs(args)
 
@@ -238,10 +248,23 @@ func (g *globals) conn(endpoints []string) etcdclient.Config {
 	return c
 }
 
+// emptyLists makes each nil slice of m an empty one: in the JSON a list
+// is [] when it holds nothing, never null (JSON.md).
+func emptyLists(m map[string]any) {
+	for k, v := range m {
+		if r := reflect.ValueOf(v); r.Kind() == reflect.Slice && r.IsNil() {
+			m[k] = reflect.MakeSlice(r.Type(), 0, 0).Interface()
+		}
+	}
+}
+
 // print writes v as JSON with --output json, or calls table otherwise.
 func (g *globals) print(v any, table func(w *tabwriter.Writer)) error {
 	switch g.output {
 	case "json":
+		if m, ok := v.(map[string]any); ok {
+			emptyLists(m)
+		}
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)

@@ -86,7 +86,8 @@ func restoreCmd(g *globals) *cobra.Command {
 			on                 bool
 			poll, catchUpAfter time.Duration
 		}
-		tn tenant
+		tn      tenant
+		etcdutl etcdutlFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "restore (--data-dir DIR | --prefix P --to ENDPOINTS) [--revision R | --time T | --follow]",
@@ -108,6 +109,9 @@ writes the keys under another prefix.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := etcdutl.check(cmd); err != nil {
+				return err
+			}
 			if err := tn.check(cmd, opts.DataDir, follow.on); err != nil {
 				return err
 			}
@@ -239,9 +243,31 @@ writes the keys under another prefix.`,
 	f.DurationVar(&follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
 	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
+	// etcdutl snapshot restore's names, typed by habit.
+	cli.Alias(f, "peer-urls", "initial-advertise-peer-urls", "", "etcdutl")
+	cli.Alias(f, "revision-bump", "bump-revision", "", "etcdutl")
+	f.BoolVar(&etcdutl.markCompacted, "mark-compacted", false, "etcdutl's flag of --bump-revision: a raised revision is always marked compacted")
+	f.BoolVar(&etcdutl.skipHashCheck, "skip-hash-check", false, "etcdutl's flag: refused, every snapshot's integrity is checked")
 	tn.flags(cmd)
 	g.secondaryFlag(cmd)
 	return cmd
+}
+
+// etcdutlFlags are etcdutl snapshot restore's flags that etcdkit takes to
+// refuse what it will not do, with the reason.
+type etcdutlFlags struct{ markCompacted, skipHashCheck bool }
+
+func (e etcdutlFlags) check(cmd *cobra.Command) error {
+	bumped := cmd.Flags().Changed("revision-bump") || cmd.Flags().Changed("bump-revision")
+	switch {
+	case e.skipHashCheck:
+		return cli.Usage(errors.New("--skip-hash-check: etcd-backup restore checks every snapshot it reads and restores none that fails (etcdutl skips the check for a db file copied out of a data dir, which holds none; a backup always does): restore an earlier --revision, or from the other site with --secondary-store"))
+	case cmd.Flags().Changed("mark-compacted") && !e.markCompacted && bumped:
+		return cli.Usage(errors.New("--mark-compacted=false: a raised revision is always marked compacted, so that a client watching from a revision below it is told to read again instead of missing the writes between"))
+	case e.markCompacted && !bumped:
+		return cli.Usage(errors.New("--mark-compacted marks a raised revision compacted: give --bump-revision N (or --revision-bump auto) too, as etcdutl asks"))
+	}
+	return nil
 }
 
 // beyondOf is Result.Beyond for JSON.

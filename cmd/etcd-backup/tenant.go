@@ -106,8 +106,8 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 	written := tn.rename.Of(tn.prefix)
 	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,
 		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace, "sub_prefixes": subs,
-		"created": nonNil(a.Created), "overwritten": nonNil(a.Overwritten), "same": nonNil(a.Same), "deleted": nonNil(a.Deleted),
-		"extra": nonNil(a.Extra), "conflicts": nonNil(a.Conflicts), "leases": a.Leases, "without_lease": nonNil(a.WithoutLease)}
+		"created": a.Created, "overwritten": a.Overwritten, "same": a.Same, "deleted": a.Deleted,
+		"extra": a.Extra, "conflicts": a.Conflicts, "leases": a.Leases, "without_lease": a.WithoutLease}
 	return g.print(out, func(w *tabwriter.Writer) {
 		if !tn.apply {
 			fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
@@ -156,12 +156,4 @@ func keyList(keys []string) string {
 		return strings.Join(keys, " ")
 	}
 	return fmt.Sprintf("%s … and %d more (-o json lists every key)", strings.Join(keys[:shown], " "), len(keys)-shown)
-}
-
-// nonNil makes an empty list [] in JSON, not null.
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -127,7 +127,7 @@ Exit codes:
 	cli.KeepMovedAside(f, &fl.o.KeepMovedAside)
 	f.StringVar(&fl.o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
 	fl.logFlags.Flags(f)
-	cmd.AddCommand(cli.Version(func() bool { return false }), startEtcd(&fl))
+	cmd.AddCommand(cli.Version(nil), startEtcd(&fl), cli.Man())
 	cli.Strict(cmd)
 	cmd.SetArgs(args)
 

@@ -144,3 +144,66 @@ func values(v any) []string {
 	}
 	return []string{fmt.Sprint(v)}
 }
+
+// etcdctlFlags are the flags etcd-backup shares with etcdctl, name and
+// meaning, which etcdctl also reads from ETCDCTL_<FLAG>.
+var etcdctlFlags = []string{"endpoints", "cacert", "cert", "key", "user", "insecure-skip-tls-verify", "dial-timeout", "command-timeout"}
+
+// BindEtcdctl fills each flag of cmd that etcdctl shares, still unset
+// after Bind, from etcdctl's variable ETCDCTL_<FLAG>: a shell set up for
+// etcdctl reaches the same cluster with etcd-backup. The command line,
+// ETCDKIT_<FLAG> and the config file come first: they are etcd-backup's
+// own. ETCDCTL_USER's name is read, not a password after a colon:
+// etcd-backup reads passwords from --password-file only. An empty
+// variable is unset.
+func BindEtcdctl(cmd *cobra.Command) error {
+	var errs []string
+	for _, name := range etcdctlFlags {
+		f := cmd.Flags().Lookup(name)
+		if f == nil || f.Changed {
+			continue
+		}
+		env := "ETCDCTL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+		v := os.Getenv(env)
+		if v == "" {
+			continue
+		}
+		if name == "user" {
+			v, _, _ = strings.Cut(v, ":")
+		}
+		if err := cmd.Flags().Set(name, v); err != nil {
+			errs = append(errs, fmt.Sprintf("%s=%q: %v", env, v, err))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Schemes gives each endpoint without a scheme one, as etcdctl does:
+// https:// when secure (a CA or a client certificate is given), else
+// http://.
+func Schemes(endpoints []string, secure bool) []string {
+	out := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		switch {
+		case strings.Contains(ep, "://"):
+			out[i] = ep
+		case secure:
+			out[i] = "https://" + ep
+		default:
+			out[i] = "http://" + ep
+		}
+	}
+	return out
+}
+
+// Alias makes alias (with shorthand, "" for none) another name of fs's
+// flag name, the one tool (etcdctl, etcdutl) gives it: one value, set by
+// either.
+func Alias(fs *pflag.FlagSet, name, alias, shorthand, tool string) {
+	f := fs.Lookup(name)
+	a := fs.VarPF(f.Value, alias, shorthand, fmt.Sprintf("%s's name for --%s", tool, name))
+	a.NoOptDefVal = f.NoOptDefVal
+}

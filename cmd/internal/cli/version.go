@@ -11,15 +11,28 @@ import (
 )
 
 // Version is the version command of a binary: its build, as text or,
-// when asJSON says so, as one JSON object.
-func Version(asJSON func() bool) *cobra.Command {
+// when output says json, as one JSON object. A nil output gives the
+// command -o/--output (and etcdctl's -w/--write-out) of its own.
+func Version(output *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit, and Go and etcd versions this binary was built with",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return printVersion(cmd.OutOrStdout(), cmd.Root().Name(), asJSON())
-		},
+	}
+	if output == nil {
+		output = new(string)
+		cmd.Flags().StringVarP(output, "output", "o", "table", "output: table or json")
+		Alias(cmd.Flags(), "output", "write-out", "w", "etcdctl")
+		Outputs(cmd)
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch *output {
+		case "table", "":
+			return printVersion(cmd.OutOrStdout(), cmd.Root().Name(), false)
+		case "json":
+			return printVersion(cmd.OutOrStdout(), cmd.Root().Name(), true)
+		}
+		return Usage(fmt.Errorf("--output %q: table or json", *output))
 	}
 	return cmd
 }
