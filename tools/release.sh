@@ -21,7 +21,8 @@
 # Each binary stamps the version from the tag (Go records it from the
 # commit), which `version` prints; the release stops if one says another,
 # if CHANGELOG.md has no section for the version, or if tools/vulncheck.sh
-# finds a known vulnerability in any binary.
+# finds a known vulnerability in the code, with this toolchain's standard
+# library.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -68,7 +69,6 @@ export CGO_ENABLED=0 GOFLAGS=-buildvcs=true
 host=$(go env GOOS)_$(go env GOARCH)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-bins=()
 for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   goos=${platform%/*} goarch=${platform#*/}
   name=etcdkit_${version}_${goos}_${goarch}
@@ -76,7 +76,6 @@ for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   mkdir -p "$dir/man"
   for cmd in etcd-wrapper etcd-backup; do
     GOOS=$goos GOARCH=$goarch go build -trimpath -ldflags='-s -w' -o "$dir/$cmd" "./cmd/$cmd"
-    bins+=("$dir/$cmd")
   done
   cp LICENSE NOTICE README.md JSON.md "$dir/"
   if [[ ${goos}_${goarch} == "$host" ]]; then
@@ -104,7 +103,7 @@ for dir in "$stage"/etcdkit_*/; do
   done
   tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner -C "$stage" -czf "$out/$name.tar.gz" "$name"
 done
-bash "$here/vulncheck.sh" "${bins[@]}"
+bash "$here/vulncheck.sh"
 bash "$here/image.sh" --out "$out/images" --platforms linux/amd64,linux/arm64 "${push[@]}"
 (cd "$out" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
 echo "release.sh: etcdkit $version in $out" >&2

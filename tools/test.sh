@@ -13,7 +13,6 @@
 # nothing in code that runs in another process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source tools/toolchain.sh
 tools/install-emulators.sh
 # From here on a missing emulator fails its tests instead of skipping them.
 export ETCDKIT_REQUIRE_EMULATORS=1

@@ -39,8 +39,37 @@ func TestEtcdctlHabits(t *testing.T) {
 		Key          string `json:"key"`
 		LastRevision int64  `json:"last_revision"`
 	}
-	if err := json.Unmarshal([]byte(ok(t, etcdctl, "snapshot", "--store", store, "-w", "json")), &taken); err != nil || len(taken) != 1 {
-		t.Fatalf("snapshot from etcdctl's environment, -w json: %+v %v", taken, err)
+	r := etcdBackup(t, etcdctl, "snapshot", "--store", store, "-w", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &taken); r.code != 0 || err != nil || len(taken) != 1 {
+		t.Fatalf("snapshot from etcdctl's environment, -w json: exit %d %+v %v\n%s", r.code, taken, err, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "ETCDCTL_USER holds a password, which is not read") {
+		t.Errorf("no word that ETCDCTL_USER's password is not read:\n%s", r.stderr)
+	}
+	// A format given wrong is refused before the command acts.
+	if r := etcdBackup(t, etcdctl, "snapshot", "--store", store, "-w", "simple"); r.code != exitUsage || !strings.Contains(r.stderr, "table or json") {
+		t.Errorf("snapshot -w simple: exit %d %s", r.code, r.stderr)
+	}
+	if l := list(t, storeUnderTest{url: store}); len(l.Chains) != 1 || len(l.Chains[0].Deltas) != 0 {
+		t.Fatalf("snapshot -w simple took a snapshot: %+v", l)
+	}
+	// A malformed etcdctl variable is not read, and fails nothing that
+	// does not need it.
+	if r := etcdBackup(t, []string{"ETCDCTL_DIAL_TIMEOUT=5"}, "list", "--store", store); r.code != 0 || !strings.Contains(r.stderr, "ETCDCTL_DIAL_TIMEOUT=") || !strings.Contains(r.stderr, "is not read") {
+		t.Errorf("list with ETCDCTL_DIAL_TIMEOUT=5: exit %d %s", r.code, r.stderr)
+	}
+	// move's source is never etcdctl's: the shell's etcdctl may point at
+	// the target.
+	if r := etcdBackup(t, etcdctl, "move", "--store", store, "--prefix", "/a", "--to", c.Endpoints()[0]); r.code != exitUsage || !strings.Contains(r.stderr, "the source cluster") {
+		t.Errorf("move with the source from ETCDCTL_ENDPOINTS: exit %d %s", r.code, r.stderr)
+	}
+	// A flag and its other name are one: given twice, refused; the
+	// command line's wins over the environment's other name.
+	if r := etcdBackup(t, nil, "list", "--store", store, "-o", "table", "-w", "json"); r.code != exitUsage || !strings.Contains(r.stderr, "--output and --write-out are one flag") {
+		t.Errorf("-o table -w json: exit %d %s", r.code, r.stderr)
+	}
+	if out := ok(t, []string{"ETCDKIT_WRITE_OUT=json"}, "version", "-o", "table"); strings.HasPrefix(out, "{") {
+		t.Errorf("version -o table with ETCDKIT_WRITE_OUT=json printed %s", out)
 	}
 	// etcd-backup's own variable wins over etcdctl's, the command line
 	// over both.
@@ -72,9 +101,10 @@ func TestEtcdctlHabits(t *testing.T) {
 	if err != nil || resp.Header.Revision != restored.Revision+1000 {
 		t.Fatalf("the restored member's revision: %v %v, want %d", resp.Header.Revision, err, restored.Revision+1000)
 	}
-	for _, refused := range [][]string{{"--skip-hash-check"}, {"--mark-compacted"}, {"--bump-revision", "5", "--mark-compacted=false"}} {
+	for _, refused := range [][]string{{"--skip-hash-check"}, {"--mark-compacted"}, {"--bump-revision", "0", "--mark-compacted"},
+		{"--bump-revision", "5", "--mark-compacted=false"}, {"--initial-advertise-peer-urls", peer.String(), "--peer-urls=" + peer.String()}} {
 		r := etcdBackup(t, nil, append([]string{"restore", "--store", store, "--data-dir", filepath.Join(t.TempDir(), "x")}, refused...)...)
-		if r.code != exitUsage || !strings.Contains(r.stderr, refused[len(refused)-1]) {
+		if r.code != exitUsage || !strings.Contains(r.stderr, strings.SplitN(refused[len(refused)-1], "=", 2)[0]) {
 			t.Errorf("restore %v: exit %d %s", refused, r.code, r.stderr)
 		}
 	}

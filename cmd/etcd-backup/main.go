@@ -60,9 +60,11 @@ type globals struct {
 	etcd         cli.Etcd
 	logFlags     cli.Log
 	output       string
-	codec        cli.Codec
-	lock         cli.LockFlags
-	log          *slog.Logger
+	// fromEtcdctl are the flags etcdctl's environment gave (ETCDCTL_*).
+	fromEtcdctl map[string]bool
+	codec       cli.Codec
+	lock        cli.LockFlags
+	log         *slog.Logger
 	// progress is stderr: the restore's bar, and the log written above it.
 	progress *cli.Progress
 }
@@ -98,17 +100,24 @@ Exit codes:
 			if err := cli.Bind(cmd, "config"); err != nil {
 				return cli.Usage(err)
 			}
-			if err := cli.BindEtcdctl(cmd); err != nil {
-				return cli.Usage(err)
-			}
-			g.endpoints = cli.Schemes(g.endpoints, g.etcd.CACert != "" || g.etcd.Cert != "")
+			var warnings []string
+			g.fromEtcdctl, warnings = cli.BindEtcdctl(cmd)
+			g.endpoints = cli.Schemes(g.endpoints, g.secure())
 			if err := g.etcd.Check(); err != nil {
 				return cli.Usage(err)
+			}
+			// Before the command does anything: a format given wrong must
+			// not fail it after it deleted or moved something.
+			if g.output != "table" && g.output != "json" {
+				return cli.Usage(fmt.Errorf("--output (-o, -w) %q: table or json", g.output))
 			}
 			var err error
 			g.progress = cli.NewProgress(os.Stderr)
 			if g.log, err = g.logFlags.Logger(g.progress); err != nil {
 				return cli.Usage(err)
+			}
+			for _, w := range warnings {
+				g.log.Warn(w)
 			}
 			return nil
 		},
@@ -243,7 +252,7 @@ func (g *globals) client(ctx context.Context) (*clientv3.Client, error) {
 // that reaches etcd snapshots, hashes, defragments or promotes: with
 // authentication on, those need the root role, checked at start.
 func (g *globals) conn(endpoints []string) etcdclient.Config {
-	c := g.etcd.Config().With(endpoints...)
+	c := g.etcd.Config().With(cli.Schemes(endpoints, g.secure())...)
 	c.RequireRoot, c.Logger = true, g.log
 	return c
 }
@@ -258,20 +267,21 @@ func emptyLists(m map[string]any) {
 	}
 }
 
+// secure says whether an endpoint without a scheme is https: with a CA
+// or a client certificate, as in etcdctl.
+func (g *globals) secure() bool { return g.etcd.CACert != "" || g.etcd.Cert != "" }
+
 // print writes v as JSON with --output json, or calls table otherwise.
 func (g *globals) print(v any, table func(w *tabwriter.Writer)) error {
-	switch g.output {
-	case "json":
+	if g.output == "json" {
 		if m, ok := v.(map[string]any); ok {
 			emptyLists(m)
 		}
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
-	case "table", "":
-		w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-		table(w)
-		return w.Flush()
 	}
-	return cli.Usage(fmt.Errorf("--output %q: table or json", g.output))
+	w := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	table(w)
+	return w.Flush()
 }

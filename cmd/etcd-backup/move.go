@@ -48,7 +48,12 @@ overwritten by the source's next events.`,
 			if tn.prefix == "" || len(tn.to) == 0 {
 				return cli.Usage(errors.New("--prefix and --to are required: the tenant's keys and the cluster they move to"))
 			}
-			if !cmd.Flags().Changed("endpoints") && sidecar.URL == "" {
+			// The source is named for this move: etcdctl's environment
+			// (ETCDCTL_ENDPOINTS) points wherever the shell's etcdctl does,
+			// the target as likely as the source, and a cut-over that
+			// reads the target's revision as the source's loses writes.
+			named := cmd.Flags().Changed("endpoints") && !g.fromEtcdctl["endpoints"]
+			if !named && sidecar.URL == "" {
 				return cli.Usage(errors.New("--endpoints (the source cluster) or --sidecar-url (its sidecar) is required: the cut-over waits for the delta that holds the source's last write, and needs one of them to know which that is"))
 			}
 			if err := tn.check(cmd, "", false); err != nil {
@@ -60,12 +65,12 @@ overwritten by the source's next events.`,
 			}
 			conn := g.etcd.Config()
 			conn.Logger = g.log
-			target, err := etcdclient.New(ctx, conn.With(tn.to...))
+			target, err := etcdclient.New(ctx, conn.With(cli.Schemes(tn.to, g.secure())...))
 			if err != nil {
 				return fmt.Errorf("--to: %w", err)
 			}
 			defer func() { _ = target.Close() }()
-			if cmd.Flags().Changed("endpoints") {
+			if named {
 				source, err := etcdclient.New(ctx, conn.With(g.endpoints...))
 				if err != nil {
 					return fmt.Errorf("--endpoints (the source): %w", err)

@@ -258,14 +258,15 @@ writes the keys under another prefix.`,
 type etcdutlFlags struct{ markCompacted, skipHashCheck bool }
 
 func (e etcdutlFlags) check(cmd *cobra.Command) error {
-	bumped := cmd.Flags().Changed("revision-bump") || cmd.Flags().Changed("bump-revision")
+	// A bump of 0 raises nothing: it is no bump.
+	bumped := (cmd.Flags().Changed("revision-bump") || cmd.Flags().Changed("bump-revision")) && cmd.Flags().Lookup("revision-bump").Value.String() != "0"
 	switch {
 	case e.skipHashCheck:
 		return cli.Usage(errors.New("--skip-hash-check: etcd-backup restore checks every snapshot it reads and restores none that fails (etcdutl skips the check for a db file copied out of a data dir, which holds none; a backup always does): restore an earlier --revision, or from the other site with --secondary-store"))
 	case cmd.Flags().Changed("mark-compacted") && !e.markCompacted && bumped:
 		return cli.Usage(errors.New("--mark-compacted=false: a raised revision is always marked compacted, so that a client watching from a revision below it is told to read again instead of missing the writes between"))
 	case e.markCompacted && !bumped:
-		return cli.Usage(errors.New("--mark-compacted marks a raised revision compacted: give --bump-revision N (or --revision-bump auto) too, as etcdutl asks"))
+		return cli.Usage(errors.New("--mark-compacted marks a raised revision compacted: give --bump-revision N (N > 0, or auto) too, as etcdutl asks"))
 	}
 	return nil
 }

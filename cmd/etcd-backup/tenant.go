@@ -85,7 +85,7 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 		return err
 	}
 	// A tenant's user may read and write its prefix alone: no root role.
-	conn := g.etcd.Config().With(tn.to...)
+	conn := g.etcd.Config().With(cli.Schemes(tn.to, g.secure())...)
 	conn.Logger = g.log
 	live, err := etcdclient.New(ctx, conn)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -60,10 +61,17 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 			}
 		}
 	}
+	if err := aliasesOnce(cmd.Flags()); err != nil {
+		return err
+	}
+	// A flag and its alias share one value: once either is set, the
+	// other is too, and neither is filled from the environment or the
+	// file.
+	set := changedValues(cmd.Flags())
 	known := map[string]bool{}
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
 		known[f.Name] = true
-		if f.Changed {
+		if f.Changed || set[f.Value] {
 			return
 		}
 		// Set through the flag set: a flag the environment or the file
@@ -72,6 +80,7 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 			if err := cmd.Flags().Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Sprintf("%s=%q: %v", EnvName(f.Name), v, err))
 			}
+			set[f.Value] = true
 			return
 		}
 		v, ok := file[f.Name]
@@ -89,6 +98,7 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 				errs = append(errs, fmt.Sprintf("config key %s: %v", f.Name, err))
 			}
 		}
+		set[f.Value] = true
 	})
 	for _, k := range slices.Sorted(maps.Keys(file)) {
 		if !known[k] && !all[k] {
@@ -153,14 +163,17 @@ var etcdctlFlags = []string{"endpoints", "cacert", "cert", "key", "user", "insec
 // after Bind, from etcdctl's variable ETCDCTL_<FLAG>: a shell set up for
 // etcdctl reaches the same cluster with etcd-backup. The command line,
 // ETCDKIT_<FLAG> and the config file come first: they are etcd-backup's
-// own. ETCDCTL_USER's name is read, not a password after a colon:
-// etcd-backup reads passwords from --password-file only. An empty
-// variable is unset.
-func BindEtcdctl(cmd *cobra.Command) error {
-	var errs []string
+// own. An empty variable is unset. It returns the flags it filled, and
+// warnings for what it did not read: a value the flag does not take (a
+// command that never reaches etcd must not fail on a variable meant for
+// etcdctl), and ETCDCTL_USER's password, since etcd-backup reads
+// passwords from --password-file only.
+func BindEtcdctl(cmd *cobra.Command) (filled map[string]bool, warnings []string) {
+	filled = map[string]bool{}
+	set := changedValues(cmd.Flags())
 	for _, name := range etcdctlFlags {
 		f := cmd.Flags().Lookup(name)
-		if f == nil || f.Changed {
+		if f == nil || f.Changed || set[f.Value] {
 			continue
 		}
 		env := "ETCDCTL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
@@ -169,12 +182,58 @@ func BindEtcdctl(cmd *cobra.Command) error {
 			continue
 		}
 		if name == "user" {
-			v, _, _ = strings.Cut(v, ":")
+			var password bool
+			if v, _, password = strings.Cut(v, ":"); password {
+				warnings = append(warnings, fmt.Sprintf("%s holds a password, which is not read: etcd-backup reads passwords from --password-file (or ETCDKIT_PASSWORD_FILE) only", env))
+			}
 		}
-		if err := cmd.Flags().Set(name, v); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%q: %v", env, v, err))
+		if err := setOrKeep(cmd.Flags(), f, v); err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s=%q is not read (--%s: %v)", env, v, name, err))
+			continue
 		}
+		filled[name] = true
 	}
+	return filled, warnings
+}
+
+// setOrKeep sets flag f of fs to v, or leaves its value as it was when
+// v is not one it takes (a flag's Set may clear it before it fails).
+func setOrKeep(fs *pflag.FlagSet, f *pflag.Flag, v string) error {
+	if slice, ok := f.Value.(pflag.SliceValue); ok {
+		old := slice.GetSlice()
+		if err := fs.Set(f.Name, v); err != nil {
+			return errors.Join(err, slice.Replace(old))
+		}
+		return nil
+	}
+	old := f.Value.String()
+	if err := fs.Set(f.Name, v); err != nil {
+		return errors.Join(err, f.Value.Set(old))
+	}
+	return nil
+}
+
+// changedValues are the values of fs that a changed flag set: a flag and
+// its aliases share one.
+func changedValues(fs *pflag.FlagSet) map[pflag.Value]bool {
+	set := map[pflag.Value]bool{}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			set[f.Value] = true
+		}
+	})
+	return set
+}
+
+// aliasesOnce refuses a flag given under both its names: one would
+// silently win, or a list take the values of both.
+func aliasesOnce(fs *pflag.FlagSet) error {
+	var errs []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		if of := f.Annotations[aliasOf]; len(of) == 1 && f.Changed && fs.Changed(of[0]) {
+			errs = append(errs, fmt.Sprintf("--%s and --%s are one flag: give one", of[0], f.Name))
+		}
+	})
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
@@ -206,4 +265,8 @@ func Alias(fs *pflag.FlagSet, name, alias, shorthand, tool string) {
 	f := fs.Lookup(name)
 	a := fs.VarPF(f.Value, alias, shorthand, fmt.Sprintf("%s's name for --%s", tool, name))
 	a.NoOptDefVal = f.NoOptDefVal
+	_ = fs.SetAnnotation(alias, aliasOf, []string{name})
 }
+
+// aliasOf annotates an alias with the flag it names.
+const aliasOf = "etcdkit-alias-of"

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
@@ -23,6 +24,12 @@ func Man() *cobra.Command {
 			}
 			root := cmd.Root()
 			root.DisableAutoGenTag = true
+			// The pages are written from markdown, where two underscores
+			// in a paragraph (ETCDKIT_<FLAG> … ETCDCTL_<FLAG>) make the text
+			// between them italic, and <FLAG> is a tag that vanishes; this
+			// process only writes the pages, so the help texts are escaped
+			// in place.
+			escape(root)
 			// Each page titled by its command; dated by SOURCE_DATE_EPOCH
 			// when set, so a release's pages are the same on every build.
 			header := &doc.GenManHeader{Section: "1", Source: "etcdkit", Manual: "etcdkit"}
@@ -31,6 +38,16 @@ func Man() *cobra.Command {
 			}
 			return nil
 		},
+	}
+}
+
+// escape makes cmd's and its commands' underscores and angle brackets
+// literal in markdown.
+func escape(cmd *cobra.Command) {
+	r := strings.NewReplacer("_", `\_`, "<", `\<`)
+	cmd.Long, cmd.Short = r.Replace(cmd.Long), r.Replace(cmd.Short)
+	for _, c := range cmd.Commands() {
+		escape(c)
 	}
 }
 
