@@ -5,7 +5,7 @@
 # and source. They are written as an OCI layout; nothing leaves this machine
 # unless a registry is given.
 #
-#   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push REGISTRY]
+#   tools/image.sh [--out DIR] [--platforms linux/amd64,linux/arm64] [--push REGISTRY] [--licenses]
 #
 # The images are ghcr.io/etcdkit/etcd-wrapper and ghcr.io/etcdkit/etcd-backup,
 # tagged with the version and latest. The wrapper's image that runs the
@@ -29,11 +29,13 @@ root=$(dirname "$here")
 out=$root/out/images
 platforms=linux/amd64,linux/arm64
 push=
+licenses=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --platforms) platforms=$2; shift 2 ;;
     --push) push=${2:?--push needs a registry, e.g. --push registry.example.com/etcd}; shift 2 ;;
+    --licenses) licenses=-licenses; shift ;;
     *) echo "image.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -68,11 +70,13 @@ for minor in 35 36; do
   done
 done
 # The SBOMs are of the binaries as built, read from the module graph Go
-# records in each; licenses as evidence, detected in the module cache.
-# No timestamp or serial number: the same commit makes the same files.
+# records in each; with --licenses (a release's), each module's license
+# too, as evidence, detected in its files in the module cache (minutes of
+# text classification for the four binaries). No timestamp or serial
+# number: the same commit makes the same files.
 for bin in "$out"/bin/*/*; do
   [[ $bin == *.cdx.json ]] && continue
-  if ! log=$(cd "$here/audit" && go tool cyclonedx-gomod bin -json -licenses -noserial -notimestamp -output "$bin.cdx.json" "$bin" 2>&1); then
+  if ! log=$(cd "$here/audit" && go tool cyclonedx-gomod bin -json $licenses -noserial -notimestamp -output "$bin.cdx.json" "$bin" 2>&1); then
     echo "image.sh: the SBOM of $bin:" >&2
     echo "$log" >&2
     exit 1

@@ -104,6 +104,6 @@ for dir in "$stage"/etcdkit_*/; do
   tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner -C "$stage" -czf "$out/$name.tar.gz" "$name"
 done
 bash "$here/vulncheck.sh"
-bash "$here/image.sh" --out "$out/images" --platforms linux/amd64,linux/arm64 "${push[@]}"
+bash "$here/image.sh" --out "$out/images" --platforms linux/amd64,linux/arm64 --licenses "${push[@]}"
 (cd "$out" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
 echo "release.sh: etcdkit $version in $out" >&2
