@@ -35,7 +35,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --platforms) platforms=$2; shift 2 ;;
     --push) push=${2:?--push needs a registry, e.g. --push registry.example.com/etcd}; shift 2 ;;
-    --licenses) licenses=-licenses; shift ;;
+    --licenses) licenses=1; shift ;;
     *) echo "image.sh: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -69,19 +69,12 @@ for minor in 35 36; do
       -o "$out/bin/${platform%/*}_${platform#*/}/etcd-${v#v}" go.etcd.io/etcd/server/v3)
   done
 done
-# The SBOMs are of the binaries as built, read from the module graph Go
-# records in each; with --licenses (a release's), each module's license
-# too, as evidence, detected in its files in the module cache (minutes of
-# text classification for the four binaries). No timestamp or serial
-# number: the same commit makes the same files.
+# Each binary's SBOM beside it (tools/sbom.sh).
+bins=()
 for bin in "$out"/bin/*/*; do
-  [[ $bin == *.cdx.json ]] && continue
-  if ! log=$(cd "$here/audit" && go tool cyclonedx-gomod bin -json $licenses -noserial -notimestamp -output "$bin.cdx.json" "$bin" 2>&1); then
-    echo "image.sh: the SBOM of $bin:" >&2
-    echo "$log" >&2
-    exit 1
-  fi
+  [[ $bin == *.cdx.json ]] || bins+=("$bin")
 done
+bash "$here/sbom.sh" ${licenses:+--licenses} "${bins[@]}"
 embedded=$(cd "$root" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 first=${platforms%%,*}
 version=$(go version -m "$out/bin/${first%/*}_${first#*/}/etcd-backup" | awk '$1 == "mod" { print $3 }')
