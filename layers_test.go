@@ -20,7 +20,7 @@ var layers = map[string]int{
 	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 3,
 	"etcdversion": 1,
 	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
-	"restore": 4, "defrag": 4, "snapshot/capture": 4,
+	"restore": 4, "defrag": 4, "capture": 4,
 	"heartbeat": 5,
 	"startup":   5,
 	"fleet":     5,
@@ -106,8 +106,10 @@ var weights = []struct {
 	{pkg: "validate", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/etcd/client", "go.etcd.io/raft"}},
 	{pkg: "member", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
 	{pkg: "etcdclient", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/bbolt"}},
-	{pkg: "snapshot", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
-	{pkg: "snapshot/capture", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	// The on-store format: nothing that talks to etcd (capture reads a live
+	// cluster).
+	{pkg: "snapshot", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/etcd/client", "google.golang.org/grpc", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	{pkg: "capture", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "restore", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "startup", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/fleet"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -104,7 +104,7 @@ func sidecarBackups(ctx context.Context, dir string) (map[string][]byte, error) 
 	if _, err := m.cli.Put(ctx, "/registry/k", "v"); err != nil {
 		return nil, err
 	}
-	full, err := snapshot.Full(ctx, m.cli, mem, snapshot.FullOptions{SpoolDir: dir})
+	full, err := capture.Full(ctx, m.cli, mem, snapshot.FullOptions{SpoolDir: dir})
 	if err != nil {
 		return nil, err
 	}

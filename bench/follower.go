@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -65,7 +66,7 @@ func followerBench(ctx context.Context, cfg config) ([]row, error) {
 		var took time.Duration
 		n, err := writesWhile(ctx, leader.cli, func() error {
 			start := time.Now()
-			s, err := snapshot.Full(ctx, from.cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}, SpoolDir: cfg.dir})
+			s, err := capture.Full(ctx, from.cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}, SpoolDir: cfg.dir})
 			took = time.Since(start)
 			if err == nil {
 				err = st.Delete(ctx, s.Key)

@@ -13,6 +13,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
@@ -58,7 +59,7 @@ func kineBench(ctx context.Context, cfg config) ([]row, error) {
 			}
 		}
 		var err error
-		full, err = snapshot.FullOf(ctx, snapshot.NewSource(snapshot.SourceEtcdAPI, src.cli, snapshot.SourceOptions{SpoolDir: dir}), st,
+		full, err = capture.FullOf(ctx, capture.NewDatastore(snapshot.SourceEtcdAPI, src.cli, capture.DatastoreOptions{SpoolDir: dir}), st,
 			snapshot.FullOptions{SpoolDir: dir})
 		return err
 	}

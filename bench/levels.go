@@ -12,8 +12,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -37,7 +37,7 @@ func levelsBench(ctx context.Context, cfg config) ([]row, error) {
 		m.close()
 		return nil, err
 	}
-	full, err := snapshot.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
+	full, err := capture.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
 	if err != nil {
 		m.close()
 		return nil, err

@@ -16,10 +16,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -135,7 +135,7 @@ func captureChain(ctx context.Context, cfg config, standby *standby) (store.Stor
 	// gzip, etcd-backup-restore's policy, and its delta memory limit
 	// (10 MiB): the chain has the shape of the calibration's (ebr.go).
 	codec := snapshot.Codec{Compression: snapshot.Gzip}
-	full, err := snapshot.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir, Codec: codec})
+	full, err := capture.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir, Codec: codec})
 	if err != nil {
 		return nil, snapshot.Snapshot{}, 0, err
 	}
@@ -291,7 +291,7 @@ func fullOnly(ctx context.Context, cfg config, etcdutl string) (row, error) {
 		m.close()
 		return row{}, err
 	}
-	full, err := snapshot.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
+	full, err := capture.Full(ctx, m.cli, st, snapshot.FullOptions{SpoolDir: cfg.dir})
 	m.close()
 	if err != nil {
 		return row{}, err

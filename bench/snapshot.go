@@ -21,9 +21,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -168,7 +168,7 @@ func childFull(ctx context.Context, args []string) (any, error) {
 	}
 	var db int64
 	start := time.Now()
-	s, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: c}, SpoolDir: *spool})
+	s, err := capture.Full(ctx, cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: c}, SpoolDir: *spool})
 	if err != nil {
 		return nil, err
 	}

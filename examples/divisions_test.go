@@ -21,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/gobuild"
 	"github.com/etcdkit/etcdkit/sidecar"
@@ -48,7 +49,7 @@ func seedStore(t *testing.T, dir string, keys int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
+	if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()

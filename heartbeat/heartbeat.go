@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // Source is what the leases report on: a member's sidecar.

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -21,7 +21,7 @@ func TestRestoreAsOfATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,10 @@ import (
 
 	"filippo.io/age"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -38,7 +38,7 @@ func backedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 1}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: c, SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{Codec: c, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestPlainFullAloneDamaged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -332,7 +332,7 @@ func TestCompressedFullAloneDamaged(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: c}}); err != nil {
+				if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: c}}); err != nil {
 					t.Fatal(err)
 				}
 				cat, err := snapshot.List(ctx, st)
@@ -410,7 +410,7 @@ func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+	if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	m := c.Members[0]

@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -194,7 +195,7 @@ func TestReplayRefusesADeltaThatDoesNotContinue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

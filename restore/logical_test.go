@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
@@ -50,8 +51,8 @@ func TestLogicalChainSkipsRevisions(t *testing.T) {
 	}{{snapshot.SourceEtcdAPI, true}, {snapshot.SourceEtcd, false}} {
 		t.Run(string(tc.source), func(t *testing.T) {
 			st := store.NewMem()
-			src := snapshot.NewSource(tc.source, cli, snapshot.SourceOptions{SpoolDir: t.TempDir(), PageSize: 7})
-			full, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			src := capture.NewDatastore(tc.source, cli, capture.DatastoreOptions{SpoolDir: t.TempDir(), PageSize: 7})
+			full, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

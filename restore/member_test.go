@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -41,7 +42,7 @@ func TestDataDirIsEtcdutls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Gzip}, SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Gzip}, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

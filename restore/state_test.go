@@ -9,10 +9,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -31,7 +31,7 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 100, Prefix: "/other/", Seed: 61}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 		}
 	}
 	sameStates("one replay")
-	if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+	if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
 	sameStates("a replay each")

@@ -11,11 +11,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -85,7 +85,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	}
 	// The tenant's user, whose role holds its prefix alone.
 	tenant := tenantUser(t, ctx, c, root, "tenant-a", "/t/a/")
-	full, err := snapshot.Full(ctx, root, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, root, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,11 +16,11 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -211,9 +211,9 @@ func TestRestoreToTheMiddleForks(t *testing.T) {
 func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 	ctx := context.Background()
 	h := chainOfStoppedCluster(t)
-	place := func(t *testing.T, cli *clientv3.Client) snapshot.Lineage {
+	place := func(t *testing.T, cli *clientv3.Client) capture.Lineage {
 		t.Helper()
-		l, _, err := snapshot.Place(ctx, cli, h.st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+		l, _, err := capture.Place(ctx, cli, h.st, capture.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func TestATwinDeploymentIsAnotherCluster(t *testing.T) {
 		if _, err := (etcdtest.Workload{Ops: n, Prefix: "/twin/", Seed: 35}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := snapshot.Place(ctx, cli, h.st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+		_, _, err := capture.Place(ctx, cli, h.st, capture.PlaceOptions{SpoolDir: t.TempDir()})
 		if !errors.Is(err, snapshot.ErrOtherCluster) {
 			t.Fatalf("the twin, after %d more writes: %v, want another cluster's chain", n, err)
 		}
@@ -467,7 +467,7 @@ func TestARestoreNothingRunsFromChangesNothing(t *testing.T) {
 		if r := s.Status().Refused; r != "" {
 			t.Fatalf("a restore nothing runs from stopped the uploader: %s (%s)", r, s.Status().LastError)
 		}
-		l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+		l, _, err := capture.Place(ctx, cli, st, capture.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
 		if err != nil || !l.Continues || l.Timeline.ID != snapshot.FirstTimeline {
 			t.Fatalf("the cluster's next start, after a restore to revision %d nothing runs from: %+v %v", target.Revision, l, err)
 		}
@@ -507,7 +507,7 @@ func TestADeltaOfDeletesAloneContinues(t *testing.T) {
 	if last := chain.Deltas[len(chain.Deltas)-1]; last.StartRevision != rv.Header.Revision {
 		t.Fatalf("the newest delta %s holds more than the revoke's deletes (revision %d)", last.Key, rv.Header.Revision)
 	}
-	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+	l, _, err := capture.Place(ctx, cli, st, capture.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +613,7 @@ func TestACompactedClusterContinues(t *testing.T) {
 	if _, err := cli.Compact(ctx, res.LastRevision); err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
+	l, _, err := capture.Place(ctx, cli, st, capture.PlaceOptions{DryRun: true, SpoolDir: t.TempDir()})
 	if err != nil || !l.Continues || l.Timeline.ID != snapshot.FirstTimeline {
 		t.Fatalf("a compacted cluster's next start: %+v %v", l, err)
 	}
@@ -689,7 +689,7 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 		}
 		return res.LastRevision
 	})
-	id, err := snapshot.IdentityOf(ctx, cli)
+	id, err := capture.IdentityOf(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,7 +702,7 @@ func TestAForgedForkIsNotTheClusters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	l, _, err := capture.Place(ctx, cli, st, capture.PlaceOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +757,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 		t.Fatalf("the clone's timeline: %+v %v", cat.Timeline, err)
 	}
 	oldEnd := workload(ocli, "/old/", 5, 54)
-	l, _, err := snapshot.Place(ctx, ocli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	l, _, err := capture.Place(ctx, ocli, st, capture.PlaceOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -801,7 +801,7 @@ func TestAFullNamedPastItsContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir(), DryRun: true})
+	_, _, err = capture.Place(ctx, cli, st, capture.PlaceOptions{SpoolDir: t.TempDir(), DryRun: true})
 	if !errors.Is(err, snapshot.ErrNotABackup) || !strings.Contains(err.Error(), forged) || !strings.Contains(err.Error(), "x-etcd-snapshot-exclude=true") {
 		t.Fatalf("placed beside %s: %v", forged, err)
 	}
@@ -886,7 +886,7 @@ func TestRecordsThatTellNothing(t *testing.T) {
 		t.Fatalf("restore beside the unreadable record: %v", err)
 	}
 	t.Log(err)
-	l, _, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{SpoolDir: t.TempDir()})
+	l, _, err := capture.Place(ctx, cli, st, capture.PlaceOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -29,7 +30,7 @@ func TestRestoreIntoADedicatedWALDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // chainState is the latest chain as this sidecar wrote it: what its

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdkit/etcdkit/snapshot/capture"
+	"github.com/etcdkit/etcdkit/capture"
 )
 
 // uploader runs the Snapshotter while this sidecar's member leads, and

@@ -176,7 +176,7 @@ func (c Catalog) On(id string) (Catalog, error) {
 	if id == "" {
 		id = c.Timelines[len(c.Timelines)-1].ID
 	}
-	t, ok := c.find(id)
+	t, ok := c.FindTimeline(id)
 	if !ok {
 		ids := make([]string, len(c.Timelines))
 		for i, t := range c.Timelines {
@@ -208,7 +208,7 @@ func (c Catalog) On(id string) (Catalog, error) {
 		if ceiling == 0 || t.ForkRevision < ceiling {
 			ceiling = t.ForkRevision
 		}
-		if t, ok = c.find(t.Parent); !ok {
+		if t, ok = c.FindTimeline(t.Parent); !ok {
 			break
 		}
 	}
@@ -216,7 +216,8 @@ func (c Catalog) On(id string) (Catalog, error) {
 	return out, nil
 }
 
-func (c Catalog) find(id string) (Timeline, bool) {
+// FindTimeline is the catalog's timeline id, if the store holds it.
+func (c Catalog) FindTimeline(id string) (Timeline, bool) {
 	for _, t := range c.Timelines {
 		if t.ID == id {
 			return t, true

@@ -124,7 +124,7 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 // copyTimelines writes the source's timeline records the target lacks.
 func copyTimelines(ctx context.Context, cat, there Catalog, src, dst store.Store) error {
 	for _, t := range cat.Timelines {
-		if _, ok := there.find(t.ID); ok || t.Key == "" {
+		if _, ok := there.FindTimeline(t.ID); ok || t.Key == "" {
 			continue
 		}
 		r, err := src.Get(ctx, t.Key)

@@ -12,14 +12,12 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdkit/etcdkit/internal/revision"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// FullOptions configures Full. The zero value writes a plain snapshot,
+// FullOptions configures a full snapshot written to a store. The zero value writes a plain snapshot,
 // spooling through os.TempDir().
 type FullOptions struct {
 	Codec Codec
@@ -41,21 +39,19 @@ type FullOptions struct {
 	Now func() time.Time
 }
 
-// Full streams a snapshot of the member the client talks to (etcd's
-// Maintenance.Snapshot) into st. The object is named with the revision read
-// from the streamed database itself, after its SHA-256 trailer was
-// verified: a revision asked for before the stream can be older than what
-// the stream holds, and a chain built on such a name replays revisions
-// twice. So the database is spooled to disk and encoded in the same pass;
-// nothing reaches the store before the name is known.
-func Full(ctx context.Context, cli *clientv3.Client, st store.Store, opts FullOptions) (Snapshot, error) {
-	return FullOf(ctx, EtcdSource(cli), st, opts)
-}
-
-// FullOf writes a full snapshot of src into st, as Full does for an etcd
-// cluster; a logical full (SourceEtcdAPI) is named and checked the same
-// way, and its identity record says what it holds.
-func FullOf(ctx context.Context, src Source, st store.Store, opts FullOptions) (Snapshot, error) {
+// WriteFull writes db, an etcd database followed by its SHA-256 as etcd's
+// Maintenance.Snapshot streams it, as a full snapshot in st. The object is
+// named with the revision read from the database itself, after its trailer
+// was verified: a revision asked for before the stream can be older than
+// what the stream holds, and a chain built on such a name replays
+// revisions twice. So the database is spooled to disk and encoded in the
+// same pass; nothing reaches the store before the name is known. When id
+// is not nil it is recorded as the full's identity, with the tail its
+// database left (what a cluster that continues the chain holds); a failed
+// identity record is logged, not returned: the snapshot is sound without
+// it, and its chain is then nobody's in particular, as
+// etcd-backup-restore's are.
+func WriteFull(ctx context.Context, st store.Store, db io.Reader, id *Identity, opts FullOptions) (Snapshot, error) {
 	if err := opts.Codec.Check(); err != nil {
 		return Snapshot{}, err
 	}
@@ -63,24 +59,20 @@ func FullOf(ctx context.Context, src Source, st store.Store, opts FullOptions) (
 	if opts.SpoolDir == "" {
 		opts.SpoolDir = os.TempDir()
 	}
-	// Asked first: the identity is of the cluster the stream comes from.
-	id, idErr := src.Identity(ctx)
 	sp, err := newSpool(st, opts)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	defer sp.discard()
-	logical, err := sp.fill(ctx, src)
-	if err != nil {
+	if err := sp.fill(db); err != nil {
 		return Snapshot{}, err
 	}
-	id.Logical = logical
 	rev, err := DatabaseRevision(sp.raw.Name())
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if idErr == nil {
-		// What a cluster that continues this chain must hold at rev.
+	var idErr error
+	if id != nil {
 		id.Tail, _, idErr = dbTail(sp.raw.Name())
 	}
 	if err := sp.finish(); err != nil {
@@ -107,15 +99,15 @@ func FullOf(ctx context.Context, src Source, st store.Store, opts FullOptions) (
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", snap.Key, err)
 	}
-	if idErr == nil {
-		idErr = WriteIdentity(ctx, st, snap, id)
+	cluster := ""
+	if id != nil && idErr == nil {
+		idErr = WriteIdentity(ctx, st, snap, *id)
+		cluster = id.ClusterID
 	}
 	if idErr != nil {
-		// The snapshot is sound without it; its chain is then nobody's
-		// in particular, as etcd-backup-restore's are.
 		logger(opts.Logger).Warn("full snapshot written without its cluster identity", "key", snap.Key, "error", idErr)
 	}
-	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "cluster", id.ClusterID, "db-bytes", sp.size,
+	logger(opts.Logger).Info("full snapshot written", "key", snap.Key, "revision", rev, "cluster", cluster, "db-bytes", sp.size,
 		"stream", streamed.Round(time.Millisecond), "total", time.Since(start).Round(time.Millisecond))
 	return snap, nil
 }
@@ -167,38 +159,19 @@ func newSpool(st store.Store, opts FullOptions) (_ *spool, err error) {
 	return sp, nil
 }
 
-// fill streams the source's database into the spool, verifying etcd's
-// trailer, and says what a logical one holds.
-func (sp *spool) fill(ctx context.Context, src Source) (*Logical, error) {
-	// Closing the client's reader does not end etcd's stream: only its
-	// context does. A stream left open holds a read transaction on the
-	// member, and the member's next defragmentation waits for it with its
-	// writes stopped — a full spool would stop the member for as long as
-	// this process lives.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rc, err := src.Full(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = rc.Close() }()
+// fill streams db into the spool, verifying etcd's trailer.
+func (sp *spool) fill(db io.Reader) error {
 	var w io.Writer = sp.raw
 	if sp.enc != nil {
 		w = io.MultiWriter(sp.raw, sp.enc)
 	}
-	v := newVerifier(rc)
+	v := newVerifier(db)
 	n, err := decoupledCopy(w, v)
-	if err != nil && src.Kind() == SourceEtcd && unsupported(err) {
-		return nil, fmt.Errorf("etcd snapshot: the endpoints serve etcd's API without its snapshot RPC (kine?): back them up with --source etcd-api (SourceEtcdAPI): %w", err)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("%s snapshot into %s: %w", src.Kind(), sp.raw.Name(), err)
+		return fmt.Errorf("snapshot into %s: %w", sp.raw.Name(), err)
 	}
 	sp.size, sp.sum = n, v.Sum()
-	if l, ok := rc.(*logicalStream); ok {
-		return &l.info, nil
-	}
-	return nil, nil
+	return nil
 }
 
 // decoupledCopy reads ahead of the writer by up to 8 MiB, so etcd's

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -64,28 +62,6 @@ type Identity struct {
 	// SourceEtcdAPI): what it holds and cannot hold.
 	Logical *Logical `json:"logical,omitempty"`
 }
-
-// IdentityOf asks the cluster cli reaches for its identity.
-func IdentityOf(ctx context.Context, cli *clientv3.Client) (Identity, error) {
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		return Identity{}, fmt.Errorf("cluster identity: %w", err)
-	}
-	id := Identity{ClusterID: hexID(list.Header.ClusterId), Created: time.Now().UTC()}
-	for _, m := range list.Members {
-		id.MemberIDs = append(id.MemberIDs, hexID(m.ID))
-	}
-	slices.Sort(id.MemberIDs)
-	for _, ep := range cli.Endpoints() {
-		if st, err := cli.Status(ctx, ep); err == nil {
-			id.EtcdVersion = st.Version
-			break
-		}
-	}
-	return id, nil
-}
-
-func hexID(id uint64) string { return strconv.FormatUint(id, 16) }
 
 // identityKey is where the identity of the chain that full starts is kept.
 func identityKey(full Snapshot) string {
@@ -190,10 +166,10 @@ func LastRestore(ctx context.Context, st store.Store, clusterID string) (Restore
 	return last, found, nil
 }
 
-// legacyContinues says whether an older version's record of a restore
-// links cluster to the cluster whose chain it is: cluster-<id>.json names
-// the cluster each was restored from.
-func legacyContinues(ctx context.Context, st store.Store, cluster, of string) (bool, error) {
+// Continues says whether an older version's record of a restore links
+// cluster to cluster of, whose chain it is: cluster-<id>.json names the
+// cluster each was restored from.
+func Continues(ctx context.Context, st store.Store, cluster, of string) (bool, error) {
 	for range 8 {
 		rec, ok, err := getJSON[Identity](ctx, st, identityDir+"/cluster-"+cluster+".json")
 		if err != nil || !ok || rec.Continues == "" {

@@ -169,3 +169,38 @@ func timelineOf(tls []Timeline, s Snapshot) string {
 	}
 	return FirstTimeline
 }
+
+// Newest fails with ErrSuperseded when a timeline newer than t began on
+// st: an uploader asks before each object, since from then on what it
+// writes belongs to the newer timeline. It reads the records' names, and
+// the newest record only when it is another's.
+func Newest(ctx context.Context, st store.Store, t Timeline) error {
+	objs, err := st.List(ctx, timelineDir+"/")
+	if err != nil {
+		return fmt.Errorf("list timelines: %w", err)
+	}
+	newest := Timeline{ID: FirstTimeline}
+	for _, o := range objs {
+		began, id, ok := parseTimelineKey(o.Key)
+		if ok && (began.After(newest.Began) || began.Equal(newest.Began) && id > newest.ID) {
+			newest = Timeline{ID: id, Began: began, Key: o.Key}
+		}
+	}
+	if newest.ID == t.ID {
+		return nil
+	}
+	if rec, ok, err := getJSON[Timeline](ctx, st, newest.Key); err == nil && ok {
+		newest.Parent, newest.ForkRevision, newest.ClusterID, newest.Reason = rec.Parent, rec.ForkRevision, rec.ClusterID, rec.Reason
+	}
+	by := ""
+	if newest.ClusterID != "" {
+		by = " by cluster " + newest.ClusterID
+	}
+	if newest.Reason != "" {
+		by += " (" + newest.Reason + ")"
+	}
+	return fmt.Errorf("%w: %s began at %s%s, after this cluster's %s: what this cluster writes here would belong to it; point this cluster at another prefix",
+		ErrSuperseded, newest, newest.Began.Format(time.RFC3339), by, t)
+}
+
+var ErrSuperseded = errors.New("a newer timeline began on this prefix")

@@ -4,12 +4,9 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"hash/crc32"
 	"io"
 	"strings"
 	"testing"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -57,36 +54,5 @@ func TestSecondWriterIsReported(t *testing.T) {
 				t.Fatalf("the object is %q, not the first writer's", b)
 			}
 		})
-	}
-}
-
-// A key both pasts lack says nothing of whether they are one; only a key
-// written at the same revision with the same contents does, and one that
-// differs says they are two.
-func TestJudge(t *testing.T) {
-	put := KeyVersion{Key: []byte("k"), Create: 5, Mod: 9, Version: 2, Value: crc32.Checksum([]byte("v"), castagnoli)}
-	del := KeyVersion{Key: []byte("k"), Mod: 9, Deleted: true}
-	same := &mvccpb.KeyValue{Key: []byte("k"), CreateRevision: 5, ModRevision: 9, Version: 2, Value: []byte("v")}
-	other := &mvccpb.KeyValue{Key: []byte("k"), CreateRevision: 5, ModRevision: 9, Version: 2, Value: []byte("w")}
-	later := &mvccpb.KeyValue{Key: []byte("k"), CreateRevision: 5, ModRevision: 20, Version: 3, Value: []byte("x")}
-	for _, tc := range []struct {
-		name  string
-		want  KeyVersion
-		got   *mvccpb.KeyValue
-		atRev bool
-		is    evidence
-	}{
-		{"put, same", put, same, true, evidenceSame},
-		{"put, other value", put, other, true, evidenceDiffers},
-		{"put, absent", put, nil, true, evidenceDiffers},
-		{"deleted, absent", del, nil, true, evidenceNone},
-		{"deleted, present", del, same, true, evidenceDiffers},
-		{"compacted: put, same now", put, same, false, evidenceSame},
-		{"compacted: put, written since", put, later, false, evidenceNone},
-		{"compacted: deleted, absent now", del, nil, false, evidenceNone},
-	} {
-		if got, _ := judge(tc.want, tc.got, 10, tc.atRev); got != tc.is {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.is)
-		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/sidecar/api"
@@ -82,7 +83,7 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
@@ -415,7 +416,7 @@ func TestRecoverQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

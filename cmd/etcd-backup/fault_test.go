@@ -15,10 +15,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/validate"
 )
@@ -142,7 +142,7 @@ func TestKilledMidOperation(t *testing.T) {
 		// A chain of a full and 20 deltas for retention to delete, and the
 		// newer full that expires it.
 		{"retention", func(i int) {
-			if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
+			if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			for j := range 20 {
@@ -152,7 +152,7 @@ func TestKilledMidOperation(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
+			if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"gc", "--store", storeURL, "--retention-policy", "limit-based", "--max-fulls", "1"}},

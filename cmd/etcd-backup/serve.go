@@ -9,13 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 )
 

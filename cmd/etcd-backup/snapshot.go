@@ -8,12 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 func snapshotCmd(g *globals) *cobra.Command {
@@ -48,7 +48,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 			// Where this cluster's backups go on the store, decided as the
 			// sidecar decides it: a delta only continues the cluster's own
 			// past; a full may begin a timeline.
-			lin, cat, err := snapshot.Place(ctx, cli, st, snapshot.PlaceOptions{AllowNewChain: allowNewChain && !delta, DryRun: delta, Source: kind,
+			lin, cat, err := capture.Place(ctx, cli, st, capture.PlaceOptions{AllowNewChain: allowNewChain && !delta, DryRun: delta, Source: kind,
 				Codec: codec, Logger: g.log})
 			if err != nil {
 				return err
@@ -56,8 +56,8 @@ func snapshotCmd(g *globals) *cobra.Command {
 			newest := func(ctx context.Context, _ snapshot.Snapshot) error { return snapshot.Newest(ctx, st, lin.Timeline) }
 			var taken []snapshot.Snapshot
 			if !delta {
-				src := snapshot.NewSource(kind, cli, snapshot.SourceOptions{Logger: g.log})
-				s, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
+				src := capture.NewDatastore(kind, cli, capture.DatastoreOptions{Logger: g.log})
+				s, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
 				if err != nil {
 					return err
 				}

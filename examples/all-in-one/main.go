@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/sidecar"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	_ "github.com/etcdkit/etcdkit/store/s3"

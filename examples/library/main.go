@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -37,7 +38,7 @@ func run(endpoints, storeURL, dataDir string) error {
 	}
 	defer func() { _ = cli.Close() }()
 
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{})
 	if err != nil {
 		return err
 	}

@@ -8,12 +8,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -79,7 +79,7 @@ func run() error {
 		for !sc.Uploader() {
 			time.Sleep(50 * time.Millisecond)
 		}
-		_, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+		_, err := capture.Full(ctx, cli, st, snapshot.FullOptions{})
 		return err
 	}, func() (*demo.Running, error) {
 		fmt.Println("the wrapper asks the sidecar, which finds the data dir Corrupt and restores it from the store")

@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/internal/pki"
@@ -18,7 +19,6 @@ import (
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"

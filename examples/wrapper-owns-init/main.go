@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/wrapper"
@@ -69,7 +69,7 @@ func run() error {
 	defer stopSidecar()
 
 	m, err = demo.RoundTrip(ctx, cli, cfg.Dir, m, func() error {
-		_, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{})
+		_, err := capture.Full(ctx, cli, st, snapshot.FullOptions{})
 		return err
 	}, func() (*demo.Running, error) {
 		fmt.Println("the wrapper validates the data dir, finds it Corrupt, and restores it from the store")

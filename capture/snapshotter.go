@@ -318,7 +318,7 @@ type loop struct {
 	// a delta continues the chain.
 	needFull string
 	started  bool
-	// timeline is the one snapshot.Place gave: the loop writes only while it is
+	// timeline is the one Place gave: the loop writes only while it is
 	// the store's newest, and while guard finds the cluster the one it
 	// placed.
 	timeline snapshot.Timeline
@@ -566,7 +566,7 @@ func (l *loop) joins(req request) (Result, bool) {
 // healthy: deltas continue the chain and nothing waits for a retry.
 func (l *loop) healthy() bool { return l.started && l.needFull == "" && l.failures == 0 }
 
-// startup places the cluster's backups on the store (snapshot.Place) and decides
+// startup places the cluster's backups on the store (Place) and decides
 // the first snapshot: a full one unless the cluster continues the newest
 // chain.
 func (l *loop) startup(ctx context.Context) error {
@@ -574,7 +574,7 @@ func (l *loop) startup(ctx context.Context) error {
 		// A snapshot killed mid-write left its temporary file there.
 		sw.Sweep()
 	}
-	lin, cat, err := snapshot.Place(ctx, l.cli, l.st, snapshot.PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec, Source: l.opts.Source,
+	lin, cat, err := Place(ctx, l.cli, l.st, PlaceOptions{AllowNewChain: l.opts.AllowNewChain, Codec: l.opts.Codec, Source: l.opts.Source,
 		SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger, Now: l.opts.Now})
 	if err != nil {
 		return err
@@ -700,8 +700,8 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	l.trackLeases(ctx)
 	start := time.Now()
 	cli, release := l.fullClient(ctx)
-	src := snapshot.NewSource(l.opts.Source, cli, snapshot.SourceOptions{SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger})
-	snap, err := snapshot.FullOf(ctx, src, l.st, snapshot.FullOptions{
+	src := NewDatastore(l.opts.Source, cli, DatastoreOptions{SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger})
+	snap, err := FullOf(ctx, src, l.st, snapshot.FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
 		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
 	})
@@ -901,7 +901,7 @@ func (l *loop) fail(op Operation, reason string, err error, began time.Time) {
 		}
 	})
 	l.report(Result{Op: op, Reason: reason, Err: err})
-	if errors.Is(err, snapshot.ErrReplaced) {
+	if errors.Is(err, ErrReplaced) {
 		// What the capture holds may be the other past's: dropped, and
 		// the backups placed again (the watch resumes from the chain).
 		l.log.Warn("the cluster was replaced under the backups: placing them again", "err", err)

@@ -16,10 +16,10 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -32,7 +32,7 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 300, Seed: 1, DeletePercent: 10, TxnPercent: 10, LeasePercent: 10}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestFullUnderWritesIsNamedByItsContent(t *testing.T) {
 	defer stop.Store(true)
 
 	for range 3 {
-		full, err := snapshot.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+		full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,8 +210,8 @@ func TestAFailedFullEndsEtcdsStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := snapshot.Full(ctx, cli, failingSpool{newStore(t), t.TempDir()}, snapshot.FullOptions{SpoolDir: t.TempDir()})
-	if err == nil || !strings.Contains(err.Error(), "etcd snapshot into") {
+	_, err := capture.Full(ctx, cli, failingSpool{newStore(t), t.TempDir()}, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "etcd snapshot: snapshot into") {
 		t.Fatalf("full snapshot into a spool that refuses writes: %v, want the spool's write error", err)
 	}
 	// With the stream still open the defragmentation waits for it: the

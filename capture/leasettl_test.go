@@ -39,10 +39,10 @@ func TestALeaseTTLUnknownAtItsKeyIsAskedBeforeTheDelta(t *testing.T) {
 	var l leaseLog
 	failed, stop := context.WithCancel(ctx)
 	stop()
-	if err := l.note(failed, snapshot.EtcdSource(cli), &events[0]); err == nil || events[0].LeaseTTL != 0 {
+	if err := l.note(failed, EtcdDatastore(cli), &events[0]); err == nil || events[0].LeaseTTL != 0 {
 		t.Fatalf("a question that cannot be asked: %v, TTL %d", err, events[0].LeaseTTL)
 	}
-	if err := l.noteAll(ctx, snapshot.EtcdSource(cli), events); err != nil {
+	if err := l.noteAll(ctx, EtcdDatastore(cli), events); err != nil {
 		t.Fatal(err)
 	}
 	if events[0].LeaseTTL != 7 {
@@ -93,7 +93,7 @@ func TestLeaseQuestionsGoTogether(t *testing.T) {
 	defer func() { _ = asker.Close() }()
 
 	var l leaseLog
-	if err := l.noteAll(ctx, snapshot.EtcdSource(asker), events); err != nil {
+	if err := l.noteAll(ctx, EtcdDatastore(asker), events); err != nil {
 		t.Fatal(err)
 	}
 	for i, ev := range events {
@@ -106,7 +106,7 @@ func TestLeaseQuestionsGoTogether(t *testing.T) {
 // BenchmarkLeaseQuestions asks the TTLs of 1,000 leases (each with one
 // key, as Kubernetes events) one after another and as noteAll does, on a
 // 3-member TLS cluster through a follower, as an uploader beside a
-// follower asks: go test -run - -bench LeaseQuestions ./snapshot/capture
+// follower asks: go test -run - -bench LeaseQuestions ./capture
 func BenchmarkLeaseQuestions(b *testing.B) {
 	c := etcdtest.Start(b, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -129,7 +129,7 @@ func BenchmarkLeaseQuestions(b *testing.B) {
 			for b.Loop() {
 				asked := slices.Clone(events)
 				var l leaseLog
-				if err := l.noteUpTo(ctx, snapshot.EtcdSource(fcli), asked, limit); err != nil {
+				if err := l.noteUpTo(ctx, EtcdDatastore(fcli), asked, limit); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -84,7 +84,7 @@ func Delta(ctx context.Context, cli *clientv3.Client, st store.Store, since int6
 // and however slow the store.
 type capture struct {
 	cli  *clientv3.Client
-	src  snapshot.Source
+	src  Datastore
 	st   store.Store
 	opts DeltaOptions
 	log  *slog.Logger
@@ -116,7 +116,7 @@ func newCapture(cli *clientv3.Client, st store.Store, last int64, opts DeltaOpti
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	src := snapshot.NewSource(opts.Source, cli, snapshot.SourceOptions{Logger: opts.Logger})
+	src := NewDatastore(opts.Source, cli, DatastoreOptions{Logger: opts.Logger})
 	return &capture{cli: cli, src: src, st: st, opts: opts, log: opts.Logger, last: last}
 }
 

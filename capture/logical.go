@@ -1,4 +1,4 @@
-package snapshot
+package capture
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/etcdkit/etcdkit/snapshot"
+
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,70 +29,47 @@ import (
 	"github.com/etcdkit/etcdkit/internal/scratch"
 )
 
-// Logical describes a full built from a Range at one revision (a source
-// that serves etcd's API without its snapshot RPC): what it holds and what
-// it cannot.
-type Logical struct {
-	// Keys is how many keys it holds; Leases how many leases they name.
-	Keys   int64 `json:"keys"`
-	Leases int64 `json:"leases,omitempty"`
-	// LeaseTTLs says where its leases' TTLs came from: "granted" (the
-	// datastore answered LeaseTimeToLive), "lease-id" (kine numbers each
-	// lease by its TTL and answers no TTL), "" when it names none.
-	LeaseTTLs string `json:"lease_ttls,omitempty"`
-	// NoVersions: the datastore keeps no key versions (kine): each key is
-	// recorded at version 1.
-	NoVersions bool `json:"no_versions,omitempty"`
-	// Limits are what it cannot hold, in words, as list shows them.
-	Limits []string `json:"limits"`
-}
-
-// LogicalMarker is a meta-bucket key of a logical full's database: etcd
-// and etcd-backup-restore read the meta bucket by the keys they know, and
-// a replay of its chain reads this one to know that the datastore's
-// revisions may skip numbers (a SQL sequence's, rows the datastore hides
-// from its watchers), which in etcd's own chains are lost events.
-const LogicalMarker = "etcdkit_logical_full"
-
 // maxLeaseTTL is etcd's longest lease (lease.MaxLeaseTTL).
 const maxLeaseTTL = 9_000_000_000
 
-type apiSource struct {
+type apiDatastore struct {
 	cli *clientv3.Client
-	o   SourceOptions
+	o   DatastoreOptions
 	// noTTL: the datastore answered that it keeps no lease TTLs.
 	noTTL atomic.Bool
 }
 
-func (*apiSource) Kind() SourceKind { return SourceEtcdAPI }
+func (*apiDatastore) Kind() snapshot.SourceKind { return snapshot.SourceEtcdAPI }
 
-// Identity of a datastore behind etcd's API: its header's cluster ID
+// snapshot.Identity of a datastore behind etcd's API: its header's cluster ID
 // (kine answers 0, the same for every kine: its chain is told from another
 // datastore's by its keys alone), its one member list and the version it
 // emulates.
-func (s *apiSource) Identity(ctx context.Context) (Identity, error) {
+func (s *apiDatastore) Identity(ctx context.Context) (snapshot.Identity, error) {
 	id, err := IdentityOf(ctx, s.cli)
 	if err != nil {
-		return Identity{}, err
+		return snapshot.Identity{}, err
 	}
-	id.Source = SourceEtcdAPI
+	id.Source = snapshot.SourceEtcdAPI
 	return id, nil
 }
 
-func (s *apiSource) Revision(ctx context.Context) (int64, error) { return currentRevision(ctx, s.cli) }
+func (s *apiDatastore) Revision(ctx context.Context) (int64, error) {
+	return currentRevision(ctx, s.cli)
+}
 
 // Watch asks for the whole keyspace as a range ("\x00" to the end): the
 // form kine serves too. No leader is required: such a datastore has none.
-func (s *apiSource) Watch(ctx context.Context, from int64) clientv3.WatchChan {
+func (s *apiDatastore) Watch(ctx context.Context, from int64) clientv3.WatchChan {
 	return s.cli.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 }
 
 // LeaseTTL asks LeaseTimeToLive; a datastore that does not serve it (kine,
 // whose lease IDs are their TTLs: LeaseGrant answers ID = TTL) gets the
 // ID as the TTL when it is one etcd can grant, none otherwise.
-func (s *apiSource) LeaseTTL(ctx context.Context, id int64) (int64, error) {
+func (s *apiDatastore) LeaseTTL(ctx context.Context, id int64) (int64, error) {
 	if !s.noTTL.Load() {
-		ttl, err := etcdSource{cli: s.cli}.LeaseTTL(ctx, id)
+		ttl, err := etcdDatastore{cli: s.cli}.LeaseTTL(ctx, id)
 		if !unsupported(err) {
 			return ttl, err
 		}
@@ -117,7 +96,7 @@ func unsupported(err error) bool {
 }
 
 // Full builds the logical full in the spool directory and streams it.
-func (s *apiSource) Full(ctx context.Context) (io.ReadCloser, error) {
+func (s *apiDatastore) Full(ctx context.Context) (io.ReadCloser, error) {
 	f, err := scratch.File(s.o.SpoolDir, "etcdkit-logical-*.db")
 	if err != nil {
 		return nil, fmt.Errorf("spool directory %s (it must exist, with room for the keyspace): %w", s.o.SpoolDir, err)
@@ -145,7 +124,7 @@ func (s *apiSource) Full(ctx context.Context) (io.ReadCloser, error) {
 type logicalStream struct {
 	io.Reader
 	db   *os.File
-	info Logical
+	info snapshot.Logical
 }
 
 func (l *logicalStream) Close() error {
@@ -183,10 +162,10 @@ func (r *sumReader) Read(p []byte) (int, error) {
 // are read, so bbolt fills its pages whole and in sequence instead of
 // splitting them at random (a database of 147 MiB instead of 208 for
 // 100,000 keys of 1 KiB).
-func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, error) {
+func (s *apiDatastore) build(ctx context.Context, path string) (snapshot.Logical, int64, error) {
 	spool, err := os.Create(path + ".keys")
 	if err != nil {
-		return Logical{}, 0, fmt.Errorf("logical full: %w", err)
+		return snapshot.Logical{}, 0, fmt.Errorf("logical full: %w", err)
 	}
 	defer func() {
 		_ = spool.Close()
@@ -209,11 +188,11 @@ func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, err
 		err = b.w.Flush()
 	}
 	if err != nil {
-		return Logical{}, 0, fmt.Errorf("logical full: %w", err)
+		return snapshot.Logical{}, 0, fmt.Errorf("logical full: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true, NoFreelistSync: true, Timeout: time.Second})
 	if err != nil {
-		return Logical{}, 0, fmt.Errorf("database %s: %w", path, err)
+		return snapshot.Logical{}, 0, fmt.Errorf("database %s: %w", path, err)
 	}
 	b.db = db
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -232,7 +211,7 @@ func (s *apiSource) build(ctx context.Context, path string) (Logical, int64, err
 	}
 	err = errors.Join(err, db.Sync(), db.Close())
 	if err != nil {
-		return Logical{}, 0, fmt.Errorf("logical full: %w", err)
+		return snapshot.Logical{}, 0, fmt.Errorf("logical full: %w", err)
 	}
 	return b.info, b.rev, nil
 }
@@ -249,7 +228,7 @@ type logicalBuilder struct {
 	// member is the ID of the member that answered; 0 for kine.
 	member uint64
 	leases map[int64]bool
-	info   Logical
+	info   snapshot.Logical
 }
 
 // textEnd is U+10FFFF, the last code point: every UTF-8 key but those that
@@ -340,7 +319,7 @@ func (b *logicalBuilder) pages(ctx context.Context, cli *clientv3.Client, key, e
 // chain with nothing to tell. kine over SQLite holds binary keys too, which
 // it serves only in a range bounded by bytes (PostgreSQL refuses such a
 // bound, and such keys).
-func (b *logicalBuilder) complete(ctx context.Context, s *apiSource) error {
+func (b *logicalBuilder) complete(ctx context.Context, s *apiDatastore) error {
 	count := func() (int64, error) {
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
@@ -455,7 +434,7 @@ func (b *logicalBuilder) keys() error {
 
 // finish writes the leases, the compaction at the revision and the
 // marker, and says what the full cannot hold.
-func (b *logicalBuilder) finish(ctx context.Context, s *apiSource) error {
+func (b *logicalBuilder) finish(ctx context.Context, s *apiDatastore) error {
 	ttls := map[int64]int64{}
 	for id := range b.leases {
 		ttl, err := s.LeaseTTL(ctx, id)
@@ -498,7 +477,7 @@ func (b *logicalBuilder) finish(ctx context.Context, s *apiSource) error {
 				return err
 			}
 		}
-		return meta.Put([]byte(LogicalMarker), []byte{1})
+		return meta.Put([]byte(snapshot.LogicalMarker), []byte{1})
 	})
 }
 
@@ -508,22 +487,4 @@ func revisionKey(main, sub int64) []byte {
 	k := binary.BigEndian.AppendUint64(make([]byte, 0, 17), uint64(main))
 	k = append(k, '_')
 	return binary.BigEndian.AppendUint64(k, uint64(sub))
-}
-
-// IsLogical says whether the database at path is a logical full, or
-// was built from one: its chain's revisions may skip numbers.
-func IsLogical(path string) (bool, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
-	if err != nil {
-		return false, fmt.Errorf("database %s: %w", path, err)
-	}
-	defer func() { _ = db.Close() }()
-	logical := false
-	err = db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket([]byte("meta")); meta != nil {
-			logical = meta.Get([]byte(LogicalMarker)) != nil
-		}
-		return nil
-	})
-	return logical, err
 }

@@ -14,10 +14,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -369,7 +369,7 @@ func TestSnapshotterRefusesAnotherClustersChain(t *testing.T) {
 			if _, err := (etcdtest.Workload{Ops: 100, Seed: 9}).Run(ctx, oldCli); err != nil {
 				t.Fatal(err)
 			}
-			theirs, err := snapshot.Full(ctx, oldCli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			theirs, err := capture.Full(ctx, oldCli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // guard checks, before each object an uploader writes, that the cluster is
@@ -27,7 +25,7 @@ func newGuard(ctx context.Context, cli *clientv3.Client) *guard {
 	return g
 }
 
-// check fails with snapshot.ErrReplaced when a member's raft index went
+// check fails with ErrReplaced when a member's raft index went
 // back. A restore recorded meanwhile stops nothing: it may be a drill that
 // no cluster runs from. A cluster that does run from it is placed by its
 // own uploader, which records itself as the prefix's newest and so stops
@@ -51,7 +49,7 @@ func (g *guard) raftLog(ctx context.Context) error {
 			continue
 		}
 		if seen := g.index[ep]; st.RaftIndex < seen {
-			return fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", snapshot.ErrReplaced, ep, st.RaftIndex, seen)
+			return fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", ErrReplaced, ep, st.RaftIndex, seen)
 		}
 		g.index[ep] = st.RaftIndex
 	}

@@ -1,4 +1,4 @@
-package snapshot_test
+package capture_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
@@ -72,8 +73,8 @@ func TestLogicalFullOfKine(t *testing.T) {
 		want.Kvs = append(want.Kvs, resp.Kvs[0])
 	}
 	st := store.NewMem()
-	src := snapshot.NewSource(snapshot.SourceEtcdAPI, cli, snapshot.SourceOptions{SpoolDir: t.TempDir(), PageSize: 300})
-	full, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+	src := capture.NewDatastore(snapshot.SourceEtcdAPI, cli, capture.DatastoreOptions{SpoolDir: t.TempDir(), PageSize: 300})
+	full, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,8 +204,8 @@ func TestLogicalFullOfEtcd(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := store.NewMem()
-			src := snapshot.NewSource(snapshot.SourceEtcdAPI, cli, snapshot.SourceOptions{SpoolDir: t.TempDir(), PageSize: 7})
-			full, err := snapshot.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
+			src := capture.NewDatastore(snapshot.SourceEtcdAPI, cli, capture.DatastoreOptions{SpoolDir: t.TempDir(), PageSize: 7})
+			full, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

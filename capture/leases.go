@@ -31,7 +31,7 @@ type leaseLog struct {
 // since: a short lease seen by an uploader that catches up after a leader
 // change) is marked snapshot.LeaseGone; its keys' deletions follow in the
 // stream. A failed question is asked again with the lease's next event.
-func (l *leaseLog) note(ctx context.Context, src snapshot.Source, ev *snapshot.Event) error {
+func (l *leaseLog) note(ctx context.Context, src Datastore, ev *snapshot.Event) error {
 	id := ev.EtcdEvent.GetKv().GetLease()
 	if id == 0 || ev.EtcdEvent.Type != 0 {
 		return nil
@@ -67,12 +67,12 @@ const askers = 8
 // answers no other, and each waits its own 5 s, which the caller would
 // wait too); it returns that failure, and what is left is asked again
 // with a later event or left to the restore's guess.
-func (l *leaseLog) noteAll(ctx context.Context, src snapshot.Source, events []snapshot.Event) error {
+func (l *leaseLog) noteAll(ctx context.Context, src Datastore, events []snapshot.Event) error {
 	return l.noteUpTo(ctx, src, events, askers)
 }
 
 // noteUpTo is noteAll with at most limit questions in flight.
-func (l *leaseLog) noteUpTo(ctx context.Context, src snapshot.Source, events []snapshot.Event, limit int) error {
+func (l *leaseLog) noteUpTo(ctx context.Context, src Datastore, events []snapshot.Event, limit int) error {
 	var ask []*snapshot.Event
 	l.mu.Lock()
 	asked := map[int64]bool{}

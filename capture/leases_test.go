@@ -11,10 +11,10 @@ import (
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/snapshot/capture"
 )
 
 // A short lease (a lock, an event) revoked while no uploader ran — the

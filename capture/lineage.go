@@ -1,43 +1,36 @@
-package snapshot
+package capture
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
-	"go.etcd.io/bbolt"
+	"github.com/etcdkit/etcdkit/snapshot"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 
-	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
 
 // ErrSuperseded: a newer timeline began on the store while this cluster
 // wrote into an older one. Every object written from then on belongs to
 // the newer timeline, so the older one's cluster must stop writing there.
-var ErrSuperseded = errors.New("a newer timeline began on this prefix")
-
 // Lineage is where a cluster writes on a store, as Place decided it.
 type Lineage struct {
-	// Timeline is the timeline the cluster writes into: the store's newest.
-	Timeline Timeline
+	// snapshot.Timeline is the timeline the cluster writes into: the store's newest.
+	Timeline snapshot.Timeline
 	// Continues: the timeline's newest chain is this cluster's past up to
 	// its end, so deltas may go on from there; otherwise the next snapshot
 	// must be a full one.
 	Continues bool
-	// Began: Place began Timeline for this cluster (a fork, or a new
+	// Began: Place began snapshot.Timeline for this cluster (a fork, or a new
 	// chain it was allowed to start beside another cluster's).
 	Began bool
 	// Reason says how it was decided.
@@ -51,16 +44,16 @@ type Lineage struct {
 type PlaceOptions struct {
 	// AllowNewChain: when the newest chain is another cluster's, begin a
 	// timeline of this cluster's own instead of failing with
-	// ErrOtherCluster.
+	// snapshot.ErrOtherCluster.
 	AllowNewChain bool
 	// DryRun decides only: a timeline that would begin is not written, and
 	// the Lineage says why it would (Continues false, Began false).
 	DryRun bool
-	// Codec reads the objects compared with the cluster (its Identities).
-	Codec Codec
-	// Source is what the cluster is; with SourceEtcdAPI the keys the
+	// snapshot.Codec reads the objects compared with the cluster (its Identities).
+	Codec snapshot.Codec
+	// Source is what the cluster is; with snapshot.SourceEtcdAPI the keys the
 	// datastore keeps for itself (kine's) are not compared.
-	Source SourceKind
+	Source snapshot.SourceKind
 	// SpoolDir holds a full snapshot downloaded to be compared, for a
 	// chain that has no identity record and no delta. Default os.TempDir().
 	SpoolDir string
@@ -77,16 +70,16 @@ type PlaceOptions struct {
 // end, or its own keys, at the chain's last revision, as the chain's last
 // objects left them. Another cluster's chain (by its identity record, or
 // for a chain without one by its members and keys) fails with
-// ErrOtherCluster unless AllowNewChain. Anything else (a cluster restored
+// snapshot.ErrOtherCluster unless AllowNewChain. Anything else (a cluster restored
 // to an earlier revision, with or without a record, or one whose keys
 // differ from its own chain's) begins a new timeline forked from the
 // newest, so the next full snapshot starts a chain there and the old
 // timeline stays as it was.
-func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOptions) (Lineage, Catalog, error) {
+func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOptions) (Lineage, snapshot.Catalog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	cat, err := List(ctx, st)
+	cat, err := snapshot.List(ctx, st)
 	if err != nil {
 		return Lineage{}, cat, err
 	}
@@ -104,7 +97,7 @@ func Place(ctx context.Context, cli *clientv3.Client, st store.Store, o PlaceOpt
 	}
 	l.ClusterID = p.cluster
 	if l.Began {
-		if cat, err = List(ctx, st); err != nil {
+		if cat, err = snapshot.List(ctx, st); err != nil {
 			return l, cat, err
 		}
 	}
@@ -116,7 +109,7 @@ type placer struct {
 	cli     *clientv3.Client
 	st      store.Store
 	o       PlaceOptions
-	cat     Catalog
+	cat     snapshot.Catalog
 	current int64
 	cluster string
 	past    *pastResult
@@ -125,7 +118,7 @@ type placer struct {
 func (p *placer) place(ctx context.Context) (Lineage, error) {
 	t := p.cat.Timeline
 	here := Lineage{Timeline: t}
-	ownFulls := slices.ContainsFunc(p.cat.Own(), func(s Snapshot) bool { return s.Kind == KindFull })
+	ownFulls := slices.ContainsFunc(p.cat.Own(), func(s snapshot.Snapshot) bool { return s.Kind == snapshot.KindFull })
 	if t.Unreadable && !ownFulls {
 		return p.pastUnreadable(ctx)
 	}
@@ -138,7 +131,7 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		}
 	}
 	chain, err := p.cat.Latest()
-	if errors.Is(err, ErrNoFull) {
+	if errors.Is(err, snapshot.ErrNoFull) {
 		here.Reason = "the store holds no full snapshot to continue"
 		return here, nil
 	}
@@ -146,7 +139,7 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		return Lineage{}, err
 	}
 	end := chain.LastRevision()
-	rr, restored, err := LastRestore(ctx, p.st, p.cluster)
+	rr, restored, err := snapshot.LastRestore(ctx, p.st, p.cluster)
 	if err != nil {
 		return Lineage{}, err
 	}
@@ -164,12 +157,12 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		here.Reason = fmt.Sprintf("the cluster began %s; its first full snapshot is due", t)
 		return here, nil
 	}
-	id, hasID, err := ReadIdentity(ctx, p.st, chain.Full)
+	id, hasID, err := snapshot.ReadIdentity(ctx, p.st, chain.Full)
 	if err != nil {
 		return Lineage{}, err
 	}
 	if hasID && id.ClusterID != p.cluster {
-		linked, err := legacyContinues(ctx, p.st, p.cluster, id.ClusterID)
+		linked, err := snapshot.Continues(ctx, p.st, p.cluster, id.ClusterID)
 		if err != nil {
 			return Lineage{}, err
 		}
@@ -179,7 +172,7 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	}
 	if !hasID {
 		// The full's own database names the members it was taken of.
-		tail, members, err := p.fullTail(ctx, chain.Full)
+		tail, members, err := snapshot.FullTail(ctx, p.st, chain.Full, p.o.Codec, p.o.SpoolDir)
 		if err != nil {
 			return Lineage{}, err
 		}
@@ -219,14 +212,14 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 		here.Continues, here.Reason = true, fmt.Sprintf("the cluster's keys at revision %d are those %s left", end, t)
 		return here, nil
 	case shared > 0 && p.current < end:
-		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+		return p.begin(ctx, snapshot.Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 			Reason: fmt.Sprintf("the cluster is at revision %d, below the end of %s (%d), and its keys at revision %d are the chain's: it was restored to an earlier revision without a record of it", p.current, t, end, shared)})
 	case shared > 0 && differs:
-		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+		return p.begin(ctx, snapshot.Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 			Reason: fmt.Sprintf("the cluster's keys at revision %d differ from those %s left (%s), and at revision %d they are the chain's: it was restored to an earlier revision without a record of it", end, t, why, shared)})
 	case shared > 0:
 		// Unknown is no answer: the chain's past is certain only to shared.
-		return p.begin(ctx, Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+		return p.begin(ctx, snapshot.Timeline{Parent: t.ID, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 			Reason: fmt.Sprintf("the cluster's keys at revision %d are the chain's, and whether its revisions since, to the end of %s (%d), are cannot be told (%s)", shared, t, end, cmpOr(why, "no key compared tells"))})
 	case differs:
 		// The same cluster ID and no revision where the keys agree: another
@@ -242,7 +235,7 @@ func (p *placer) place(ctx context.Context) (Lineage, error) {
 	// Past the chain's end and nothing tells (its end is compacted and
 	// every key compared was written since): begin a timeline that shares
 	// no past, so that no chain mixes two.
-	return p.begin(ctx, Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
+	return p.begin(ctx, snapshot.Timeline{Parent: t.ID, ForkSnapshot: chain.Full.Key,
 		Reason: fmt.Sprintf("whether the cluster's past is that of %s cannot be told (%s)", t, why)})
 }
 
@@ -267,7 +260,7 @@ func (p *placer) pastUnreadable(ctx context.Context) (Lineage, error) {
 	if err != nil || l.Began {
 		return l, err
 	}
-	fork := Timeline{Parent: prev.ID, Reason: fmt.Sprintf("%s holds no full snapshot and %s; on %s: %s", t, t.Reason, prev, l.Reason)}
+	fork := snapshot.Timeline{Parent: prev.ID, Reason: fmt.Sprintf("%s holds no full snapshot and %s; on %s: %s", t, t.Reason, prev, l.Reason)}
 	if chain, err := cat.Latest(); err == nil && l.Continues {
 		fork.ForkRevision, fork.ForkSnapshot = chain.LastRevision(), chain.Full.Key
 	}
@@ -290,7 +283,7 @@ func (p *placer) livedOn(ctx context.Context, from string, fork int64, what stri
 	}
 	// A timeline the store does not hold, or one without a chain past
 	// the fork, tells nothing against what said so.
-	if _, ok := p.cat.find(from); !ok {
+	if _, ok := p.cat.FindTimeline(from); !ok {
 		return Lineage{}, false, nil
 	}
 	cat, err := p.cat.On(from)
@@ -299,14 +292,14 @@ func (p *placer) livedOn(ctx context.Context, from string, fork int64, what stri
 	}
 	chain, err := cat.Latest()
 	switch {
-	case errors.Is(err, ErrNoFull):
+	case errors.Is(err, snapshot.ErrNoFull):
 		return Lineage{}, false, nil
 	case err != nil:
 		return Lineage{}, false, err
 	case chain.LastRevision() <= fork:
 		return Lineage{}, false, nil
 	}
-	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
+	id, _, err := snapshot.ReadIdentity(ctx, p.st, chain.Full)
 	if err != nil {
 		return Lineage{}, false, err
 	}
@@ -314,7 +307,7 @@ func (p *placer) livedOn(ctx context.Context, from string, fork int64, what stri
 	if err != nil || shared <= fork {
 		return Lineage{}, false, err
 	}
-	l, err := p.begin(ctx, Timeline{Parent: from, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
+	l, err := p.begin(ctx, snapshot.Timeline{Parent: from, ForkRevision: shared, ForkSnapshot: chain.Full.Key,
 		Reason: fmt.Sprintf("%s, but the cluster's keys at revision %d are those %s left: it went on in %s, not from revision %d", what, shared, cat.Timeline, from, fork)})
 	return l, true, err
 }
@@ -329,9 +322,9 @@ func (p *placer) livedOn(ctx context.Context, from string, fork int64, what stri
 // chain's; a record of an earlier revision, or of another chain, forks a
 // timeline there unless the cluster's keys show it lived this chain to its
 // end (it is not what that restore built, or it went on from it).
-func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineage, bool, error) {
+func (p *placer) byRecord(ctx context.Context, chain snapshot.Chain, rr snapshot.Restored) (Lineage, bool, error) {
 	t, end := p.cat.Timeline, chain.LastRevision()
-	id, _, err := ReadIdentity(ctx, p.st, chain.Full)
+	id, _, err := snapshot.ReadIdentity(ctx, p.st, chain.Full)
 	if err != nil {
 		return Lineage{}, false, err
 	}
@@ -357,20 +350,20 @@ func (p *placer) byRecord(ctx context.Context, chain Chain, rr Restored) (Lineag
 		return Lineage{}, false, nil
 	}
 	fork := rr.Revision
-	if _, ok := p.cat.find(rr.Timeline); !ok {
+	if _, ok := p.cat.FindTimeline(rr.Timeline); !ok {
 		fork = 0
 	}
 	if l, ok, err := p.livedOn(ctx, rr.Timeline, fork, fmt.Sprintf("a restore of this cluster's ID from %s to revision %d is recorded", rr.Snapshot, rr.Revision)); err != nil || ok {
 		return l, ok, err
 	}
-	l, err := p.begin(ctx, Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
+	l, err := p.begin(ctx, snapshot.Timeline{Parent: cmpOr(rr.Timeline, t.ID), ForkRevision: fork, ForkSnapshot: rr.Snapshot,
 		Reason: fmt.Sprintf("restored from %s at revision %d, while %s went on to revision %d", rr.Snapshot, rr.Revision, t, end)})
 	return l, true, err
 }
 
 // pastOf is sharedPast to the cluster's revision or the chain's end,
 // asked once per placing: the record and the keys may both ask it.
-func (p *placer) pastOf(ctx context.Context, chain Chain, fullTail []KeyVersion) (shared int64, differs bool, why string, err error) {
+func (p *placer) pastOf(ctx context.Context, chain snapshot.Chain, fullTail []snapshot.KeyVersion) (shared int64, differs bool, why string, err error) {
 	if p.past == nil {
 		end := chain.LastRevision()
 		r := pastResult{}
@@ -400,7 +393,7 @@ const sharedProbes = 6
 // below it, newest first (a few), then its full (fullTail, when its
 // identity recorded one; else it is read). 0 when none agrees; differs
 // when one was seen to differ, and why.
-func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
+func (p placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail []snapshot.KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
 	probes := 0
 	var unknown string
 	for i := len(chain.Deltas) - 1; i >= 0 && probes < sharedProbes; i-- {
@@ -412,7 +405,7 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		// of one is compared there.
 		at := min(d.LastRevision, below)
 		probes++
-		tail, window, err := p.deltaTail(ctx, d, at)
+		tail, window, err := snapshot.DeltaTail(ctx, p.st, d, p.o.Codec, at, windowRevisions)
 		if err != nil {
 			return 0, false, "", err
 		}
@@ -441,7 +434,7 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 		return 0, differs, cmpOr(why, fmt.Sprintf("the cluster is at revision %d, below the chain's first", p.current)), nil
 	}
 	if len(fullTail) == 0 {
-		if fullTail, _, err = p.fullTail(ctx, chain.Full); err != nil {
+		if fullTail, _, err = snapshot.FullTail(ctx, p.st, chain.Full, p.o.Codec, p.o.SpoolDir); err != nil {
 			return 0, false, "", err
 		}
 	}
@@ -458,24 +451,24 @@ func (p placer) sharedPast(ctx context.Context, chain Chain, fullTail []KeyVersi
 }
 
 // own says which keys the comparisons leave to the datastore.
-func (p placer) own() ownKeys { return ownKeys(p.o.Source == SourceEtcdAPI) }
+func (p placer) own() ownKeys { return ownKeys(p.o.Source == snapshot.SourceEtcdAPI) }
 
 // tail leaves out of a tail the datastore's own keys.
-func (o ownKeys) tail(t []KeyVersion) []KeyVersion {
-	return slices.DeleteFunc(slices.Clone(t), func(k KeyVersion) bool { return o.key(k.Key, k.Deleted) })
+func (o ownKeys) tail(t []snapshot.KeyVersion) []snapshot.KeyVersion {
+	return slices.DeleteFunc(slices.Clone(t), func(k snapshot.KeyVersion) bool { return o.key(k.Key, k.Deleted) })
 }
 
 // foreign refuses another cluster's chain, or begins a timeline beside it
 // when allowed.
 func (p placer) foreign(ctx context.Context, why string) (Lineage, error) {
 	if !p.o.AllowNewChain {
-		return Lineage{}, fmt.Errorf("%w: %s: point the store at another prefix, or start a new chain here on purpose (--allow-new-chain)", ErrOtherCluster, why)
+		return Lineage{}, fmt.Errorf("%w: %s: point the store at another prefix, or start a new chain here on purpose (--allow-new-chain)", snapshot.ErrOtherCluster, why)
 	}
-	return p.begin(ctx, Timeline{Parent: p.cat.Timeline.ID, Reason: "a new chain beside another cluster's, as allowed: " + why})
+	return p.begin(ctx, snapshot.Timeline{Parent: p.cat.Timeline.ID, Reason: "a new chain beside another cluster's, as allowed: " + why})
 }
 
 // begin writes the record of a timeline of this cluster's own.
-func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
+func (p placer) begin(ctx context.Context, t snapshot.Timeline) (Lineage, error) {
 	t.ClusterID = p.cluster
 	if p.o.DryRun {
 		return Lineage{Timeline: p.cat.Timeline, Reason: "a new timeline would begin: " + t.Reason}, nil
@@ -498,7 +491,7 @@ func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
 			now = began
 		}
 	}
-	t, err := BeginTimeline(ctx, p.st, t, now, p.cat.all)
+	t, err := snapshot.BeginTimeline(ctx, p.st, t, now, p.cat.All())
 	if err != nil {
 		return Lineage{}, err
 	}
@@ -512,188 +505,15 @@ func (p placer) begin(ctx context.Context, t Timeline) (Lineage, error) {
 const maxTimelineWait = 5 * time.Second
 
 // adopt records the identity a chain without one was found to have.
-func (p placer) adopt(ctx context.Context, full Snapshot, tail []KeyVersion) {
+func (p placer) adopt(ctx context.Context, full snapshot.Snapshot, tail []snapshot.KeyVersion) {
 	id, err := IdentityOf(ctx, p.cli)
 	if err == nil {
 		id.Tail, id.Adopted = tail, true
-		err = WriteIdentity(ctx, p.st, full, id)
+		err = snapshot.WriteIdentity(ctx, p.st, full, id)
 	}
-	if err != nil && !errors.Is(err, ErrConflict) {
+	if err != nil && !errors.Is(err, snapshot.ErrConflict) {
 		logger(p.o.Logger).Warn("the chain's identity was not recorded; it is compared again at the next start", "full", full.Key, "error", err)
 	}
-}
-
-// deltaTail is what a delta left of its keys by revision upTo, and its
-// events of the last windowRevisions revisions to upTo.
-func (p placer) deltaTail(ctx context.Context, last Snapshot, upTo int64) ([]KeyVersion, []*mvccpb.Event, error) {
-	dr, err := OpenDelta(ctx, p.st, last, p.o.Codec)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() { _ = dr.Close() }()
-	var (
-		t      tailer
-		window []*mvccpb.Event
-	)
-	for {
-		ev, err := dr.Next()
-		if errors.Is(err, io.EOF) {
-			return t.tail(), window, nil
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if e := ev.EtcdEvent; e != nil && e.Kv != nil && e.Kv.ModRevision <= upTo {
-			t.add(e.Kv, e.Kv.ModRevision, e.Type == mvccpb.DELETE)
-			if e.Kv.ModRevision > upTo-windowRevisions {
-				window = append(window, e)
-			}
-		}
-	}
-}
-
-// fullTail downloads a full snapshot and reads its tail and its members.
-func (p placer) fullTail(ctx context.Context, full Snapshot) ([]KeyVersion, []string, error) {
-	path, done, err := spoolFull(ctx, p.st, full, p.o.Codec, p.o.SpoolDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer done()
-	if err := holdsItsName(full, path); err != nil {
-		return nil, nil, err
-	}
-	return dbTail(path)
-}
-
-// spoolFull downloads a full snapshot's database into a scratch file in
-// dir (default os.TempDir()); done removes it.
-func spoolFull(ctx context.Context, st store.Store, full Snapshot, c Codec, dir string) (path string, done func(), err error) {
-	rc, err := Open(ctx, st, full, c)
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() { _ = rc.Close() }()
-	dir = cmpOr(dir, os.TempDir())
-	f, err := scratch.File(dir, "etcdkit-compare-*.db")
-	if err != nil {
-		return "", nil, fmt.Errorf("spool directory %s: %w", dir, err)
-	}
-	done = func() { _ = f.Close(); _ = os.Remove(f.Name()) }
-	if _, err := io.Copy(f, rc); err != nil {
-		done()
-		return "", nil, fmt.Errorf("snapshot %s: %w", full.Key, err)
-	}
-	if err := f.Close(); err != nil {
-		done()
-		return "", nil, err
-	}
-	return f.Name(), done, nil
-}
-
-// holdsItsName checks that the database of full, spooled at path, holds
-// the revision its name says. A full that holds less (damaged, or named
-// by hand) is no evidence of anything: neither of a cluster's past nor a
-// reason to expire what it seems to supersede.
-func holdsItsName(full Snapshot, path string) error {
-	rev, err := DatabaseRevision(path)
-	if err != nil {
-		return fmt.Errorf("snapshot %s: %w: its database cannot be read: %w", full.Key, ErrNotABackup, err)
-	}
-	if rev < full.LastRevision {
-		return fmt.Errorf("snapshot %s: %w: it holds revision %d, its name says %d: delete it, or where a lock keeps it take it out of the backups with %s",
-			full.Key, ErrNotABackup, rev, full.LastRevision, ExcludeMark)
-	}
-	return nil
-}
-
-// KeyVersion is one key as a revision left it. A chain's last ones are
-// what a cluster that continues it holds at the chain's last revision.
-type KeyVersion struct {
-	Key     []byte `json:"key"`
-	Create  int64  `json:"create_revision,omitempty"`
-	Mod     int64  `json:"mod_revision"`
-	Version int64  `json:"version,omitempty"`
-	// Value is the CRC-32C of the value.
-	Value   uint32 `json:"value_crc32c,omitempty"`
-	Deleted bool   `json:"deleted,omitempty"`
-}
-
-// tailKeys is how many keys a tail holds: enough that two histories that
-// differ show it, few enough to ask the cluster in a moment.
-const tailKeys = 32
-
-// tailer keeps the newest version of each key it is given, in revision
-// order.
-type tailer struct {
-	byKey map[string]KeyVersion
-}
-
-func (t *tailer) add(kv *mvccpb.KeyValue, rev int64, deleted bool) {
-	if t.byKey == nil {
-		t.byKey = map[string]KeyVersion{}
-	}
-	v := KeyVersion{Key: bytes.Clone(kv.Key), Mod: rev, Deleted: deleted}
-	if !deleted {
-		v.Create, v.Version, v.Value = kv.CreateRevision, kv.Version, crc32.Checksum(kv.Value, castagnoli)
-	}
-	if old, ok := t.byKey[string(kv.Key)]; !ok || old.Mod <= rev {
-		t.byKey[string(kv.Key)] = v
-	}
-}
-
-// tail is the newest tailKeys keys.
-func (t *tailer) tail() []KeyVersion {
-	out := make([]KeyVersion, 0, len(t.byKey))
-	for _, v := range t.byKey {
-		out = append(out, v)
-	}
-	slices.SortFunc(out, func(a, b KeyVersion) int {
-		if a.Mod != b.Mod {
-			return int(b.Mod - a.Mod)
-		}
-		return bytes.Compare(a.Key, b.Key)
-	})
-	return out[:min(len(out), tailKeys)]
-}
-
-// dbTail reads an etcd database's tail (its newest revisions' keys) and
-// its members' IDs.
-func dbTail(path string) ([]KeyVersion, []string, error) {
-	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return nil, nil, fmt.Errorf("database %s: %w", path, err)
-	}
-	defer func() { _ = db.Close() }()
-	var t tailer
-	var members []string
-	err = db.View(func(tx *bbolt.Tx) error {
-		if b := tx.Bucket([]byte("key")); b != nil {
-			c := b.Cursor()
-			// Revisions, newest first, until enough keys were seen.
-			for k, v := c.Last(); k != nil && len(t.byKey) < tailKeys; k, v = c.Prev() {
-				if len(k) < 17 {
-					continue
-				}
-				var kv mvccpb.KeyValue
-				if err := proto.Unmarshal(v, &kv); err != nil {
-					return fmt.Errorf("key bucket: %w", err)
-				}
-				t.add(&kv, int64(binary.BigEndian.Uint64(k[:8])), len(k) == 18 && k[17] == 't')
-			}
-		}
-		if b := tx.Bucket([]byte("members")); b != nil {
-			return b.ForEach(func(k, _ []byte) error {
-				members = append(members, string(k))
-				return nil
-			})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("database %s: %w", path, err)
-	}
-	slices.Sort(members)
-	return t.tail(), members, nil
 }
 
 type evidence int
@@ -708,7 +528,7 @@ const (
 // it. One key that differs is a different past; one that agrees, with
 // none that differs, the same past. When rev is compacted, keys are read
 // as they are now, which tells only for keys not written since.
-func compareLive(ctx context.Context, cli *clientv3.Client, tail []KeyVersion, rev int64) (evidence, string, error) {
+func compareLive(ctx context.Context, cli *clientv3.Client, tail []snapshot.KeyVersion, rev int64) (evidence, string, error) {
 	atRev := true
 	agree := 0
 	for _, want := range tail {
@@ -761,7 +581,7 @@ func compareLive(ctx context.Context, cli *clientv3.Client, tail []KeyVersion, r
 // its end. The key exists just before that revision and not at it, or the
 // pasts differ (etcd reports a delete only of a key that exists);
 // compacted, there is no word.
-func deletedAt(ctx context.Context, cli *clientv3.Client, want KeyVersion) (evidence, string, error) {
+func deletedAt(ctx context.Context, cli *clientv3.Client, want snapshot.KeyVersion) (evidence, string, error) {
 	if want.Mod <= 1 {
 		return evidenceNone, "", nil
 	}
@@ -792,7 +612,7 @@ func deletedAt(ctx context.Context, cli *clientv3.Client, want KeyVersion) (evid
 
 // judge compares one key: got is the cluster's, at rev when atRev, else
 // as it is now.
-func judge(want KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (evidence, string) {
+func judge(want snapshot.KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (evidence, string) {
 	key := fmt.Sprintf("%q", want.Key)
 	equal := func() bool {
 		// A datastore that keeps no versions (kine) answers 0; its
@@ -822,39 +642,6 @@ func judge(want KeyVersion, got *mvccpb.KeyValue, rev int64, atRev bool) (eviden
 		return evidenceSame, ""
 	}
 	return evidenceDiffers, fmt.Sprintf("key %s was written at revision %d, the cluster's last write of it is of revision %d", key, want.Mod, got.ModRevision)
-}
-
-// Newest fails with ErrSuperseded when a timeline newer than t began on
-// st: an uploader asks before each object, since from then on what it
-// writes belongs to the newer timeline. It reads the records' names, and
-// the newest record only when it is another's.
-func Newest(ctx context.Context, st store.Store, t Timeline) error {
-	objs, err := st.List(ctx, timelineDir+"/")
-	if err != nil {
-		return fmt.Errorf("list timelines: %w", err)
-	}
-	newest := Timeline{ID: FirstTimeline}
-	for _, o := range objs {
-		began, id, ok := parseTimelineKey(o.Key)
-		if ok && (began.After(newest.Began) || began.Equal(newest.Began) && id > newest.ID) {
-			newest = Timeline{ID: id, Began: began, Key: o.Key}
-		}
-	}
-	if newest.ID == t.ID {
-		return nil
-	}
-	if rec, ok, err := getJSON[Timeline](ctx, st, newest.Key); err == nil && ok {
-		newest.Parent, newest.ForkRevision, newest.ClusterID, newest.Reason = rec.Parent, rec.ForkRevision, rec.ClusterID, rec.Reason
-	}
-	by := ""
-	if newest.ClusterID != "" {
-		by = " by cluster " + newest.ClusterID
-	}
-	if newest.Reason != "" {
-		by += " (" + newest.Reason + ")"
-	}
-	return fmt.Errorf("%w: %s began at %s%s, after this cluster's %s: what this cluster writes here would belong to it; point this cluster at another prefix",
-		ErrSuperseded, newest, newest.Began.Format(time.RFC3339), by, t)
 }
 
 func cmpOr(a, b string) string {
