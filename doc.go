@@ -9,28 +9,42 @@
 // The map of packages, from the bottom up:
 //
 //   - store: the object store contract (Put, Get, List, Delete), opened from
-//     a URL; file:// and mem:// here, cloud backends in store/s3, store/gcs
-//     and store/azure, registered by importing them; store/storetest is the
-//     conformance suite every backend passes.
+//     a URL; file:// and mem:// here, cloud backends in store/s3, store/gcs,
+//     store/azure and store/swift, registered by importing them;
+//     store/storetest is the conformance suite every backend passes.
 //   - tlsfiles: TLS configurations from PEM files, read again when they
 //     change; etcdclient: the one way to connect to etcd (endpoints, TLS,
 //     etcd's authentication, timeouts), which every package and binary uses.
-//   - validate: checks of a data dir that end in a verdict (a leaf).
+//   - etcdversion: etcd's releases as facts; validate: checks of a data dir
+//     that end in a verdict (a leaf); upgrade: whether a cluster may step
+//     one minor.
 //   - member: the membership calls on a running cluster (inspect, leader,
 //     add a learner, promote, remove), with etcd's retries (a leaf).
-//   - snapshot: full and delta snapshots on a store in etcd-backup-restore's
-//     v2 layout, chains, codecs, retention and the Snapshotter.
+//   - snapshot: the on-store format, etcd-backup-restore's v2 layout and
+//     the records under etcdkit/ (FORMAT.md): names, codecs, chains, the
+//     catalog, retention, copies to a second site. Nothing in it talks to
+//     etcd.
+//   - capture: backups taken from a live cluster: Full, Delta, the
+//     Snapshotter loop, the datastores (etcd, kine) and Place, which decides
+//     whether a cluster continues a chain or begins a timeline.
 //   - restore: a chain into a member data dir, replayed directly on etcd's
-//     mvcc backend; point-in-time restore, verify and consolidation of a
-//     chain into a new full.
+//     mvcc backend, point-in-time, a warm standby; Replay, the one replay
+//     engine the packages above read the past through.
+//   - history: the past read from backups (get, diff, verify, digests);
+//     tenant: a past state written into a live cluster (apply, undelete,
+//     move); compact: a chain folded into one new full; drill: restore
+//     drills against the cluster or a recorded digest; fleet: many
+//     clusters' backups in one bucket.
 //   - defrag: defragmentation of a live cluster, followers first, the
 //     leader last.
 //   - startup: how a member starts, decided once for every division
 //     (restart, bootstrap, join, rejoin, restore, refuse) and carried out;
 //     recovery of a cluster that lost quorum.
+//   - heartbeat: the Kubernetes leases etcd-druid reads.
 //   - sidecar: the backup sidecar (uploader beside the leader, HTTP API,
 //     metrics) that etcd-backup serve runs; sidecar/api: the API's types
-//     and client, standard library only.
+//     and client, standard library only; sidecar/etcdbr: etcd-backup-restore's
+//     protocol over it, for etcd-druid.
 //   - wrapper: one member started safely (strict configuration, the
 //     start-up, probes) that etcd-wrapper runs.
 //   - etcdtest: real embedded etcd members for tests (with TLS and

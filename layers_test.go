@@ -21,15 +21,14 @@ var layers = map[string]int{
 	"etcdversion": 1,
 	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
 	"restore": 4, "defrag": 4, "capture": 4,
-	"heartbeat": 5,
-	"startup":   5,
-	"fleet":     5,
-	"sidecar":   6, "wrapper": 6,
-	"sidecar/etcdbr": 7,
+	"history": 5, "compact": 5, "heartbeat": 5, "startup": 5,
+	"tenant": 6, "fleet": 6, "drill": 6,
+	"sidecar": 7, "wrapper": 7,
+	"sidecar/etcdbr": 8,
 	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/soak": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,
 }
 
-const top = 8
+const top = 9
 
 func layerOf(rel string) (int, bool) {
 	if l, ok := layers[rel]; ok {
@@ -111,6 +110,10 @@ var weights = []struct {
 	{pkg: "snapshot", never: []string{"go.etcd.io/etcd/server", "go.etcd.io/etcd/client", "google.golang.org/grpc", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "capture", never: []string{"go.etcd.io/etcd/server", "cloud.google.com", "github.com/aws", "github.com/Azure"}},
 	{pkg: "restore", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
+	{pkg: "history", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure", clientGo}},
+	{pkg: "tenant", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure", clientGo}},
+	{pkg: "drill", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure", clientGo}},
+	{pkg: "compact", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure", clientGo}},
 	{pkg: "startup", never: []string{"cloud.google.com", "github.com/aws", "github.com/Azure"}},
 }
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/fleet"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
@@ -115,7 +115,7 @@ func sidecarBackups(ctx context.Context, dir string) (map[string][]byte, error) 
 	if err != nil || len(deltas) == 0 {
 		return nil, fmt.Errorf("delta: %v %w", deltas, err)
 	}
-	d, err := restore.LiveDigest(ctx, m.cli, deltas[0].LastRevision)
+	d, err := history.LiveDigest(ctx, m.cli, deltas[0].LastRevision)
 	if err != nil {
 		return nil, err
 	}

@@ -15,10 +15,12 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // kineValue is the size of each key's value: a small Kubernetes object's.
@@ -105,7 +107,7 @@ func kineBench(ctx context.Context, cfg config) ([]row, error) {
 	rows = append(rows, row{Subject: subject, Op: "restore into an etcd data dir", Bytes: info.Size(), Ours: oe,
 		Reference: "etcdutl snapshot restore of the same full", Ref: re})
 
-	past, err := restore.ReadState(ctx, st, restore.StateOptions{WorkDir: dir})
+	past, err := history.ReadState(ctx, st, history.StateOptions{WorkDir: dir})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +119,7 @@ func kineBench(ctx context.Context, cfg config) ([]row, error) {
 			return err
 		}
 		defer dst.close()
-		a, err := restore.ApplyState(ctx, dst.cli, past, "", restore.ApplyOptions{Apply: true, KeyByKey: true})
+		a, err := tenant.ApplyState(ctx, dst.cli, past, "", tenant.ApplyOptions{Apply: true, KeyByKey: true})
 		if err == nil && len(a.Created) < cfg.kineKeys {
 			err = fmt.Errorf("restored %d keys of %d", len(a.Created), cfg.kineKeys)
 		}
@@ -144,7 +146,7 @@ func kineBench(ctx context.Context, cfg config) ([]row, error) {
 }
 
 // kineWriters write a kine at once: the bench's load and the restore's.
-const kineWriters = restore.KeyByKeyWriters
+const kineWriters = tenant.DefaultWriters
 
 type kineProc struct {
 	srv *emulator.Server

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/compact"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -154,22 +156,22 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 	// as a restore does, and read some of it: all of it, one key, the
 	// deltas' keys at two revisions (one replay, since the chain holds both).
 	half := restored.Revision - restored.Revisions/2
-	part := restore.StateOptions{WorkDir: cfg.dir, Keys: restore.Keys{Key: "/chain/", Prefix: true}}
+	part := history.StateOptions{WorkDir: cfg.dir, Keys: history.Keys{Key: "/chain/", Prefix: true}}
 	reads := []struct {
 		subject, op string
 		run         func() (string, error)
 	}{
 		{"verify", "digest of every key", func() (string, error) {
-			rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: cfg.dir})
+			rep, err := history.Verify(ctx, st, history.VerifyOptions{WorkDir: cfg.dir})
 			return rep.Digest.String(), err
 		}},
 		{"get", "one key", func() (string, error) {
-			s, err := restore.ReadState(ctx, st, restore.StateOptions{WorkDir: cfg.dir, Keys: restore.Keys{Key: "/chain/k00001"}})
+			s, err := history.ReadState(ctx, st, history.StateOptions{WorkDir: cfg.dir, Keys: history.Keys{Key: "/chain/k00001"}})
 			return fmt.Sprintf("%d key at revision %d", len(s.KVs), s.Revision), err
 		}},
 		{"diff", fmt.Sprintf("the deltas' keys, revision %d → the last", half), func() (string, error) {
-			a, b, err := restore.ReadStates(ctx, st, part, half)
-			return fmt.Sprintf("%d of %d keys changed", len(restore.Diff(a, b)), len(b.KVs)), err
+			a, b, err := history.ReadStates(ctx, st, part, half)
+			return fmt.Sprintf("%d of %d keys changed", len(history.Diff(a, b)), len(b.KVs)), err
 		}},
 	}
 	for _, rd := range reads {
@@ -351,6 +353,6 @@ func replayingChild(name string, args []string, more func(*flag.FlagSet)) (store
 	if err != nil {
 		return nil, "", err
 	}
-	debug.SetMemoryLimit(restore.CompactionMemory)
+	debug.SetMemoryLimit(compact.ReplayMemory)
 	return st, *dir, nil
 }

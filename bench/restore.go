@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -344,7 +345,7 @@ func childCompact(ctx context.Context, args []string) (any, error) {
 		return nil, err
 	}
 	stop := watchSelf()
-	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{WorkDir: filepath.Dir(dir),
+	c, err := compact.Compact(ctx, st, compact.Options{WorkDir: filepath.Dir(dir),
 		Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: c0}}})
 	m := stop()
 	if err != nil {

@@ -116,7 +116,7 @@ func fullRow(ctx context.Context, cfg config, m *member, etcdctl, storeDir, spoo
 	}, kept, nil
 }
 
-// fullResult is what the child reports. Took times snapshot.Full alone:
+// fullResult is what the child reports. Took times capture.Full alone:
 // the bench binary links every store SDK and etcd's server, so its start
 // is no part of a snapshot.
 // hashFile times SHA-256 over a file that is in the page cache.

@@ -48,11 +48,11 @@ func (p Policy) skip(s member.Status) string {
 // compaction first, 5 s apart, each within 5 minutes.
 type Options struct {
 	Policy Policy
-	// Compact compacts the keyspace to the current revision (physically)
+	// CompactKeyspace compacts the keyspace to the current revision (physically)
 	// before defragmenting, so there is more to reclaim. Compaction drops
 	// history that watchers and backups behind it may need: the caller's
 	// choice.
-	Compact bool
+	CompactKeyspace bool
 	// Pause between members, so the cluster recovers from one before the
 	// next. Default 5 s; negative: none.
 	Pause time.Duration
@@ -163,7 +163,7 @@ func Run(ctx context.Context, cli *clientv3.Client, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if o.Compact && !o.DryRun {
+	if o.CompactKeyspace && !o.DryRun {
 		if res.CompactedTo, err = compact(ctx, cli, members); err != nil {
 			return res, err
 		}

@@ -111,7 +111,7 @@ func TestDefragFollowersThenLeader(t *testing.T) {
 	// A dry run changes nothing, and says every member would go. The
 	// sizes are read once the backends have committed the deletes.
 	before := stableSizes(t, cli, c)
-	res, err := defrag.Run(ctx, cli, defrag.Options{Compact: true, DryRun: true})
+	res, err := defrag.Run(ctx, cli, defrag.Options{CompactKeyspace: true, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestDefragFollowersThenLeader(t *testing.T) {
 
 	load := etcdtest.StartLoad(t, cli)
 	stop := watchShrink(t, cli, before)
-	res, err = defrag.Run(ctx, cli, defrag.Options{Compact: true, Pause: 300 * time.Millisecond})
+	res, err = defrag.Run(ctx, cli, defrag.Options{CompactKeyspace: true, Pause: 300 * time.Millisecond})
 	shrunk := stop()
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestDefragDisarmsNOSPACE(t *testing.T) {
 	if _, err := cli.Delete(ctx, "/fill/", clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := defrag.Run(ctx, cli, defrag.Options{Compact: true, DisarmNOSPACE: true})
+	res, err := defrag.Run(ctx, cli, defrag.Options{CompactKeyspace: true, DisarmNOSPACE: true})
 	if err != nil {
 		t.Fatal(err)
 	}

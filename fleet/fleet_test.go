@@ -15,10 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/drill"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/fleet"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/metricslist"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -59,7 +60,7 @@ func backUp(t *testing.T, ctx context.Context, cli *clientv3.Client, bucket stor
 	if err != nil || len(deltas) != 1 {
 		t.Fatalf("delta: %v, %v", deltas, err)
 	}
-	live, err := restore.LiveDigest(ctx, cli, deltas[0].LastRevision)
+	live, err := history.LiveDigest(ctx, cli, deltas[0].LastRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +126,12 @@ func TestAFleetInOneBucket(t *testing.T) {
 		}
 	}
 
-	for i, want := range []string{snapshot.DrillOK, snapshot.DrillMismatch} {
+	for i, want := range []snapshot.DrillResult{snapshot.DrillOK, snapshot.DrillMismatch} {
 		st, err := store.WithPrefix(file, f.Clusters[i].Prefix)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := fleet.Drill(ctx, st, fleet.DrillOptions{WorkDir: t.TempDir()})
+		rec, err := farDrill(ctx, st, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +146,7 @@ func TestAFleetInOneBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (the fleet drill's own record stays; it is no sidecar's)
-	rec, err := fleet.Drill(ctx, a, fleet.DrillOptions{WorkDir: t.TempDir()})
+	rec, err := farDrill(ctx, a, t.TempDir())
 	if err != nil || rec.Result != snapshot.DrillOK || rec.Compared {
 		t.Fatalf("a drill without a recorded digest: %+v, %v", rec, err)
 	}
@@ -155,7 +156,7 @@ func TestAFleetInOneBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fleet.Drill(ctx, c3, fleet.DrillOptions{WorkDir: t.TempDir()}); err != nil {
+	if _, err := farDrill(ctx, c3, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
 	// Backups that lost the newest delta a sidecar verified fail.
@@ -170,7 +171,7 @@ func TestAFleetInOneBucket(t *testing.T) {
 	if err := y.Delete(ctx, latest.Deltas[len(latest.Deltas)-1].Key); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err := fleet.Drill(ctx, y, fleet.DrillOptions{WorkDir: t.TempDir()}); err != nil || rec.Result != snapshot.DrillFailed ||
+	if rec, err := farDrill(ctx, y, t.TempDir()); err != nil || rec.Result != snapshot.DrillFailed ||
 		!strings.Contains(rec.Error, "backups were lost") {
 		t.Fatalf("a drill of backups short of the verified revision: %+v, %v", rec, err)
 	}
@@ -241,4 +242,10 @@ func TestSampleIsTheDays(t *testing.T) {
 func TestMetricsListIsTheExporters(t *testing.T) {
 	metricslist.Check(t, "../deploy/monitoring/fleet-metrics.txt", fleet.NewExporter(nil, fleet.ScanOptions{}, 0).Describe,
 		"go test -run TestMetricsListIsTheExporters ./fleet")
+}
+
+// farDrill is the fleet's drill of one prefix: its record.
+func farDrill(ctx context.Context, st store.Store, work string) (snapshot.DrillRecord, error) {
+	out, err := drill.Far(ctx, st, drill.Options{WorkDir: work})
+	return out.Record, err
 }

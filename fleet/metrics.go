@@ -129,8 +129,8 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 		}
 		if d := c.Drill; d != nil {
 			gauge(descs.drillAt, float64(d.At.Unix()), p)
-			for _, r := range []string{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
-				gauge(descs.drill, b2f(r == d.Result), p, r, d.Source)
+			for _, r := range []snapshot.DrillResult{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
+				gauge(descs.drill, b2f(r == d.Result), p, string(r), string(d.Source))
 			}
 		}
 	}

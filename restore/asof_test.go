@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -44,11 +45,11 @@ func TestRestoreAsOfATime(t *testing.T) {
 		// Names carry seconds: the next delta is created a second later.
 		time.Sleep(1100 * time.Millisecond)
 	}
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{Source: restore.Source{Target: restore.Target{Time: cut}}})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{Source: restore.Source{Target: restore.Target{Time: cut}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := restore.LiveDigest(ctx, cli, want)
+	live, err := history.LiveDigest(ctx, cli, want)
 	if err != nil {
 		t.Fatal(err)
 	}

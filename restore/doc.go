@@ -23,22 +23,16 @@
 // beside the data dir, then each new delta replayed into it as it lands;
 // stopped, it makes a copy of the standby the data dir, as Restore would.
 //
-// ReadState does the same replay in a scratch directory and reads keys
-// as they were; Diff compares two such states, and Undelete writes the
-// keys of one back into a live cluster where they are absent, never over
-// a key written since.
+// Replay does the same replay in a scratch directory and hands the past
+// it reached to a reader (Past: keys at any revision since the full, the
+// leases' TTLs, a compacted copy): packages history, tenant and compact
+// read the past through it, so every reader of backups replays the same
+// way. Options.Prefix makes a data dir of one prefix's keys alone
+// (renamed with Rename).
 //
-// A tenant's keys (a prefix) are restored on their own: ApplyState writes
-// a past state into a live cluster, each write guarded on the key's mod
-// revision as read; Options.Prefix makes a data dir of the prefix's keys
-// alone; Move loads a prefix into another cluster and follows the deltas
-// until the cut-over. Summarize counts a state's keys by sub-prefix.
-//
-// Verify does the same replay without a data dir and sums the keyspace;
-// LiveDigest sums a live cluster the same way, so equal digests prove a
-// backup exact. Consolidate folds a chain into one new full snapshot.
-//
-// It does not choose which member restores or when (package startup
-// does), and it does not write snapshots, except through package
-// snapshot. The data dir's locks and free space are internal/datadir's.
+// It does not read the past for people (package history: get, diff,
+// verify), does not write into live clusters (package tenant), and does
+// not fold chains (package compact). It does not choose which member
+// restores or when (package startup does), and it does not write
+// snapshots. The data dir's locks and free space are internal/datadir's.
 package restore

@@ -19,42 +19,11 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
-
-// backedUp is a member's backups on a file store: a full and deltas.
-func backedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
-	t.Helper()
-	ctx := context.Background()
-	m := etcdtest.Start(t, etcdtest.Options{})
-	cli := m.Client(t)
-	dir := t.TempDir()
-	st, err := store.NewFile(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := (etcdtest.Workload{Ops: 100, Seed: 1}).Run(ctx, cli); err != nil {
-		t.Fatal(err)
-	}
-	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{Codec: c, SpoolDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	since := full.LastRevision
-	for i := range 3 {
-		if _, err := (etcdtest.Workload{Ops: 50, Seed: uint64(2 + i), TxnPercent: 20}).Run(ctx, cli); err != nil {
-			t.Fatal(err)
-		}
-		written, err := capture.Delta(ctx, cli, st, since, capture.DeltaOptions{Codec: c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		since = written[len(written)-1].LastRevision
-	}
-	return st, dir
-}
 
 // oldDataDir is a data dir a restore must leave alone when it fails.
 func oldDataDir(t *testing.T) (string, func()) {
@@ -192,7 +161,7 @@ func TestFailedRestoresLeaveTheOldDataDir(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, _ := backedUp(t, tc.codec)
+			st, _ := chaintest.BackedUp(t, tc.codec)
 			if tc.damage != nil {
 				tc.damage(t, st, objectKeys(t, st))
 			}
@@ -211,7 +180,7 @@ func storeDir(st *store.File) string {
 }
 
 func TestCancelledRestoreLeavesTheOldDataDir(t *testing.T) {
-	st, _ := backedUp(t, snapshot.Codec{})
+	st, _ := chaintest.BackedUp(t, snapshot.Codec{})
 	dir, intact := oldDataDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var once bool
@@ -231,7 +200,7 @@ func TestCancelledRestoreLeavesTheOldDataDir(t *testing.T) {
 }
 
 func TestRestoreMovesTheOldDataDirAside(t *testing.T) {
-	st, _ := backedUp(t, snapshot.Codec{})
+	st, _ := chaintest.BackedUp(t, snapshot.Codec{})
 	dir, _ := oldDataDir(t)
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	res, err := restore.Restore(context.Background(), st, restore.Options{DataDir: dir, Now: func() time.Time { return at }})
@@ -453,7 +422,7 @@ func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 // another name) is refused in our words before anything is downloaded,
 // and no data dir is made.
 func TestAMemberOutsideItsInitialClusterIsRefusedFirst(t *testing.T) {
-	st, _ := backedUp(t, snapshot.Codec{})
+	st, _ := chaintest.BackedUp(t, snapshot.Codec{})
 	for _, tc := range []struct{ name, peer, want string }{
 		{"m1", "http://localhost:2380", "give the same URLs to both"},
 		{"m2", "http://127.0.0.1:2380", "has no member named m2"},

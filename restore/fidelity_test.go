@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -50,9 +51,9 @@ func scheduled(seed uint64) bool { return seed%3 == 0 && !secure(seed) }
 // leader and must go on from where it was.
 func moving(seed uint64) bool { return seed%4 == 1 }
 
-// history is what a randomized workload did to a live member whose
+// recorded is what a randomized workload did to a live member whose
 // backups a Snapshotter took meanwhile.
-type history struct {
+type recorded struct {
 	cli       *clientv3.Client
 	st        store.Store
 	fulls     []snapshot.Snapshot
@@ -80,7 +81,7 @@ func secure(seed uint64) bool { return seed%5 == 2 }
 // snapshot midway and live compactions; on secure seeds, users and roles
 // made and changed before and after the second full; on moving seeds, a
 // three-member cluster whose leader moves twice.
-func record(t *testing.T, seed uint64, ops int) history {
+func record(t *testing.T, seed uint64, ops int) recorded {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -129,7 +130,7 @@ func record(t *testing.T, seed uint64, ops int) history {
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	h := history{cli: cli, st: st, sec: c.Security}
+	h := recorded{cli: cli, st: st, sec: c.Security}
 	for res := range results {
 		if res.Op == capture.OpFull && res.Err == nil {
 			h.fulls = append(h.fulls, res.Snapshot)
@@ -422,7 +423,7 @@ func TestFidelity(t *testing.T) {
 			from := max(h.compacted, h.fulls[0].LastRevision)
 			for range 3 {
 				rev := from + r.Int64N(h.head-from+1)
-				rep, err := restore.Verify(ctx, h.st, restore.VerifyOptions{Source: restore.Source{Target: restore.Target{Revision: rev}}})
+				rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Source: restore.Source{Target: restore.Target{Revision: rev}}})
 				if err != nil {
 					cat, _ := snapshot.List(ctx, h.st)
 					for _, s := range cat.Snapshots {
@@ -430,7 +431,7 @@ func TestFidelity(t *testing.T) {
 					}
 					t.Fatalf("verify at %d: %v", rev, err)
 				}
-				live, err := restore.LiveDigest(ctx, h.cli, rev)
+				live, err := history.LiveDigest(ctx, h.cli, rev)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -621,7 +622,7 @@ func canLogIn(t *testing.T, m *etcdtest.Cluster, user, password string) bool {
 // with its current password. The chain of the second full has the change
 // after it in a delta: the users and roles come back from there, the
 // password a user had at that full, none for a user made after it.
-func checkAuth(t *testing.T, h history, head *etcdtest.Cluster, res restore.Result) {
+func checkAuth(t *testing.T, h recorded, head *etcdtest.Cluster, res restore.Result) {
 	t.Helper()
 	ctx := context.Background()
 	if got := authOf(t, head.Client(t)); !reflect.DeepEqual(got, h.auth) {

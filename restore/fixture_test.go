@@ -21,6 +21,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -127,11 +128,11 @@ func TestRestoresEtcdBackupRestoreFixtures(t *testing.T) {
 					}
 					put(fmt.Sprintf("Incr-%08d-%08d-%d", d.from, d.to, 1700000100+i), withSum(js))
 				}
-				rep, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+				rep, err := history.Verify(ctx, st, history.VerifyOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				live, err := restore.LiveDigest(ctx, cli, head)
+				live, err := history.LiveDigest(ctx, cli, head)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -207,7 +208,7 @@ func TestReplayRefusesADeltaThatDoesNotContinue(t *testing.T) {
 	if err := st.Put(ctx, key, bytes.NewReader(withSum(js))); err != nil {
 		t.Fatal(err)
 	}
-	_, err = restore.Verify(ctx, st, restore.VerifyOptions{})
+	_, err = history.Verify(ctx, st, history.VerifyOptions{})
 	want := fmt.Sprintf("delta %s: revision %d follows revision %d", key, f+3, f)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want %q", err, want)

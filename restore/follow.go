@@ -19,7 +19,10 @@ import (
 
 // FollowOptions configures Follow. Options says which data dir the
 // standby becomes when Follow stops and how (member, revision bump); its
-// Target is ignored: a standby follows the newest state.
+// Target is ignored: a standby follows the newest state. With a
+// Source.Secondary a poll reads the second site when the store cannot be
+// listed or its newest chain is broken while the second's is whole, and
+// reads the store again as soon as it answers whole.
 type FollowOptions struct {
 	Options
 	// Poll is how often the store is listed for new snapshots. Default 1 s.
@@ -29,12 +32,6 @@ type FollowOptions struct {
 	// uploader closes the old chain with a delta only after the new full
 	// has landed, and etcd-backup-restore never does. Default 30 s.
 	CatchUpAfter time.Duration
-	// Second is a second site holding copies of the store's snapshots
-	// (serve --secondary-store). A poll reads it when the store cannot be
-	// listed or its newest chain is broken while the second's is whole,
-	// and reads the store again as soon as it answers whole. Nil: the
-	// store alone.
-	Second store.Store
 	// Applied, when set, is called from Follow's goroutine once the
 	// standby is open (resumed or built), then after each delta applied
 	// and each catch-up from a full snapshot.
@@ -154,7 +151,7 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 // follower is Follow's state.
 type follower struct {
 	// st is the store the standby follows; site is the one of it and
-	// opts.Second the last listing read, and downloads read.
+	// opts.Secondary the last listing read, and downloads read.
 	st, site store.Store
 	opts     FollowOptions
 	dir      string
@@ -212,7 +209,7 @@ func (f *follower) open(ctx context.Context) error {
 	// Until the store holds a chain (a follower started beside a new
 	// uploader), and through the store's errors, try again every Poll.
 	for {
-		f.site = PickSite(ctx, f.st, f.opts.Second, f.opts.Logger)
+		f.site = Site(ctx, f.st, f.opts.Source)
 		chain, latest, _, err := pick(ctx, f.site, Target{})
 		if err == nil {
 			f.latest = latest
@@ -387,7 +384,7 @@ func (f *follower) poll(ctx context.Context, final bool) error {
 
 // list lists the site a poll reads: the store, or the second site when
 // the store cannot be listed or its newest chain is broken while the
-// second's is whole (PickSite's choice, made at every poll). When neither
+// second's is whole (Site's choice, made at every poll). When neither
 // is whole it is the store's listing, as without a second site: its
 // deltas may still continue the standby up to the gap. A change of site
 // is logged once.
@@ -397,9 +394,9 @@ func (f *follower) list(ctx context.Context) (snap.Catalog, snap.Chain, error) {
 	if err == nil {
 		why = broken(latest)
 	}
-	if why != nil && f.opts.Second != nil {
-		if cat2, latest2, err2 := listLatest(ctx, f.opts.Second); err2 == nil && broken(latest2) == nil {
-			cat, latest, site, err = cat2, latest2, f.opts.Second, nil
+	if why != nil && f.opts.Secondary != nil {
+		if cat2, latest2, err2 := listLatest(ctx, f.opts.Secondary); err2 == nil && broken(latest2) == nil {
+			cat, latest, site, err = cat2, latest2, f.opts.Secondary, nil
 		}
 	}
 	if site != f.site {
@@ -529,7 +526,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
 		// No listing succeeded yet: the estimate needs one.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, f.latest, _, err = pick(lctx, PickSite(lctx, f.st, f.opts.Second, f.opts.Logger), Target{})
+		_, f.latest, _, err = pick(lctx, Site(lctx, f.st, f.opts.Source), Target{})
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)

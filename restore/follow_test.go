@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -185,7 +187,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reaches(t, s.Status().LastRevision)
-	compacted, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{Full: snapshot.FullOptions{Codec: codec}})
+	compacted, err := compact.Compact(ctx, st, compact.Options{Full: snapshot.FullOptions{Codec: codec}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,11 +265,11 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 
 	// The promoted standby serves the live keyspace at its revision.
 	m := etcdtest.StartDataDir(t, etcdtest.Options{TLS: true, Security: c.Security}, "standby", dataDir, peer)
-	want, err := restore.LiveDigest(ctx, cli, res.Revision)
+	want, err := history.LiveDigest(ctx, cli, res.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := restore.LiveDigest(ctx, m.Client(t), res.Revision)
+	got, err := history.LiveDigest(ctx, m.Client(t), res.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,8 +356,8 @@ func TestFollowReadsTheSecondSiteWhileTheFirstIsBroken(t *testing.T) {
 	mirror(first, "")
 	mirror(second, "")
 	logs := &lockedLog{}
-	f := followSites(ctx, t, first, restore.FollowOptions{Second: second, Options: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
-		Source: restore.Source{Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
+	f := followSites(ctx, t, first, restore.FollowOptions{Options: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
+		Source: restore.Source{Secondary: second, Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
 	f.reaches(t, latestChain(t, first).LastRevision())
 
 	// Two batches of writes, each in deltas of its own; the first site

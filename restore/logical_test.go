@@ -14,10 +14,12 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // A datastore behind etcd's API may skip revision numbers (a SQL
@@ -75,7 +77,7 @@ func TestLogicalChainSkipsRevisions(t *testing.T) {
 			if res.Revision != at+3 {
 				t.Fatalf("restored at %d, want %d", res.Revision, at+3)
 			}
-			state, err := restore.ReadState(ctx, st, restore.StateOptions{WorkDir: t.TempDir(), Keys: restore.Keys{Key: "/k/", Prefix: true}})
+			state, err := history.ReadState(ctx, st, history.StateOptions{WorkDir: t.TempDir(), Keys: history.Keys{Key: "/k/", Prefix: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,12 +105,12 @@ func TestApplyStateReadsBackWhatTheDatastoreLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	var past restore.State
+	var past history.State
 	for i := range 3000 {
 		past.KVs = append(past.KVs, &mvccpb.KeyValue{Key: fmt.Appendf(nil, "/registry/k/%05d", i), Value: fmt.Appendf(nil, "value %d", i),
 			CreateRevision: 2, ModRevision: 2, Version: 1})
 	}
-	a, err := restore.ApplyState(ctx, cli, past, "", restore.ApplyOptions{Apply: true, KeyByKey: true})
+	a, err := tenant.ApplyState(ctx, cli, past, "", tenant.ApplyOptions{Apply: true, KeyByKey: true})
 	if err != nil {
 		t.Fatal(err)
 	}

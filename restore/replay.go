@@ -137,7 +137,7 @@ func (r *replayer) readKeyLeases(tx backend.UnsafeReader) {
 }
 
 // store opens etcd's mvcc store over the replayed database, for Verify's
-// reads and Consolidate's compaction; the replay is over then.
+// reads and a chain's compaction (Past.Compact); the replay is over then.
 func (r *replayer) store() mvcc.KV {
 	if r.kv == nil {
 		r.release()

@@ -52,6 +52,15 @@ type Source struct {
 	// from a listing of the store: a caller that listed and checked the
 	// catalog already (a start-up) hands its choice down.
 	Chain *snap.Chain
+	// Secondary is a second site holding copies of the store's snapshots
+	// (sidecar.Options.Secondary writes them). Every read honours it: the
+	// chain is read from it when the store cannot be listed, holds no
+	// backups or has a broken newest chain while the second's is whole
+	// (Site); a Restore whose backup read is damaged restores from the
+	// other site's copies; a Follow reads whichever is whole at each poll.
+	// A Replay (a verification, a drill) picks a site but does not fall
+	// back on damage: it is there to find it. nil: the store alone.
+	Secondary store.Store
 	// Codec decrypts encrypted snapshots (its Identities).
 	Codec snap.Codec
 	// Concurrency of downloads. Default 4.
@@ -301,6 +310,34 @@ func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Cha
 // which is renamed into place at the end: a failed or cancelled restore
 // leaves the old data dir as it was.
 func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) {
+	site := st
+	if opts.Chain == nil {
+		site = Site(ctx, st, opts.Source)
+	}
+	res, err := restoreFrom(ctx, site, opts)
+	other := opts.Secondary
+	if site != st {
+		other = st
+	}
+	if err == nil || other == nil || other == site || !Damaged(err) {
+		return res, err
+	}
+	if opts.Logger != nil {
+		opts.Logger.Warn("restore: a backup on the site read is damaged; restoring from the other site's copies",
+			"damaged", fmt.Sprint(site), "other", fmt.Sprint(other), "err", err)
+	}
+	// The other site's chain is found again: a chain handed down is the
+	// first site's. A failed restore left the data dir as it was.
+	opts.Chain = nil
+	res2, err2 := restoreFrom(ctx, other, opts)
+	if err2 != nil {
+		return res, fmt.Errorf("%w; from the other site %v: %w", err, other, err2)
+	}
+	return res2, nil
+}
+
+// restoreFrom is Restore from one site.
+func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return Result{}, err

@@ -9,13 +9,16 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// PickSite picks the store a read of the backups uses, of a first site and
-// a second that holds copies of its snapshots: the first, unless it cannot
-// be listed, holds no backups, or its newest chain is broken, while the
-// second's newest chain is whole. It logs which site answered and why;
-// when neither has a whole chain the first is returned, so that its error
-// is the one the read reports. A nil second returns the first.
-func PickSite(ctx context.Context, first, second store.Store, log *slog.Logger) store.Store {
+// Site is the store a read of the backups uses, of the first site st and
+// src.Secondary, a second that holds copies of its snapshots: the first,
+// unless it cannot be listed, holds no backups, or its newest chain is
+// broken, while the second's newest chain is whole. It logs which site
+// answered and why; when neither has a whole chain the first is returned,
+// so that its error is the one the read reports. Without a second site it
+// is st. Restore, Follow and Replay call it; a caller that lists the
+// catalog itself (a start-up's check) calls it first.
+func Site(ctx context.Context, st store.Store, src Source) store.Store {
+	first, second, log := st, src.Secondary, src.Logger
 	if second == nil {
 		return first
 	}
@@ -62,34 +65,4 @@ func broken(chain snapshot.Chain) error {
 		return fmt.Errorf("its newest chain is broken: %w", err)
 	}
 	return nil
-}
-
-// RestoreSites is Restore from site, the one of first and second that
-// PickSite picked, and then, when a backup read there is damaged (bytes
-// that names cannot show wrong: a checksum, a trailer, a database that
-// does not hold), from the other site's copies: that is what a second
-// site is for. The other site's chain is found again (opts.Chain belongs
-// to site). A failed restore leaves the data dir as it was, so the second
-// try starts from the same place. A nil second is Restore.
-func RestoreSites(ctx context.Context, site, first, second store.Store, opts Options) (Result, error) {
-	res, err := Restore(ctx, site, opts)
-	other := first
-	if site == first {
-		other = second
-	}
-	if err == nil || other == nil || other == site || !Damaged(err) {
-		return res, err
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log.Warn("restore: a backup on the site read is damaged; restoring from the other site's copies",
-		"damaged", fmt.Sprint(site), "other", fmt.Sprint(other), "err", err)
-	opts.Chain = nil
-	res2, err2 := Restore(ctx, other, opts)
-	if err2 != nil {
-		return res, fmt.Errorf("%w; from the other site %v: %w", err, other, err2)
-	}
-	return res2, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -30,7 +31,7 @@ import (
 type forkHistory struct {
 	st       store.Store
 	mid, end int64
-	head     restore.Digest
+	head     history.Digest
 	// The stopped member's name, peer URL and token: a restore with them
 	// builds a cluster of the same ID, as one of etcd-druid's would.
 	name, token string
@@ -89,7 +90,7 @@ func chainOfStoppedCluster(t *testing.T) forkHistory {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if h.head, err = restore.LiveDigest(ctx, cli, h.end); err != nil {
+	if h.head, err = history.LiveDigest(ctx, cli, h.end); err != nil {
 		t.Fatal(err)
 	}
 	m := c.Members[0]
@@ -176,7 +177,7 @@ func TestRestoreToTheMiddleForks(t *testing.T) {
 			t.Fatalf("the old timeline grew past its end %d: %s", h.end, o.Key)
 		}
 	}
-	want, err := restore.LiveDigest(ctx, cli, load.LastRevision)
+	want, err := history.LiveDigest(ctx, cli, load.LastRevision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +185,12 @@ func TestRestoreToTheMiddleForks(t *testing.T) {
 		name   string
 		target restore.Target
 		rev    int64
-		want   restore.Digest
+		want   history.Digest
 	}{
 		{"the newest timeline's head", restore.Target{}, load.LastRevision, want},
 		{"the old timeline's head", restore.Target{Timeline: snapshot.FirstTimeline}, h.end, h.head},
 	} {
-		rep, err := restore.Verify(ctx, h.st, restore.VerifyOptions{Source: restore.Source{Target: tc.target}, WorkDir: t.TempDir()})
+		rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Source: restore.Source{Target: tc.target}, WorkDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -379,6 +380,9 @@ func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store
 func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	ctx := context.Background()
 	c, cli, st, s := snapshotterBeside(t)
+	// The restore below reaches back to the middle of the writes: the
+	// chain must begin before them.
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
 	res, err := (etcdtest.Workload{Ops: 150, Prefix: "/a/", Seed: 36}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -420,11 +424,11 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 			t.Fatalf("the old timeline holds %s, past its end %d: the new past's events", o.Key, end)
 		}
 	}
-	want, err := restore.LiveDigest(ctx, cli, last)
+	want, err := history.LiveDigest(ctx, cli, last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{WorkDir: t.TempDir()})
 	if err != nil || rep.Digest != want {
 		t.Fatalf("the new timeline's head %v (%v), the live member %v", rep.Digest, err, want)
 	}
@@ -555,7 +559,7 @@ func eventsAt(t *testing.T, st store.Store, rev int64) []*clientv3.Event {
 // Reads pick the first site unless its newest chain cannot be read whole,
 // then the second when its chain is whole; with neither whole, the first,
 // whose error the read reports.
-func TestPickSite(t *testing.T) {
+func TestSite(t *testing.T) {
 	ctx := context.Background()
 	h := chainOfStoppedCluster(t)
 	open := func() store.Store {
@@ -591,7 +595,7 @@ func TestPickSite(t *testing.T) {
 		{"no whole site", broken, empty, broken},
 		{"no second site", empty, nil, empty},
 	} {
-		if got := restore.PickSite(ctx, tc.first, tc.second, nil); got != tc.want {
+		if got := restore.Site(ctx, tc.first, restore.Source{Secondary: tc.second}); got != tc.want {
 			t.Errorf("%s: picked %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -624,7 +628,7 @@ func TestACompactedClusterContinues(t *testing.T) {
 // names cannot show it, so the first site is picked, and the restore reads
 // the second site's copy instead of failing; without a second site it
 // fails as damaged.
-func TestRestoreSitesReadsTheOtherSiteWhenDamaged(t *testing.T) {
+func TestRestoreReadsTheOtherSiteWhenDamaged(t *testing.T) {
 	ctx := context.Background()
 	h := chainOfStoppedCluster(t)
 	second, err := store.Open(ctx, "file://"+t.TempDir())
@@ -643,20 +647,20 @@ func TestRestoreSitesReadsTheOtherSiteWhenDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewrite(t, h.st, ch.Full.Key, func(b []byte) []byte { b[len(b)/3] ^= 0x08; return b })
-	site := restore.PickSite(ctx, h.st, second, nil)
+	site := restore.Site(ctx, h.st, restore.Source{Secondary: second})
 	if site != h.st {
 		t.Fatalf("picked %v: the damage is in no name, the first site should be picked", site)
 	}
 	var logs bytes.Buffer
-	opts := restore.Options{Source: restore.Source{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
-	res, err := restore.RestoreSites(ctx, site, h.st, second, opts)
+	opts := restore.Options{Source: restore.Source{Secondary: second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
+	res, err := restore.Restore(ctx, h.st, opts)
 	if err != nil || res.Revision != h.end {
 		t.Fatalf("restore from two sites, the first damaged: %+v, %v; want revision %d", res, err, h.end)
 	}
 	if !strings.Contains(logs.String(), "restoring from the other site's copies") {
 		t.Fatalf("the fallback is not logged: %s", logs.String())
 	}
-	_, err = restore.RestoreSites(ctx, h.st, h.st, nil, restore.Options{DataDir: filepath.Join(t.TempDir(), "alone")})
+	_, err = restore.Restore(ctx, h.st, restore.Options{DataDir: filepath.Join(t.TempDir(), "alone")})
 	if !restore.Damaged(err) {
 		t.Fatalf("restore from the damaged site alone: %v, want damaged", err)
 	}
@@ -766,11 +770,11 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 	}
 	t.Log(l.Reason)
 	uploadWhile(t, ocli, st, func() int64 { return oldEnd })
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, err := restore.LiveDigest(ctx, ocli, oldEnd); err != nil || rep.Digest != want || rep.Chain.LastRevision() != oldEnd {
+	if want, err := history.LiveDigest(ctx, ocli, oldEnd); err != nil || rep.Digest != want || rep.Chain.LastRevision() != oldEnd {
 		t.Fatalf("the newest timeline restores revision %d, %v; the old cluster is at %d, %v (%v)", rep.Chain.LastRevision(), rep.Digest, oldEnd, want, err)
 	}
 }
@@ -902,11 +906,11 @@ func TestRecordsThatTellNothing(t *testing.T) {
 func defaultRestoreIsTheCluster(ctx context.Context, t *testing.T, st store.Store, cli *clientv3.Client) {
 	t.Helper()
 	r, _ := restored(t, st, restore.Options{})
-	got, err := restore.LiveDigest(ctx, r.Client(t), 0)
+	got, err := history.LiveDigest(ctx, r.Client(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := restore.LiveDigest(ctx, cli, 0)
+	want, err := history.LiveDigest(ctx, cli, 0)
 	if err != nil || got != want {
 		t.Fatalf("the default restore sums to %v, the cluster to %v (%v)", got, want, err)
 	}

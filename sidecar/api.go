@@ -627,9 +627,8 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 		return
 	}
-	site := restore.PickSite(ctx, s.opts.Store, s.opts.Secondary, s.log)
-	res, err := restore.RestoreSites(ctx, site, s.opts.Store, s.opts.Secondary, restore.Options{
-		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Codec: s.opts.Snapshots.Codec,
+	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
+		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
 			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,

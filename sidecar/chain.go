@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/capture"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -48,7 +48,7 @@ func (c *chainState) uploaded(r capture.Result) (deltas int, revs int64) {
 }
 
 // consolidated records a compaction's new full snapshot.
-func (c *chainState) consolidated(con restore.Consolidation) {
+func (c *chainState) consolidated(con compact.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if con.Snapshot.LastRevision >= c.fullRev {

@@ -2,14 +2,13 @@ package sidecar
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/etcdkit/etcdkit/drill"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -18,9 +17,9 @@ import (
 // dir and compared with the live cluster at its revision.
 type Drill struct {
 	At       time.Time
-	Result   string // ok, mismatch, failed
+	Result   snapshot.DrillResult
 	Err      error
-	Report   restore.Report
+	Report   history.Report
 	Compared bool // false: the cluster had compacted past the revision
 }
 
@@ -112,8 +111,8 @@ func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64)
 		speedRevisions: g("etcdkit_restore_speed_revisions_per_second", "Revisions the last drill replayed per second."),
 		budget:         g("etcdkit_restore_budget_seconds", "The restore-time budget past which the chain is compacted (--max-restore-time); 0: none."),
 	}
-	for _, r := range []string{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
-		m.result.WithLabelValues(r)
+	for _, r := range []snapshot.DrillResult{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
+		m.result.WithLabelValues(string(r))
 	}
 	reg.MustRegister(m.lastRun, m.lastVerified, m.verifiedRevision, m.result, m.estimate, m.speedBytes, m.speedRevisions, m.budget,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -140,38 +139,29 @@ func (s *Sidecar) drillLoop(ctx context.Context) {
 }
 
 // RunDrill restores the latest chain in the work dir without a data dir,
-// compares it with the live cluster at its revision, and records the
-// result and the speed it measured.
+// compares it with the live cluster at its revision (drill.Live), and
+// records the result and the speed it measured.
 func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	if s.snap == nil {
 		return Drill{At: time.Now(), Result: snapshot.DrillFailed, Err: ErrNoStore}
 	}
-	d := Drill{Result: snapshot.DrillFailed}
-	rep, err := restore.Verify(ctx, s.opts.Store, restore.VerifyOptions{
+	// On the store first: whoever sees the drill here finds its record
+	// there.
+	out, werr := drill.Live(ctx, s.opts.Store, s.opts.Client, drill.Options{
 		Source: restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
-	d.Report = rep
-	if err == nil {
-		var live restore.Digest
-		live, err = restore.LiveDigest(ctx, s.opts.Client, rep.Digest.Revision)
-		switch {
-		case errors.Is(err, rpctypes.ErrCompacted):
-			// Only the chain could be checked; it replayed whole.
-			d.Result, err = snapshot.DrillOK, nil
-		case err == nil && live != rep.Digest:
-			d.Result, err = snapshot.DrillMismatch, fmt.Errorf("the backup has %s; the cluster has %s", rep.Digest, live)
-		case err == nil:
-			d.Result, d.Compared = snapshot.DrillOK, true
-		}
+	if werr != nil {
+		s.log.Warn("sidecar: the drill's record was not written", "error", werr)
 	}
-	d.Err, d.At = err, time.Now()
+	rep, err := out.Report, out.Err
+	d := Drill{At: out.Record.At, Result: out.Record.Result, Err: err, Report: rep, Compared: out.Record.Compared}
 	m := s.drills.m
 	m.lastRun.Set(float64(d.At.Unix()))
-	for _, r := range []string{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
+	for _, r := range []snapshot.DrillResult{snapshot.DrillOK, snapshot.DrillMismatch, snapshot.DrillFailed} {
 		v := 0.0
 		if r == d.Result {
 			v = 1
 		}
-		m.result.WithLabelValues(r).Set(v)
+		m.result.WithLabelValues(string(r)).Set(v)
 	}
 	s.ran(Operation{Name: "drill", Took: rep.Took, Err: err})
 	if d.Result != snapshot.DrillOK {
@@ -186,29 +176,9 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 		s.log.Info("sidecar: restore drill", "revision", rep.Digest.Revision, "compared", d.Compared, "took", rep.Took.Round(time.Millisecond),
 			"revisions_per_s", int64(sp.RevisionsPerSecond))
 	}
-	// On the store first: whoever sees the drill here finds its record
-	// there.
-	s.recordDrill(ctx, d)
 	s.drills.record(d, rep.Chain)
 	s.estimate()
 	return d
-}
-
-// recordDrill keeps the drill's result on the store, where etcd-backup
-// fleet reads it and a fleet drill finds the digest to check a restore
-// against.
-func (s *Sidecar) recordDrill(ctx context.Context, d Drill) {
-	rep := d.Report
-	r := snapshot.DrillRecord{At: d.At, Source: snapshot.DrillBySidecar, Result: d.Result, Full: rep.Chain.Full.Key,
-		Revision: rep.Digest.Revision, Keys: rep.Digest.Keys, SHA256: rep.Digest.SHA256, Compared: d.Compared, TookSeconds: rep.Took.Seconds()}
-	if d.Err != nil {
-		r.Error = d.Err.Error()
-	}
-	if key, err := snapshot.WriteDrill(ctx, s.opts.Store, r); err != nil {
-		s.log.Warn("sidecar: the drill's record was not written", "error", err)
-	} else {
-		s.log.Debug("sidecar: drill recorded", "key", key)
-	}
 }
 
 // estimate is the latest chain's restore time at this node's speed, into

@@ -34,7 +34,7 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
 		Snapshots:      capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
 		DefragSchedule: "@every 1s",
-		Defrag:         defrag.Options{Compact: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
+		Defrag:         defrag.Options{CompactKeyspace: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
 		CompactAfter:   200, Follow: memberFollow,
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/internal/scratch"
@@ -427,21 +428,21 @@ func (s *Sidecar) compactLoop(ctx context.Context) {
 
 // Compact compacts the latest chain into a new full snapshot, locally:
 // errBusy while a compaction runs.
-func (s *Sidecar) Compact(ctx context.Context) (restore.Consolidation, error) {
+func (s *Sidecar) Compact(ctx context.Context) (compact.Result, error) {
 	if !s.chain.begin() {
-		return restore.Consolidation{}, errBusy
+		return compact.Result{}, errBusy
 	}
 	return s.compact(ctx)
 }
 
 // compact runs a compaction begun with chain.begin, and ends it.
-func (s *Sidecar) compact(ctx context.Context) (restore.Consolidation, error) {
+func (s *Sidecar) compact(ctx context.Context) (compact.Result, error) {
 	defer s.chain.end()
 	if s.snap == nil {
-		return restore.Consolidation{}, ErrNoStore
+		return compact.Result{}, ErrNoStore
 	}
 	start := time.Now()
-	c, err := restore.Consolidate(ctx, s.opts.Store, restore.ConsolidateOptions{
+	c, err := compact.Compact(ctx, s.opts.Store, compact.Options{
 		Source:  restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log},
 		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
 		WorkDir: s.opts.WorkDir,

@@ -14,34 +14,38 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// drillDir holds the drill records, one object each, named by the time the
-// drill ended: the newest is the last name.
-const drillDir = "etcdkit/drills"
-
 // Where a drill ran: a sidecar beside its member compares the restored
 // chain with the live cluster; a fleet drill, far from the cluster,
 // compares it with the digest a sidecar's drill recorded.
 const (
-	DrillBySidecar = "sidecar"
-	DrillByFleet   = "fleet"
+	DrillBySidecar DrillSource = "sidecar"
+	DrillByFleet   DrillSource = "fleet"
 )
 
-// The results of a drill.
+// DrillSource says where a drill ran.
+type DrillSource string
+
+// DrillResult is what a drill found.
+type DrillResult string
+
+// The results of a drill: the chain restored what it was compared with
+// (or, with nothing to compare, restored whole); it restored something
+// else; it did not restore.
 const (
-	DrillOK       = "ok"
-	DrillMismatch = "mismatch"
-	DrillFailed   = "failed"
+	DrillOK       DrillResult = "ok"
+	DrillMismatch DrillResult = "mismatch"
+	DrillFailed   DrillResult = "failed"
 )
 
 // DrillRecord is what a restore drill found, kept on the store beside the
 // backups so that whoever looks at many clusters' backups (etcd-backup
 // fleet) knows which of them restore.
 type DrillRecord struct {
-	At     time.Time `json:"at"`
-	Source string    `json:"source"`
-	Result string    `json:"result"`
+	At     time.Time   `json:"at"`
+	Source DrillSource `json:"source"`
+	Result DrillResult `json:"result"`
 	// Full is the chain's full snapshot; Revision, Keys and SHA256 the
-	// digest of the keyspace the chain restored (restore.Digest).
+	// digest of the keyspace the chain restored (history.Digest).
 	Full     string `json:"full,omitempty"`
 	Revision int64  `json:"revision,omitempty"`
 	Keys     int64  `json:"keys,omitempty"`
@@ -140,7 +144,7 @@ func pruneDrills(ctx context.Context, st store.Store) (deleted int, err error) {
 	}
 	verified := ""
 	for i := len(keys) - 1; i >= 0 && verified == ""; i-- {
-		if !strings.Contains(path.Base(keys[i]), "-"+DrillBySidecar+"-") {
+		if !strings.Contains(path.Base(keys[i]), "-"+string(DrillBySidecar)+"-") {
 			continue
 		}
 		r, ok, err := ReadDrill(ctx, st, keys[i])

@@ -1,15 +1,12 @@
 package snapshot
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"slices"
 	"strconv"
@@ -22,14 +19,6 @@ import (
 // ErrOtherCluster: the store's newest chain holds another cluster's
 // backups. Appending to it would mix two keyspaces in one chain.
 var ErrOtherCluster = errors.New("the store's newest chain is another cluster's")
-
-// Records apart from v1/ and v2/: etcd-backup-restore lists only keys that
-// contain "v1" or "v2", so it never sees them, and etcdkit's catalog
-// reads them for what they say of the snapshots.
-const (
-	identityDir = "etcdkit/identity"
-	restoreDir  = "etcdkit/restores"
-)
 
 // Identity is the cluster a chain's snapshots were taken of, recorded
 // beside its full snapshot when the full is written, or when a sidecar
@@ -182,39 +171,3 @@ func Continues(ctx context.Context, st store.Store, cluster, of string) (bool, e
 	}
 	return false, nil
 }
-
-// putJSON writes v once under key; the same bytes there already are no
-// error, other bytes ErrConflict.
-func putJSON(ctx context.Context, st store.Store, key string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = put(ctx, st, key, Codec{}, lean, func(w io.Writer) error {
-		_, err := io.Copy(w, bytes.NewReader(b))
-		return err
-	})
-	return err
-}
-
-func getJSON[T any](ctx context.Context, st store.Store, key string) (v T, ok bool, err error) {
-	rc, err := st.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return v, false, nil
-	}
-	if err != nil {
-		return v, false, err
-	}
-	defer func() { _ = rc.Close() }()
-	b, err := io.ReadAll(io.LimitReader(rc, 1<<20))
-	if err != nil {
-		return v, false, err
-	}
-	if err := json.Unmarshal(b, &v); err != nil {
-		return v, false, fmt.Errorf("record %s: %w: %w", key, errBadRecord, err)
-	}
-	return v, true, nil
-}
-
-// errBadRecord: a record's content is not what its writer writes.
-var errBadRecord = errors.New("not a record etcdkit writes")

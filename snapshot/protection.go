@@ -13,10 +13,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// probeDir holds the objects that ask whether a store refuses deletes:
-// beside v2/, where neither retention nor etcd-backup-restore looks.
-const probeDir = "etcdkit/lock-probe"
-
 // Protection is whether a store keeps what it holds against deletes: a
 // write-once lock (S3 Object Lock, a GCS retention policy, Azure
 // immutability) refused the delete of a probe object.

@@ -16,11 +16,6 @@ import (
 // delete the other's.
 var ErrOtherSite = errors.New("the second site is another store's")
 
-const (
-	siteKey   = "etcdkit/site.json"
-	mirrorKey = "etcdkit/mirror-of.json"
-)
-
 // site names a store that others copy: an ID made once, when it is first
 // copied.
 type site struct {

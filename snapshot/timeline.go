@@ -20,10 +20,6 @@ import (
 // object written before the first timeline record belongs to it.
 const FirstTimeline = "first"
 
-// timelineDir holds one record per timeline but the first, beside v2/,
-// where etcd-backup-restore never looks.
-const timelineDir = "etcdkit/timelines"
-
 // ErrNoTimeline: the store has no timeline of that ID.
 var ErrNoTimeline = errors.New("no such timeline")
 

@@ -13,12 +13,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// uploaderDir holds one record per Snapshotter run that uploaded to the
-// prefix, numbered in the order they began. The numbers, not clocks,
-// order them: each run takes the next free one with a create-only write,
-// so two runs never share one and hosts' clocks do not matter.
-const uploaderDir = "etcdkit/uploaders"
-
 // ErrNewerUploader: another run recorded itself as the prefix's uploader
 // after this one: two uploaders on one prefix (a second sidecar beside the
 // leader, a process that did not die). The newer one writes.

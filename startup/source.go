@@ -67,8 +67,9 @@ type Local struct {
 	// Store holds the backups; nil: none.
 	Store store.Store
 	// Secondary is a second site with copies of Store's snapshots, read
-	// when Store cannot be listed or its newest chain is broken
-	// (restore.PickSite). nil: none.
+	// when Store cannot be listed or its newest chain is broken, and
+	// restored from when a backup read is damaged
+	// (restore.Source.Secondary). nil: none.
 	Secondary store.Store
 	// Codec reads encrypted backups.
 	Codec snapshot.Codec
@@ -93,7 +94,7 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	chk := Check{Store: l.Store != nil}
 	l.chain, l.site = nil, l.Store
 	if l.Store != nil {
-		l.site = restore.PickSite(ctx, l.Store, l.Secondary, l.Logger)
+		l.site = restore.Site(ctx, l.Store, restore.Source{Secondary: l.Secondary, Logger: l.Logger})
 		cat, err := snapshot.List(ctx, l.site)
 		if err != nil {
 			return chk, err
@@ -154,9 +155,15 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 	if err != nil {
 		return Restored{}, err
 	}
-	site := cmp.Or[store.Store](l.site, l.Store)
-	res, err := restore.RestoreSites(ctx, site, l.Store, l.Secondary, restore.Options{
-		Source:  restore.Source{Chain: l.chain, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger, Member: id, MemberName: cfg.Name},
+	// The chain Check picked is read from the site it listed; the other
+	// site is where a damaged backup is restored from instead.
+	site, other := cmp.Or[store.Store](l.site, l.Store), l.Secondary
+	if site != l.Store {
+		other = l.Store
+	}
+	res, err := restore.Restore(ctx, site, restore.Options{
+		Source: restore.Source{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
+			Member: id, MemberName: cfg.Name},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd(),
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -74,7 +75,7 @@ compressed as the chain's last snapshot is.`,
 			// (bench/README.md); without a limit of the operator's the heap
 			// would grow to twice what is live before each collection.
 			if os.Getenv("GOMEMLIMIT") == "" {
-				debug.SetMemoryLimit(restore.CompactionMemory)
+				debug.SetMemoryLimit(compact.ReplayMemory)
 			}
 			// Known before the work: the new full snapshot's revision goes
 			// to its lease, where etcd-druid counts the revisions since it.
@@ -95,7 +96,7 @@ compressed as the chain's last snapshot is.`,
 					return err
 				}
 			}
-			c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{
+			c, err := compact.Compact(ctx, st, compact.Options{
 				Source:  src,
 				Full:    snapshot.FullOptions{Codec: src.Codec, SpoolDir: workDir, Logger: g.log},
 				WorkDir: workDir,

@@ -16,7 +16,7 @@ func defragFlags(cmd *cobra.Command, o *defrag.Options) {
 	f.Int64Var(&o.Policy.MinDBSize, "defrag-min-size", 0, "skip members whose database is smaller (bytes)")
 	f.Int64Var(&o.Policy.MinFreeBytes, "defrag-min-free", 0, "skip members with fewer free bytes (size minus size in use)")
 	f.Float64Var(&o.Policy.MinFreeRatio, "defrag-min-free-ratio", 0, "skip members whose free share of the database is lower (0-1)")
-	f.BoolVar(&o.Compact, "defrag-compact", false, "compact the keyspace to the current revision first (drops history)")
+	f.BoolVar(&o.CompactKeyspace, "defrag-compact", false, "compact the keyspace to the current revision first (drops history)")
 	f.DurationVar(&o.Pause, "defrag-pause", 5*time.Second, "pause between members")
 	f.DurationVar(&o.Timeout, "defrag-timeout", 5*time.Minute, "bound on each member's defragmentation")
 	f.BoolVar(&o.DisarmNOSPACE, "disarm-nospace", false, "disarm NOSPACE alarms once every database is under its quota")

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 func diffCmd(g *globals) *cobra.Command {
@@ -33,13 +33,13 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 			if err := sum.check(); err != nil {
 				return err
 			}
-			opts := restore.StateOptions{WorkDir: work, Keys: restore.Keys{Key: prefix, Prefix: true}}
+			opts := history.StateOptions{WorkDir: work, Keys: history.Keys{Key: prefix, Prefix: true}}
 			st, p, err := g.source(ctx, &opts.Source)
 			if err != nil {
 				return err
 			}
-			opts.Target.Revision = to
-			a, b, err := restore.ReadStates(ctx, st, opts, from)
+			opts.Source.Target.Revision = to
+			a, b, err := history.ReadStates(ctx, st, opts, from)
 			p.Done()
 			if err != nil {
 				return err
@@ -56,8 +56,8 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 	return cmd
 }
 
-func printDiff(g *globals, a, b restore.State, prefix string, sum summary) error {
-	changes := restore.Diff(a, b)
+func printDiff(g *globals, a, b history.State, prefix string, sum summary) error {
+	changes := history.Diff(a, b)
 	type changeJSON struct {
 		Key    string   `json:"key"`
 		Change string   `json:"change"`
@@ -75,7 +75,7 @@ func printDiff(g *globals, a, b restore.State, prefix string, sum summary) error
 		}
 		list[i] = changeJSON{Key: ch.Key, Change: kind, From: keyOut(ch.From), To: keyOut(ch.To)}
 	}
-	subs := restore.SummarizeDiff(prefix, sum.depth, a, b)
+	subs := history.SummarizeDiff(prefix, sum.depth, a, b)
 	out := map[string]any{"from": a.Revision, "to": b.Revision, "changes": list, "sub_prefixes": subs}
 	return g.print(out, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "# from revision %d to %d: %d keys changed\n", a.Revision, b.Revision, len(list))

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/drill"
 	"github.com/etcdkit/etcdkit/fleet"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -219,12 +220,13 @@ Exit 3 when the backup does not match its recorded digest.`,
 			if err != nil {
 				return err
 			}
-			rec, err := fleet.Drill(ctx, st, fleet.DrillOptions{WorkDir: work,
+			out, err := drill.Far(ctx, st, drill.Options{WorkDir: work,
 				Source: restore.Source{Codec: codec, Logger: g.log, Progress: g.progress.Update}})
 			g.progress.Done()
 			if err != nil {
 				return err
 			}
+			rec := out.Record
 			err = g.print(map[string]any{"prefix": prefix, "record": rec.Key, "result": rec.Result, "compared": rec.Compared, "revision": rec.Revision,
 				"keys": rec.Keys, "sha256": rec.SHA256, "error": rec.Error, "took_seconds": rec.TookSeconds}, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "prefix\t%s\nresult\t%s\n", prefix, rec.Result)

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 // keyJSON is a key as get and diff print it with -o json.
@@ -35,14 +35,14 @@ func keyOut(kv *mvccpb.KeyValue) *keyJSON {
 }
 
 // keysOf picks the keys of an optional KEY argument or --prefix.
-func keysOf(args []string, prefix string, prefixSet bool) (restore.Keys, error) {
+func keysOf(args []string, prefix string, prefixSet bool) (history.Keys, error) {
 	switch {
 	case len(args) == 1 && prefixSet:
-		return restore.Keys{}, cli.Usage(errors.New("give a KEY or --prefix, not both"))
+		return history.Keys{}, cli.Usage(errors.New("give a KEY or --prefix, not both"))
 	case len(args) == 1:
-		return restore.Keys{Key: args[0]}, nil
+		return history.Keys{Key: args[0]}, nil
 	}
-	return restore.Keys{Key: prefix, Prefix: true}, nil
+	return history.Keys{Key: prefix, Prefix: true}, nil
 }
 
 func getCmd(g *globals) *cobra.Command {
@@ -61,7 +61,7 @@ key, as they were then. The cluster is never contacted.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			opts := restore.StateOptions{WorkDir: work}
+			opts := history.StateOptions{WorkDir: work}
 			if err := sum.check(); err != nil {
 				return err
 			}
@@ -69,14 +69,14 @@ key, as they were then. The cluster is never contacted.`,
 			if opts.Keys, err = keysOf(args, prefix, cmd.Flags().Changed("prefix")); err != nil {
 				return err
 			}
-			if opts.Target, err = t.target(cmd); err != nil {
+			if opts.Source.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			state, err := g.readState(ctx, opts)
 			if err != nil {
 				return err
 			}
-			subs := restore.Summarize(opts.Key, sum.depth, state.KVs)
+			subs := history.Summarize(opts.Keys.Key, sum.depth, state.KVs)
 			out := map[string]any{"revision": state.Revision, "full": state.Chain.Full.Key, "deltas": len(state.Chain.Deltas), "count": len(state.KVs),
 				"bytes": totalBytes(subs), "sub_prefixes": subs}
 			kvs := make([]*keyJSON, len(state.KVs))

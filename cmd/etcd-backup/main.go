@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -51,9 +52,6 @@ type globals struct {
 	// secondURL is a second site's store, of the commands that take
 	// --secondary-store.
 	secondURL string
-	// first and second are the sites sites opened: a restore damaged on
-	// the one picked reads the other.
-	first, second store.Store
 	// storeTimeout bounds the store standing still.
 	storeTimeout time.Duration
 	endpoints    []string
@@ -191,8 +189,9 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 	if g.secondURL == "" {
 		st, err = g.openStore(ctx)
 	} else {
-		// Either site may not answer: the one that has a whole chain is read.
-		st, err = g.sites(ctx)
+		// Either site may not answer: the read picks the one that has a
+		// whole chain (restore.Source.Secondary).
+		st, src.Secondary, err = g.sites(ctx)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -206,34 +205,30 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 
 // readState reads the keys opts picks from the backups, as ReadState does,
 // with the progress line on while the chain replays.
-func (g *globals) readState(ctx context.Context, opts restore.StateOptions) (restore.State, error) {
+func (g *globals) readState(ctx context.Context, opts history.StateOptions) (history.State, error) {
 	st, p, err := g.source(ctx, &opts.Source)
 	if err != nil {
-		return restore.State{}, err
+		return history.State{}, err
 	}
 	defer p.Done()
-	return restore.ReadState(ctx, st, opts)
+	return history.ReadState(ctx, st, opts)
 }
 
-// sites opens --store and --secondary-store as sites that may not answer,
-// and picks the one a read uses (restore.PickSite).
-func (g *globals) sites(ctx context.Context) (store.Store, error) {
+// sites opens --store and --secondary-store as sites that may not answer.
+func (g *globals) sites(ctx context.Context) (first, second store.Store, err error) {
 	if g.storeURL == "" {
-		return nil, cli.Usage(errors.New("--store is required"))
+		return nil, nil, cli.Usage(errors.New("--store is required"))
 	}
 	if g.secondURL == g.storeURL {
-		return nil, cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
+		return nil, nil, cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
 	}
-	first, err := cli.OpenSite(ctx, g.storeURL, g.storeTimeout, g.log)
-	if err != nil {
-		return nil, err
+	if first, err = cli.OpenSite(ctx, g.storeURL, g.storeTimeout, g.log); err != nil {
+		return nil, nil, err
 	}
-	second, err := cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log)
-	if err != nil {
-		return nil, fmt.Errorf("--secondary-store: %w", err)
+	if second, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
+		return nil, nil, fmt.Errorf("--secondary-store: %w", err)
 	}
-	g.first, g.second = first, second
-	return restore.PickSite(ctx, first, second, g.log), nil
+	return first, second, nil
 }
 
 // secondaryFlag gives a command that reads chains --secondary-store: the

@@ -17,14 +17,14 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 func moveCmd(g *globals) *cobra.Command {
 	var (
-		tn        tenant
-		opts      restore.MoveOptions
+		tn        tenantFlags
+		opts      tenant.MoveOptions
 		sidecar   api.Client
 		tokenFile string
 	)
@@ -108,7 +108,7 @@ overwritten by the source's next events.`,
 			if err != nil {
 				return err
 			}
-			opts.Followed = func(mp restore.MoveProgress) {
+			opts.Followed = func(mp tenant.MoveProgress) {
 				p.Done()
 				g.log.Info("move: following", "revision", mp.Revision, "delta", mp.Delta, "events_so_far", mp.Events)
 			}
@@ -131,7 +131,7 @@ overwritten by the source's next events.`,
 				g.log.Warn("move: a second signal: the cut-over is abandoned; the target may lack the source's last writes")
 				abort()
 			}()
-			m, err := restore.Move(mctx, st, target, opts)
+			m, err := tenant.Move(mctx, st, target, opts)
 			p.Done()
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
+	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -86,7 +87,7 @@ func restoreCmd(g *globals) *cobra.Command {
 			on                 bool
 			poll, catchUpAfter time.Duration
 		}
-		tn      tenant
+		tn      tenantFlags
 		etcdutl etcdutlFlags
 	)
 	cmd := &cobra.Command{
@@ -126,7 +127,7 @@ writes the keys under another prefix.`,
 			// the revisions under the same limit, where without one it grows
 			// to twice what is live (bench/README.md, the growth rows).
 			if os.Getenv("GOMEMLIMIT") == "" {
-				debug.SetMemoryLimit(restore.CompactionMemory)
+				debug.SetMemoryLimit(compact.ReplayMemory)
 			}
 			var err error
 			if opts.Target, err = t.target(cmd); err != nil {
@@ -153,17 +154,13 @@ writes the keys under another prefix.`,
 			if follow.on {
 				// The standby follows the first site, and each poll reads
 				// the second while the first has no whole chain.
-				first := st
-				if g.second != nil {
-					first = g.first
-				}
-				res, err = restore.Follow(ctx, first, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter, Second: g.second,
+				res, err = restore.Follow(ctx, st, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
 					Applied: func(s restore.Standby) {
 						p.Done()
 						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
 					}})
 			} else {
-				res, err = restore.RestoreSites(ctx, st, g.first, g.second, opts)
+				res, err = restore.Restore(ctx, st, opts)
 			}
 			p.Done()
 			if err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 // summary is --summary and --depth: a tenant admin's counts and sizes by
@@ -25,7 +25,7 @@ func (s *summary) flags(cmd *cobra.Command) {
 func (s *summary) check() error { return cli.AtLeast("depth", int64(s.depth), 1) }
 
 // printSubPrefixes is get's table of a state's sub-prefixes.
-func printSubPrefixes(w *tabwriter.Writer, subs []restore.SubPrefix) {
+func printSubPrefixes(w *tabwriter.Writer, subs []history.SubPrefix) {
 	fmt.Fprintf(w, "SUB-PREFIX\tKEYS\tSIZE\n")
 	for _, s := range subs {
 		fmt.Fprintf(w, "%s\t%d\t%s\n", s.Prefix, s.Keys, size(s.Bytes))
@@ -33,7 +33,7 @@ func printSubPrefixes(w *tabwriter.Writer, subs []restore.SubPrefix) {
 }
 
 // printDiffSubPrefixes is diff's table of sub-prefixes.
-func printDiffSubPrefixes(w *tabwriter.Writer, subs []restore.SubPrefix) {
+func printDiffSubPrefixes(w *tabwriter.Writer, subs []history.SubPrefix) {
 	fmt.Fprintf(w, "SUB-PREFIX\tCREATED\tDELETED\tCHANGED\tKEYS\tSIZE\n")
 	for _, s := range subs {
 		fmt.Fprintf(w, "%s\t+%d\t-%d\t~%d\t%d\t%s → %s\n", s.Prefix, s.Created, s.Deleted, s.Changed, s.Keys, size(s.BytesBefore), size(s.Bytes))
@@ -41,7 +41,7 @@ func printDiffSubPrefixes(w *tabwriter.Writer, subs []restore.SubPrefix) {
 }
 
 // totalBytes is the bytes of the keys and values of subs.
-func totalBytes(subs []restore.SubPrefix) (n int64) {
+func totalBytes(subs []history.SubPrefix) (n int64) {
 	for _, s := range subs {
 		n += s.Bytes
 	}

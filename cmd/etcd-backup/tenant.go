@@ -10,13 +10,15 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // tenant is restore's --prefix, --to, --apply, --replace and --rename: one
 // prefix's keys restored into a data dir of their own or a live cluster.
-type tenant struct {
+type tenantFlags struct {
 	prefix, renameFlag string
 	rename             restore.Rename
 	to                 []string
@@ -26,7 +28,7 @@ type tenant struct {
 }
 
 // flags are restore's: a dry run unless --apply.
-func (tn *tenant) flags(cmd *cobra.Command) {
+func (tn *tenantFlags) flags(cmd *cobra.Command) {
 	tn.keyFlags(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&tn.apply, "apply", false, "with --to: write; without it, only report what would be written")
@@ -35,7 +37,7 @@ func (tn *tenant) flags(cmd *cobra.Command) {
 }
 
 // keyFlags pick the keys and where they go, for restore and move.
-func (tn *tenant) keyFlags(cmd *cobra.Command) {
+func (tn *tenantFlags) keyFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&tn.prefix, "prefix", "", "only the keys under this prefix (a tenant's)")
 	f.StringSliceVar(&tn.to, "to", nil, "with --prefix: write the keys into this live cluster (client URLs; the TLS and auth flags apply) instead of a data dir")
@@ -44,7 +46,7 @@ func (tn *tenant) keyFlags(cmd *cobra.Command) {
 }
 
 // check refuses the flags that do not go together.
-func (tn *tenant) check(cmd *cobra.Command, dataDir string, follow bool) error {
+func (tn *tenantFlags) check(cmd *cobra.Command, dataDir string, follow bool) error {
 	changed := cmd.Flags().Changed
 	kind, err := snapshot.ParseSourceKind(tn.toSource)
 	if err != nil {
@@ -77,11 +79,11 @@ func (tn *tenant) check(cmd *cobra.Command, dataDir string, follow bool) error {
 
 // run reads the prefix's past state from the backups and applies it to
 // the cluster at --to.
-func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
+func (tn *tenantFlags) run(cmd *cobra.Command, g *globals, t target) error {
 	ctx := cmd.Context()
-	opts := restore.StateOptions{WorkDir: tn.work, Keys: restore.Keys{Key: tn.prefix, Prefix: true}}
+	opts := history.StateOptions{WorkDir: tn.work, Keys: history.Keys{Key: tn.prefix, Prefix: true}}
 	var err error
-	if opts.Target, err = t.target(cmd); err != nil {
+	if opts.Source.Target, err = t.target(cmd); err != nil {
 		return err
 	}
 	// A tenant's user may read and write its prefix alone: no root role.
@@ -96,12 +98,12 @@ func (tn *tenant) run(cmd *cobra.Command, g *globals, t target) error {
 	if err != nil {
 		return err
 	}
-	a, err := restore.ApplyState(ctx, live, past, tn.prefix, restore.ApplyOptions{Apply: tn.apply, Replace: tn.replace, Rename: tn.rename,
+	a, err := tenant.ApplyState(ctx, live, past, tn.prefix, tenant.ApplyOptions{Apply: tn.apply, Replace: tn.replace, Rename: tn.rename,
 		KeyByKey: tn.toSource == string(snapshot.SourceEtcdAPI)})
 	if err != nil {
 		return err
 	}
-	subs := restore.Summarize(tn.prefix, 1, past.KVs)
+	subs := history.Summarize(tn.prefix, 1, past.KVs)
 	bytes := totalBytes(subs)
 	written := tn.rename.Of(tn.prefix)
 	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,

@@ -18,7 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 // A tenant's keys restored into its live cluster as a tenant admin runs
@@ -111,12 +111,12 @@ func TestRestoreATenantsPrefix(t *testing.T) {
 		}
 	}
 	var diff struct {
-		SubPrefixes []restore.SubPrefix `json:"sub_prefixes"`
+		SubPrefixes []history.SubPrefix `json:"sub_prefixes"`
 	}
 	if err := json.Unmarshal([]byte(ok(t, nil, "diff", "--store", storeURL, "--prefix", "/t/", "--from", past, "-o", "json")), &diff); err != nil {
 		t.Fatal(err)
 	}
-	if want := []restore.SubPrefix{{Prefix: "/t/", Keys: 1, Bytes: 9, Changed: 1, BytesBefore: 9}, {Prefix: "/t/a/", Keys: 4, Bytes: 42, Created: 1, Deleted: 1, Changed: 1, BytesBefore: 36}}; !slices.Equal(diff.SubPrefixes, want) {
+	if want := []history.SubPrefix{{Prefix: "/t/", Keys: 1, Bytes: 9, Changed: 1, BytesBefore: 9}, {Prefix: "/t/a/", Keys: 4, Bytes: 42, Created: 1, Deleted: 1, Changed: 1, BytesBefore: 36}}; !slices.Equal(diff.SubPrefixes, want) {
 		t.Fatalf("diff's sub-prefixes: %+v, want %+v", diff.SubPrefixes, want)
 	}
 	t.Logf("a user sees:\n%s", ok(t, nil, "diff", "--store", storeURL, "--prefix", "/t/", "--from", past, "--summary"))

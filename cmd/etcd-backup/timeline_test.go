@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -106,7 +106,7 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	if err := p.term(t); err != nil {
 		t.Fatal(err)
 	}
-	oldHead, err := restore.LiveDigest(ctx, cli, end)
+	oldHead, err := history.LiveDigest(ctx, cli, end)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	}
 	// The old timeline's head restores to the old cluster's last state.
 	o := restoredMember(t, storeURL, sec, "--timeline", "first")
-	got, err := restore.LiveDigest(ctx, o.Client(t), end)
+	got, err := history.LiveDigest(ctx, o.Client(t), end)
 	if err != nil || got != oldHead {
 		t.Fatalf("the old timeline's head sums to %v (%v), the old cluster's end to %v", got, err, oldHead)
 	}

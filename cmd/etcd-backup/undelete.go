@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 func undeleteCmd(g *globals) *cobra.Command {
@@ -33,12 +34,12 @@ Without --apply nothing is written: the report says what would be.`,
 			if prefix == "" {
 				return cli.Usage(errors.New("--prefix is required: the keys to bring back (a namespace: /registry/…/NAME/)"))
 			}
-			opts := restore.StateOptions{WorkDir: work, Keys: restore.Keys{Key: prefix, Prefix: true}}
+			opts := history.StateOptions{WorkDir: work, Keys: history.Keys{Key: prefix, Prefix: true}}
 			var err error
-			if opts.Target, err = t.target(cmd); err != nil {
+			if opts.Source.Target, err = t.target(cmd); err != nil {
 				return err
 			}
-			if opts.Target.Revision == 0 && opts.Target.Time.IsZero() {
+			if opts.Source.Target.Revision == 0 && opts.Source.Target.Time.IsZero() {
 				return cli.Usage(errors.New("--revision or --time is required: when the keys were as wanted"))
 			}
 			live, err := g.client(ctx)
@@ -50,11 +51,11 @@ Without --apply nothing is written: the report says what would be.`,
 			if err != nil {
 				return err
 			}
-			u, err := restore.Undelete(ctx, live, past, restore.UndeleteOptions{Apply: apply})
+			u, err := tenant.Undelete(ctx, live, past, tenant.UndeleteOptions{Apply: apply})
 			if err != nil {
 				return err
 			}
-			subs := restore.Summarize(prefix, 1, past.KVs)
+			subs := history.Summarize(prefix, 1, past.KVs)
 			out := map[string]any{"revision": past.Revision, "applied": apply, "written": u.Written, "same": u.Same,
 				"changed": u.Changed, "without_lease": u.WithoutLease, "bytes": totalBytes(subs), "sub_prefixes": subs}
 			return g.print(out, func(w *tabwriter.Writer) {

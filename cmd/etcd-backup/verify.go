@@ -11,7 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 func verifyCmd(g *globals) *cobra.Command {
@@ -31,10 +31,10 @@ compacted past that revision only the chain is checked, and the output says so.`
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			var (
-				opts restore.VerifyOptions
+				opts history.VerifyOptions
 				err  error
 			)
-			if opts.Target, err = t.target(cmd); err != nil {
+			if opts.Source.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			opts.WorkDir = workDir
@@ -42,7 +42,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 			if err != nil {
 				return err
 			}
-			rep, err := restore.Verify(ctx, st, opts)
+			rep, err := history.Verify(ctx, st, opts)
 			p.Done()
 			if err != nil {
 				return err
@@ -69,7 +69,7 @@ compacted past that revision only the chain is checked, and the output says so.`
 			if err := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "chain\t%s and %d deltas\nrevision\t%d\nkeys\t%d\nsha256\t%s\n", rep.Chain.Full.Key, len(rep.Chain.Deltas), rep.Digest.Revision, rep.Digest.Keys, rep.Digest.SHA256)
 				switch v := out["live"].(type) {
-				case restore.Digest:
+				case history.Digest:
 					fmt.Fprintf(w, "live cluster\tDIFFERS: %s\n", v)
 				case string:
 					fmt.Fprintf(w, "live cluster\t%s\n", v)
@@ -94,17 +94,17 @@ compacted past that revision only the chain is checked, and the output says so.`
 
 // liveDigest sums the live cluster at rev, or says why it cannot, and
 // reads the cluster's own revision.
-func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (restore.Digest, int64, string, error) {
+func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (history.Digest, int64, string, error) {
 	cli, err := etcdclient.New(cmd.Context(), g.conn(endpoints))
 	if err != nil {
-		return restore.Digest{}, 0, "", err
+		return history.Digest{}, 0, "", err
 	}
 	defer func() { _ = cli.Close() }()
 	head, err := cli.Get(cmd.Context(), "\x00", clientv3.WithCountOnly())
 	if err != nil {
-		return restore.Digest{}, 0, "", err
+		return history.Digest{}, 0, "", err
 	}
-	live, err := restore.LiveDigest(cmd.Context(), cli, rev)
+	live, err := history.LiveDigest(cmd.Context(), cli, rev)
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return live, head.Header.Revision, fmt.Sprintf("not compared: the cluster has compacted past revision %d", rev), nil
 	}

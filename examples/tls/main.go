@@ -14,9 +14,9 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/examples/internal/demo"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/pki"
 	"github.com/etcdkit/etcdkit/member"
-	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/store"
@@ -173,11 +173,11 @@ func run() error {
 	fmt.Printf("a client without the CA bundle is told: %v\n", err)
 
 	// The backup replays to what the cluster holds at its revision.
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{})
 	if err != nil {
 		return err
 	}
-	live, err := restore.LiveDigest(ctx, admin, rep.Digest.Revision)
+	live, err := history.LiveDigest(ctx, admin, rep.Digest.Revision)
 	if err != nil {
 		return err
 	}

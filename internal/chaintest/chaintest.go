@@ -7,7 +7,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/capture"
+	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -23,18 +25,18 @@ type Options struct {
 // replay sums to what cli's cluster held at the chain's revision. It
 // returns the chain as the store holds it (before the gap check trims
 // overlaps) and the verification.
-func Check(t testing.TB, st store.Store, cli *clientv3.Client, o Options) (snapshot.Chain, restore.Report) {
+func Check(t testing.TB, st store.Store, cli *clientv3.Client, o Options) (snapshot.Chain, history.Report) {
 	t.Helper()
 	ctx := context.Background()
 	chain := Latest(t, st)
 	if _, err := chain.Check(); err != nil {
 		t.Fatalf("the latest chain: %v", err)
 	}
-	rep, err := restore.Verify(ctx, st, restore.VerifyOptions{WorkDir: t.TempDir()})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	live, err := restore.LiveDigest(ctx, cli, rep.Digest.Revision)
+	live, err := history.LiveDigest(ctx, cli, rep.Digest.Revision)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +69,36 @@ func Latest(t testing.TB, st store.Store) snapshot.Chain {
 		t.Fatal(err)
 	}
 	return chain
+}
+
+// BackedUp is a member's backups on a file store: a full and deltas.
+func BackedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
+	t.Helper()
+	ctx := context.Background()
+	m := etcdtest.Start(t, etcdtest.Options{})
+	cli := m.Client(t)
+	dir := t.TempDir()
+	st, err := store.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (etcdtest.Workload{Ops: 100, Seed: 1}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{Codec: c, SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := full.LastRevision
+	for i := range 3 {
+		if _, err := (etcdtest.Workload{Ops: 50, Seed: uint64(2 + i), TxnPercent: 20}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		written, err := capture.Delta(ctx, cli, st, since, capture.DeltaOptions{Codec: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		since = written[len(written)-1].LastRevision
+	}
+	return st, dir
 }

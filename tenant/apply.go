@@ -1,7 +1,8 @@
-package restore
+package tenant
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,55 +16,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/restore"
 )
-
-// Rename rewrites a key prefix: each key under From is written under To
-// instead (a tenant restored under another name). The zero value keeps
-// every key as it is.
-type Rename struct {
-	From, To string
-}
-
-// ParseRename reads a rename given as FROM=TO.
-func ParseRename(s string) (Rename, error) {
-	from, to, ok := strings.Cut(s, "=")
-	if !ok || from == "" || to == "" {
-		return Rename{}, fmt.Errorf("rename %q: give it as FROM=TO, two non-empty prefixes", s)
-	}
-	if strings.HasSuffix(from, "/") != strings.HasSuffix(to, "/") {
-		return Rename{}, fmt.Errorf("rename %q: end both prefixes with a / or neither (a key /a/k would become %s)", s, to+"k")
-	}
-	return Rename{From: from, To: to}, nil
-}
-
-// Check says whether the rename applies to every key under prefix: the
-// keys picked must all start with From, or some would keep their name.
-func (r Rename) Check(prefix string) error {
-	if r == (Rename{}) || strings.HasPrefix(prefix, r.From) {
-		return nil
-	}
-	return fmt.Errorf("rename %s=%s: the prefix %q does not start with %q, so its keys would not all be renamed", r.From, r.To, prefix, r.From)
-}
-
-// Of is key renamed: under To when it is under From, else as it is.
-func (r Rename) Of(key string) string { return string(r.key([]byte(key))) }
-
-// key is k renamed.
-func (r Rename) key(k []byte) []byte {
-	if r == (Rename{}) || !bytes.HasPrefix(k, []byte(r.From)) {
-		return k
-	}
-	return append([]byte(r.To), k[len(r.From):]...)
-}
-
-// rangeEnd is a permission's range end under the rename: the end of the
-// renamed prefix for the end of From, the renamed key for a key under it.
-func (r Rename) rangeEnd(end []byte) []byte {
-	if r != (Rename{}) && string(end) == clientv3.GetPrefixRangeEnd(r.From) {
-		return []byte(clientv3.GetPrefixRangeEnd(r.To))
-	}
-	return r.key(end)
-}
 
 // ApplyOptions configures ApplyState. The zero value is a dry run that
 // would write each key of the past state whose live value differs, and
@@ -76,7 +32,7 @@ type ApplyOptions struct {
 	Replace bool
 	// Rename writes the past keys under another prefix (and compares
 	// them with the live keys there).
-	Rename Rename
+	Rename restore.Rename
 	// KeyByKey writes each key in a Txn of its own, of the three forms
 	// kine serves (create: the key's absence; update and delete: its mod
 	// revision, reading it otherwise), for a datastore behind etcd's API.
@@ -84,6 +40,11 @@ type ApplyOptions struct {
 	// no data dir to restore), and the datastore's own bookkeeping key
 	// (kine's compact_rev_key) is neither written nor deleted.
 	KeyByKey bool
+	// Writers is how many Txns of one key are in flight with KeyByKey: a
+	// datastore behind etcd's API takes one write per round trip, and a
+	// restore of a whole keyspace one key at a time would wait out every
+	// round trip in turn. Default DefaultWriters.
+	Writers int
 	// beforeWrite runs between the read of the live keys and the first
 	// write: a test's concurrent writer.
 	beforeWrite func()
@@ -141,14 +102,14 @@ type liveKey struct {
 // the cluster no longer holds it (a key the same but for its lease is
 // written again). Nothing outside the prefix (renamed) is read or
 // touched, so a role with read and write on it is enough.
-func ApplyState(ctx context.Context, cli *clientv3.Client, past State, prefix string, opts ApplyOptions) (Applied, error) {
+func ApplyState(ctx context.Context, cli *clientv3.Client, past history.State, prefix string, opts ApplyOptions) (Applied, error) {
 	if prefix == "" && !opts.KeyByKey {
 		return Applied{}, errors.New("apply a past state: a prefix is required (every key of a cluster is a restore's, not this)")
 	}
 	if err := opts.Rename.Check(prefix); err != nil {
 		return Applied{}, err
 	}
-	if r := opts.Rename; opts.Replace && r != (Rename{}) && (strings.HasPrefix(r.To, r.From) || strings.HasPrefix(r.From, r.To)) {
+	if r := opts.Rename; opts.Replace && r != (restore.Rename{}) && (strings.HasPrefix(r.To, r.From) || strings.HasPrefix(r.From, r.To)) {
 		return Applied{}, fmt.Errorf("rename %s=%s with replace: the prefixes overlap, so the keys under %s that the past did not hold would include the past's own keys; rename to a prefix apart", r.From, r.To, r.To)
 	}
 	var a Applied
@@ -173,7 +134,7 @@ func (b *applier) apply(ctx context.Context, prefix string) (Applied, error) {
 	}
 	seen := map[string]bool{}
 	for _, kv := range b.past.KVs {
-		key := string(opts.Rename.key(kv.Key))
+		key := string([]byte(opts.Rename.Of(string(kv.Key))))
 		seen[key] = true
 		if opts.KeyByKey && key == datastoreKey {
 			continue
@@ -261,7 +222,7 @@ func readLive(ctx context.Context, cli *clientv3.Client, prefix string) (map[str
 	key := prefix
 	var rev int64
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(readPage)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -295,7 +256,7 @@ func sortedKeys(m map[string]liveKey) []string {
 type applier struct {
 	cli  *clientv3.Client
 	opts ApplyOptions
-	past State
+	past history.State
 	out  *Applied
 	// leases are the past leases the keys written are attached to, granted
 	// again under their IDs where the cluster did not hold them, by the
@@ -445,11 +406,8 @@ func (b *applier) flush(ctx context.Context) error {
 	return nil
 }
 
-// KeyByKeyWriters is how many Txns of one key each ApplyState has in
-// flight with KeyByKey: a datastore behind etcd's API takes one write per
-// round trip, and a restore of a whole keyspace one key at a time would
-// wait out every round trip in turn.
-const KeyByKeyWriters = 16
+// DefaultWriters is ApplyOptions.Writers' default.
+const DefaultWriters = 16
 
 // each is one write of a KeyByKey apply in flight, and how it ended.
 type each struct {
@@ -458,7 +416,7 @@ type each struct {
 	err error
 }
 
-// addEach starts g's Txn at once, with up to KeyByKeyWriters in flight:
+// addEach starts g's Txn at once, with up to opts.Writers in flight:
 // the writers never wait for each other (a datastore's slow write, kine's
 // hundreds of milliseconds now and then, holds up its own key alone).
 func (b *applier) addEach(ctx context.Context, g guarded) error {
@@ -466,7 +424,7 @@ func (b *applier) addEach(ctx context.Context, g guarded) error {
 		return err
 	}
 	if b.slots == nil {
-		b.slots = make(chan struct{}, KeyByKeyWriters)
+		b.slots = make(chan struct{}, cmp.Or(max(b.opts.Writers, 0), DefaultWriters))
 	}
 	e := &each{g: g}
 	b.inflight = append(b.inflight, e)
@@ -539,3 +497,6 @@ func (b *applier) commit(ctx context.Context, ops []guarded) (bool, error) {
 	}
 	return resp.Succeeded, nil
 }
+
+// readPage is how many live keys one read returns.
+const readPage = 1000

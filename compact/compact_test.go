@@ -1,32 +1,34 @@
-package restore_test
+package compact_test
 
 import (
 	"context"
 	"testing"
 
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/compact"
+	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // A chain compacted into one full snapshot restores to the same keyspace.
 func TestCompactedChainRestoresTheSame(t *testing.T) {
 	ctx := context.Background()
-	st, _ := backedUp(t, snapshot.Codec{Compression: snapshot.Gzip})
-	before, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+	st, _ := chaintest.BackedUp(t, snapshot.Codec{Compression: snapshot.Gzip})
+	before, err := history.Verify(ctx, st, history.VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(before.Chain.Deltas) == 0 {
 		t.Fatal("no deltas to compact")
 	}
-	c, err := restore.Consolidate(ctx, st, restore.ConsolidateOptions{Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}}})
+	c, err := compact.Compact(ctx, st, compact.Options{Full: snapshot.FullOptions{Codec: snapshot.Codec{Compression: snapshot.Zstd}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Snapshot.LastRevision != before.Digest.Revision || c.Snapshot.Compression != snapshot.Zstd || c.InputBytes == 0 || c.OutputBytes == 0 {
 		t.Fatalf("compaction %+v", c)
 	}
-	after, err := restore.Verify(ctx, st, restore.VerifyOptions{})
+	after, err := history.Verify(ctx, st, history.VerifyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package restore
+package history
 
 import (
 	"bytes"
@@ -8,9 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/lease"
-	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
+	"github.com/etcdkit/etcdkit/restore"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -43,9 +42,10 @@ func (k Keys) start() []byte {
 // StateOptions configures ReadState. The zero value reads every key of the
 // latest state, replayed in a directory under os.TempDir().
 type StateOptions struct {
-	// Source's Target picks the revision or time.
-	Source
-	Keys
+	// Source reads the backups; its Target picks the revision or time.
+	Source restore.Source
+	// Keys are the keys read.
+	Keys Keys
 	// WorkDir holds the chain while it is replayed. Default os.TempDir().
 	WorkDir string
 }
@@ -70,9 +70,9 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 		kvs    []*mvccpb.KeyValue
 		leases map[int64]int64
 	)
-	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "read", func(r *replayer) (err error) {
-		if kvs, err = r.read(ctx, opts.Keys, r.at); err == nil {
-			leases = r.leaseTTLs(kvs)
+	res, err := restore.Replay(ctx, st, opts.Source, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "read"}, func(p *restore.Past) (err error) {
+		if kvs, err = read(ctx, p, opts.Keys, p.Revision()); err == nil {
+			leases = p.LeaseTTLs(kvs)
 		}
 		return err
 	})
@@ -82,32 +82,15 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 	return State{Chain: res.Chain, Revision: res.Revision, KVs: kvs, Leases: leases}, nil
 }
 
-// leaseTTLs are the granted TTLs of the leases kvs are attached to, as the
-// replayed database holds them at its last revision.
-func (r *replayer) leaseTTLs(kvs []*mvccpb.KeyValue) map[int64]int64 {
-	out := map[int64]int64{}
-	for _, kv := range kvs {
-		if kv.Lease == 0 {
-			continue
-		}
-		if _, ok := out[kv.Lease]; ok {
-			continue
-		}
-		if l := r.lessor.Lookup(lease.LeaseID(kv.Lease)); l != nil {
-			out[kv.Lease] = l.TTL()
-		}
-	}
-	return out
-}
-
 // ReadStates reads the keys picked at revision from and at the revision
 // opts' target picks (a diff's two sides). Where the later side's chain
 // holds from (its full is at or before it), one replay serves both: the
 // replayed database keeps every revision since its full. Otherwise each
 // side is replayed on its own, as ReadState does.
 func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
-	src := opts.withDefaults()
-	chain, err := Chain(ctx, st, src.Target)
+	src := opts.Source
+	st = restore.Site(ctx, st, src)
+	chain, err := restore.Chain(ctx, st, src.Target)
 	if err != nil {
 		return State{}, State{}, err
 	}
@@ -116,12 +99,12 @@ func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int
 	}
 	src.Chain = &chain
 	var a, b []*mvccpb.KeyValue
-	res, err := inScratch(ctx, st, src, opts.WorkDir, "read", func(r *replayer) (err error) {
-		if from > r.at {
-			return fmt.Errorf("revision %d is after the chain's last, %d", from, r.at)
+	res, err := restore.Replay(ctx, st, src, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "read"}, func(p *restore.Past) (err error) {
+		if from > p.Revision() {
+			return fmt.Errorf("revision %d is after the chain's last, %d", from, p.Revision())
 		}
-		if a, err = r.read(ctx, opts.Keys, from); err == nil {
-			b, err = r.read(ctx, opts.Keys, r.at)
+		if a, err = read(ctx, p, opts.Keys, from); err == nil {
+			b, err = read(ctx, p, opts.Keys, p.Revision())
 		}
 		return err
 	})
@@ -134,7 +117,7 @@ func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int
 // readApart reads the two sides of ReadStates in a replay each.
 func readApart(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
 	earlier := opts
-	earlier.Target.Revision, earlier.Target.Time = from, time.Time{}
+	earlier.Source.Target.Revision, earlier.Source.Target.Time = from, time.Time{}
 	a, err := ReadState(ctx, st, earlier)
 	if err != nil {
 		return State{}, State{}, err
@@ -144,29 +127,10 @@ func readApart(ctx context.Context, st store.Store, opts StateOptions, from int6
 }
 
 // read ranges over the keys picked at revision at.
-func (r *replayer) read(ctx context.Context, k Keys, at int64) ([]*mvccpb.KeyValue, error) {
+func read(ctx context.Context, p *restore.Past, k Keys, at int64) ([]*mvccpb.KeyValue, error) {
 	var out []*mvccpb.KeyValue
-	err := r.each(ctx, k, at, func(kvs []*mvccpb.KeyValue) { out = append(out, kvs...) })
+	err := p.Range(ctx, k.start(), k.rangeEnd(), at, func(kvs []*mvccpb.KeyValue) { out = append(out, kvs...) })
 	return out, err
-}
-
-// each hands the keys picked at revision at to f a page at a time, in key
-// order.
-func (r *replayer) each(ctx context.Context, k Keys, at int64, f func([]*mvccpb.KeyValue)) error {
-	key, end := k.start(), k.rangeEnd()
-	for {
-		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
-		res, err := tr.Range(ctx, key, end, mvcc.RangeOptions{Limit: page, Rev: at})
-		tr.End()
-		if err != nil {
-			return fmt.Errorf("range at revision %d: %w", at, err)
-		}
-		f(res.KVs)
-		if end == nil || len(res.KVs) < page {
-			return nil
-		}
-		key = append(bytes.Clone(res.KVs[len(res.KVs)-1].Key), 0)
-	}
 }
 
 // Change is one key's difference between two states: From is nil when
@@ -198,66 +162,4 @@ func Diff(a, b State) []Change {
 		}
 	}
 	return out
-}
-
-// UndeleteOptions configures Undelete. The zero value is a dry run.
-type UndeleteOptions struct {
-	// Apply writes; without it Undelete only reports what it would write.
-	Apply bool
-}
-
-// Undeleted is what Undelete did, or would do, with each key of the past
-// state; each list is in key order.
-type Undeleted struct {
-	// Written: absent from the live cluster, and written back (or, in a
-	// dry run, to be written).
-	Written []string
-	// Same: the live key holds the past value already.
-	Same []string
-	// Changed: the live key holds another value, or was created between
-	// the check and the write; it is left as it is.
-	Changed []string
-	// WithoutLease: written keys that had a lease in the past; they are
-	// written without one, since that lease has long expired or been
-	// revoked.
-	WithoutLease []string
-}
-
-// Undelete writes the keys of a past state back into the live cluster
-// where they are absent, each in a transaction guarded on the key still
-// being absent, so nothing written meanwhile is ever overwritten. A key
-// that exists with another value is reported, not touched.
-func Undelete(ctx context.Context, cli *clientv3.Client, past State, opts UndeleteOptions) (Undeleted, error) {
-	var u Undeleted
-	for _, kv := range past.KVs {
-		key := string(kv.Key)
-		resp, err := cli.Get(ctx, key)
-		if err != nil {
-			return u, fmt.Errorf("undelete %q: %w", key, err)
-		}
-		if len(resp.Kvs) > 0 {
-			if bytes.Equal(resp.Kvs[0].Value, kv.Value) {
-				u.Same = append(u.Same, key)
-			} else {
-				u.Changed = append(u.Changed, key)
-			}
-			continue
-		}
-		if opts.Apply {
-			txn, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, string(kv.Value))).Commit()
-			if err != nil {
-				return u, fmt.Errorf("undelete %q: %w", key, err)
-			}
-			if !txn.Succeeded {
-				u.Changed = append(u.Changed, key)
-				continue
-			}
-		}
-		u.Written = append(u.Written, key)
-		if kv.Lease != 0 {
-			u.WithoutLease = append(u.WithoutLease, key)
-		}
-	}
-	return u, nil
 }

@@ -1,4 +1,4 @@
-package restore
+package history
 
 import (
 	"context"
@@ -7,13 +7,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"path/filepath"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/internal/scratch"
+	"github.com/etcdkit/etcdkit/restore"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -58,7 +57,7 @@ func (d *digester) digest(rev int64) Digest {
 	return Digest{Revision: rev, Keys: d.keys, SHA256: hex.EncodeToString(d.h.Sum(nil))}
 }
 
-// page is how many keys one read returns while summing.
+// page is how many keys one read of a live cluster returns.
 const page = 1000
 
 // LiveDigest sums the keyspace of a live cluster at rev, the same way
@@ -84,9 +83,9 @@ func LiveDigest(ctx context.Context, cli *clientv3.Client, rev int64) (Digest, e
 
 // digest sums the replayed database at its head: every key (Keys' zero
 // value), in key order.
-func (r *replayer) digest(ctx context.Context) (Digest, error) {
+func digest(ctx context.Context, p *restore.Past) (Digest, error) {
 	d := newDigester()
-	err := r.each(ctx, Keys{}, r.at, func(kvs []*mvccpb.KeyValue) {
+	err := p.Range(ctx, Keys{}.start(), Keys{}.rangeEnd(), p.Revision(), func(kvs []*mvccpb.KeyValue) {
 		for _, kv := range kvs {
 			d.add(kv)
 		}
@@ -94,13 +93,14 @@ func (r *replayer) digest(ctx context.Context) (Digest, error) {
 	if err != nil {
 		return Digest{}, fmt.Errorf("digest: %w", err)
 	}
-	return d.digest(r.at), nil
+	return d.digest(p.Revision()), nil
 }
 
 // VerifyOptions configures Verify. The zero value verifies the latest
 // chain in a directory under os.TempDir().
 type VerifyOptions struct {
-	Source
+	// Source reads the backups; its Target picks the chain and revision.
+	Source restore.Source
 	// WorkDir holds the downloaded chain while it is replayed. Default
 	// os.TempDir().
 	WorkDir string
@@ -118,8 +118,8 @@ type Report struct {
 }
 
 // Speed is how fast this node restores, as a drill measured it.
-func (r Report) Speed() Speed {
-	s := Speed{}
+func (r Report) Speed() restore.Speed {
+	s := restore.Speed{}
 	if r.Download > 0 {
 		s.BytesPerSecond = float64(r.Chain.Full.Size) / r.Download.Seconds()
 	}
@@ -135,47 +135,12 @@ func (r Report) Speed() Speed {
 func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, error) {
 	start := time.Now()
 	var d Digest
-	res, err := inScratch(ctx, st, opts.Source, opts.WorkDir, "verify", func(r *replayer) (err error) {
-		d, err = r.digest(ctx)
+	res, err := restore.Replay(ctx, st, opts.Source, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "verify"}, func(p *restore.Past) (err error) {
+		d, err = digest(ctx, p)
 		return err
 	})
 	if err != nil {
 		return Report{}, err
 	}
 	return Report{Chain: res.Chain, Revisions: res.Revisions, Digest: d, Download: res.Download, Replay: res.Replay, Took: time.Since(start)}, nil
-}
-
-// inScratch replays the chain src's target picks in a scratch directory
-// under workDir (default os.TempDir()), hands the replayed database to
-// read, and removes it all. what names the work in errors and the
-// scratch directory.
-func inScratch(ctx context.Context, st store.Store, src Source, workDir, what string, read func(*replayer) error) (Result, error) {
-	src = src.withDefaults()
-	var chain snap.Chain
-	if src.Chain != nil {
-		chain = *src.Chain
-	} else {
-		var err error
-		if chain, err = Chain(ctx, st, src.Target); err != nil {
-			return Result{}, err
-		}
-	}
-	work, release, err := scratch.Dir(workDir, "etcdkit-"+what+"-")
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	defer release()
-	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, src, true)
-	if err != nil {
-		return Result{}, err
-	}
-	err = read(r)
-	if cerr := r.close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", what, err)
-	}
-	res.Revision = r.at
-	return res, nil
 }

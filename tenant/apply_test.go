@@ -1,4 +1,4 @@
-package restore_test
+package tenant_test
 
 import (
 	"context"
@@ -14,9 +14,11 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // tenantUser adds a user whose role may read and write the keys under
@@ -84,7 +86,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tenant's user, whose role holds its prefix alone.
-	tenant := tenantUser(t, ctx, c, root, "tenant-a", "/t/a/")
+	tenantA := tenantUser(t, ctx, c, root, "tenant-a", "/t/a/")
 	full, err := capture.Full(ctx, root, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +121,8 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if _, err := capture.Delta(ctx, root, st, full.LastRevision, capture.DeltaOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	state, err := restore.ReadState(ctx, st, restore.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}},
-		Keys: restore.Keys{Key: "/t/a/", Prefix: true}})
+	state, err := history.ReadState(ctx, st, history.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}},
+		Keys: history.Keys{Key: "/t/a/", Prefix: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	}
 	neighbours := keyValues(t, ctx, root, "/t/ab/")
 
-	dry, err := restore.ApplyState(ctx, tenant, state, "/t/a/", restore.ApplyOptions{Replace: true})
+	dry, err := tenant.ApplyState(ctx, tenantA, state, "/t/a/", tenant.ApplyOptions{Replace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,12 +148,12 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	}
 
 	// Another writer changes a key after the read: its write stands.
-	opts := restore.WithBeforeWrite(restore.ApplyOptions{Apply: true, Replace: true}, func() {
+	opts := tenant.WithBeforeWrite(tenant.ApplyOptions{Apply: true, Replace: true}, func() {
 		if _, err := root.Put(ctx, "/t/a/k04", "concurrent"); err != nil {
 			t.Error(err)
 		}
 	})
-	applied, err := restore.ApplyState(ctx, tenant, state, "/t/a/", opts)
+	applied, err := tenant.ApplyState(ctx, tenantA, state, "/t/a/", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copied, err := restore.ApplyState(ctx, tenantB, state, "/t/a/", restore.ApplyOptions{Apply: true, Rename: rename})
+	copied, err := tenant.ApplyState(ctx, tenantB, state, "/t/a/", tenant.ApplyOptions{Apply: true, Rename: rename})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +215,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if resp, err := root2.Get(ctx, "/t/b/k01"); err != nil || resp.Kvs[0].Lease != int64(lease.ID) {
 		t.Fatalf("/t/b/k01 in the copy: %v, %v; want lease %x", resp, err, lease.ID)
 	}
-	if _, err := restore.ApplyState(ctx, tenantB, state, "/t/a/", restore.ApplyOptions{Apply: true}); err == nil {
+	if _, err := tenant.ApplyState(ctx, tenantB, state, "/t/a/", tenant.ApplyOptions{Apply: true}); err == nil {
 		t.Fatal("a user without access to /t/a/ on the second cluster wrote there")
 	}
 

@@ -1,4 +1,4 @@
-package restore_test
+package history_test
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // A prefix deleted from a live cluster is read back from the backups as
@@ -68,8 +70,8 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	prefix := restore.Keys{Key: "/ns/a/", Prefix: true}
-	then, err := restore.ReadState(ctx, st, restore.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}}, Keys: prefix})
+	prefix := history.Keys{Key: "/ns/a/", Prefix: true}
+	then, err := history.ReadState(ctx, st, history.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}}, Keys: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,16 +84,16 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 			t.Fatalf("key %d from the backups: %v, live at %d: %v", i, got, past, kv)
 		}
 	}
-	one, err := restore.ReadState(ctx, st, restore.StateOptions{Keys: restore.Keys{Key: "/ns/a/k3"}})
+	one, err := history.ReadState(ctx, st, history.StateOptions{Keys: history.Keys{Key: "/ns/a/k3"}})
 	if err != nil || len(one.KVs) != 1 || string(one.KVs[0].Value) != "new" {
 		t.Fatalf("the latest /ns/a/k3: %+v, %v", one.KVs, err)
 	}
 
-	now, err := restore.ReadState(ctx, st, restore.StateOptions{Keys: prefix})
+	now, err := history.ReadState(ctx, st, history.StateOptions{Keys: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	changes := restore.Diff(then, now)
+	changes := history.Diff(then, now)
 	var deleted, changed []string
 	for _, ch := range changes {
 		switch {
@@ -111,11 +113,11 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 	// holds the earlier revision, in two once a newer full is past it.
 	sameStates := func(how string) {
 		t.Helper()
-		a, b, err := restore.ReadStates(ctx, st, restore.StateOptions{Keys: prefix}, past)
+		a, b, err := history.ReadStates(ctx, st, history.StateOptions{Keys: prefix}, past)
 		if err != nil {
 			t.Fatalf("%s: %v", how, err)
 		}
-		for _, c := range []struct{ got, want restore.State }{{a, then}, {b, now}} {
+		for _, c := range []struct{ got, want history.State }{{a, then}, {b, now}} {
 			if c.got.Revision != c.want.Revision || fmt.Sprint(c.got.KVs) != fmt.Sprint(c.want.KVs) {
 				t.Fatalf("%s: the state at %d: %v, read alone at %d: %v", how, c.got.Revision, c.got.KVs, c.want.Revision, c.want.KVs)
 			}
@@ -126,11 +128,11 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameStates("a replay each")
-	if _, _, err := restore.ReadStates(ctx, st, restore.StateOptions{Keys: prefix}, now.Revision+1); err == nil {
+	if _, _, err := history.ReadStates(ctx, st, history.StateOptions{Keys: prefix}, now.Revision+1); err == nil {
 		t.Fatal("a diff from a revision after the latest was read")
 	}
 
-	dry, err := restore.Undelete(ctx, cli, then, restore.UndeleteOptions{})
+	dry, err := tenant.Undelete(ctx, cli, then, tenant.UndeleteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +143,7 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 	if resp, err := cli.Get(ctx, "/ns/a/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Count != 2 {
 		t.Fatalf("the dry run wrote: %d keys, %v", resp.Count, err)
 	}
-	done, err := restore.Undelete(ctx, cli, then, restore.UndeleteOptions{Apply: true})
+	done, err := tenant.Undelete(ctx, cli, then, tenant.UndeleteOptions{Apply: true})
 	if err != nil {
 		t.Fatal(err)
 	}

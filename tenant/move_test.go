@@ -1,4 +1,4 @@
-package restore_test
+package tenant_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/tenant"
 )
 
 // A tenant moves to a cluster of its own while its writer goes on: the
@@ -131,14 +132,14 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	}()
 
 	cutOver := make(chan struct{})
-	followed := make(chan restore.MoveProgress, 16)
+	followed := make(chan tenant.MoveProgress, 16)
 	type result struct {
-		m   restore.Moved
+		m   tenant.Moved
 		err error
 	}
 	moved := make(chan result, 1)
 	go func() {
-		m, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"},
+		m, err := tenant.Move(ctx, st, dcli, tenant.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"},
 			Poll: 50 * time.Millisecond, CutOver: cutOver, Trigger: trigger,
 			CutOverRevision: func(ctx context.Context) (int64, error) {
 				resp, err := scli.Get(ctx, "/t/a/", clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -147,7 +148,7 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 				}
 				return resp.Header.Revision, nil
 			},
-			Followed: func(p restore.MoveProgress) { followed <- p }})
+			Followed: func(p tenant.MoveProgress) { followed <- p }})
 		moved <- result{m, err}
 	}()
 	// The lease lives in the target under its ID while the move follows:
@@ -231,19 +232,19 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	// A move that could not tell the last delta is refused, and a
 	// cut-over whose sidecar does not answer fails rather than cut over
 	// short.
-	if _, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/"}); err == nil {
+	if _, err := tenant.Move(ctx, st, dcli, tenant.MoveOptions{Prefix: "/t/a/"}); err == nil {
 		t.Fatal("a move without the source's revision or its sidecar was accepted")
 	}
 	down := make(chan struct{})
 	close(down)
-	_, err = restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down,
+	_, err = tenant.Move(ctx, st, dcli, tenant.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down,
 		Trigger: func(context.Context) (int64, error) { return 0, errors.New("connection refused") }})
 	if err == nil || !strings.Contains(err.Error(), "the last delta cannot be told") {
 		t.Fatalf("a cut-over without the sidecar's delta or the source's revision: %v", err)
 	}
 	// A move run again finds the lease of /t/a/held (the writer put the
 	// others' keys again without theirs) in the target, and keeps it.
-	again, err := restore.Move(ctx, st, dcli, restore.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down, Trigger: trigger})
+	again, err := tenant.Move(ctx, st, dcli, tenant.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down, Trigger: trigger})
 	if err != nil || again.Leases != 1 || again.LeasesGranted != 0 {
 		t.Fatalf("a move run again: %+v, %v; want its lease found in the target", again, err)
 	}

@@ -1,16 +1,19 @@
-package restore
+package tenant
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/restore"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -21,11 +24,11 @@ import (
 type MoveOptions struct {
 	// Source reads the backups (its Target is ignored: a move starts from
 	// the latest state and follows the newest timeline's deltas).
-	Source
+	Source restore.Source
 	// Prefix is the tenant's: the only keys read, written and followed.
 	Prefix string
 	// Rename writes them under another prefix in the target.
-	Rename Rename
+	Rename restore.Rename
 	// WorkDir holds the chain while the first state is replayed. Default
 	// os.TempDir().
 	WorkDir string
@@ -95,7 +98,9 @@ type Moved struct {
 // prefix is the move's: a key written there meanwhile is overwritten by
 // the next event of the source.
 func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts MoveOptions) (Moved, error) {
-	opts.Source = opts.withDefaults()
+	if opts.Source.Logger == nil {
+		opts.Source.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
@@ -112,12 +117,15 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	if opts.CutOverRevision == nil && opts.Trigger == nil {
 		return m, errors.New("move: the cut-over needs the source's revision or its sidecar, to know which delta is the last")
 	}
-	chain, err := Chain(ctx, st, Target{})
+	// The site whose newest chain is whole is the one followed.
+	st = restore.Site(ctx, st, opts.Source)
+	opts.Source.Secondary = nil
+	chain, err := restore.Chain(ctx, st, restore.Target{})
 	if err != nil {
 		return m, fmt.Errorf("move: %w", err)
 	}
-	opts.Chain = &chain
-	past, err := ReadState(ctx, st, StateOptions{Source: opts.Source, Keys: Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})
+	opts.Source.Chain = &chain
+	past, err := history.ReadState(ctx, st, history.StateOptions{Source: opts.Source, Keys: history.Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})
 	if err != nil {
 		return m, fmt.Errorf("move: read the first state: %w", err)
 	}
@@ -138,7 +146,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			}
 			ch, err := target.KeepAlive(kctx, clientv3.LeaseID(id))
 			if err != nil {
-				opts.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
+				opts.Source.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
 				return
 			}
 			go func() {
@@ -157,7 +165,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 		}
 	}
 	if n := len(m.Loaded.Deleted) + len(m.Loaded.Overwritten); n > 0 {
-		opts.Logger.Warn("move: the target's prefix held keys the source's latest state does not, or other values: made the source's",
+		opts.Source.Logger.Warn("move: the target's prefix held keys the source's latest state does not, or other values: made the source's",
 			"deleted", len(m.Loaded.Deleted), "overwritten", len(m.Loaded.Overwritten))
 	}
 	if len(m.Loaded.Conflicts) > 0 {
@@ -165,7 +173,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			len(m.Loaded.Conflicts), m.Loaded.Conflicts[0])
 	}
 	m.Revision = past.Revision
-	opts.Logger.Info("move: first state written into the target", "prefix", opts.Prefix, "revision", past.Revision,
+	opts.Source.Logger.Info("move: first state written into the target", "prefix", opts.Prefix, "revision", past.Revision,
 		"keys", len(past.KVs), "created", len(m.Loaded.Created), "overwritten", len(m.Loaded.Overwritten), "deleted", len(m.Loaded.Deleted))
 	f := &mover{st: st, opts: opts, full: chain.Full, m: &m, b: b}
 
@@ -191,7 +199,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			return m, ctx.Err()
 		case <-tick.C:
 			if _, err := f.poll(ctx); err != nil {
-				opts.Logger.Warn("move: follow the deltas", "revision", m.Revision, "error", err)
+				opts.Source.Logger.Warn("move: follow the deltas", "revision", m.Revision, "error", err)
 			}
 		}
 	}
@@ -231,7 +239,7 @@ func (f *mover) cutOver(ctx context.Context) error {
 		case !known:
 			return fmt.Errorf("move: cut over: the sidecar took no delta on demand and the source's revision is unknown, so the last delta cannot be told (give the source's endpoints, or try again): %w", err)
 		default:
-			f.opts.Logger.Warn("move: cut over: the sidecar took no delta on demand; waiting for its next to reach the source's revision", "revision", want, "error", err)
+			f.opts.Source.Logger.Warn("move: cut over: the sidecar took no delta on demand; waiting for its next to reach the source's revision", "revision", want, "error", err)
 		}
 	}
 	from := f.m.Revision
@@ -253,7 +261,7 @@ func (f *mover) cutOver(ctx context.Context) error {
 		}
 	}
 	f.m.CutOverAt, f.m.LagClosed, f.m.CutOverTook = want, max(0, want-from), time.Since(start)
-	f.opts.Logger.Info("move: cut over", "revision", f.m.Revision, "lag_closed", f.m.LagClosed, "took", f.m.CutOverTook.Round(time.Millisecond))
+	f.opts.Source.Logger.Info("move: cut over", "revision", f.m.Revision, "lag_closed", f.m.LagClosed, "took", f.m.CutOverTook.Round(time.Millisecond))
 	return nil
 }
 
@@ -275,7 +283,7 @@ func (f *mover) poll(ctx context.Context) (int64, error) {
 // apply writes a delta's events under the prefix into the target, in
 // revision order: a transaction holds each key once.
 func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
-	r, err := snap.OpenDelta(ctx, f.st, d, f.opts.Codec)
+	r, err := snap.OpenDelta(ctx, f.st, d, f.opts.Source.Codec)
 	if err != nil {
 		return err
 	}
@@ -305,7 +313,7 @@ func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
 		if kv == nil || !strings.HasPrefix(string(kv.Key), f.opts.Prefix) {
 			continue
 		}
-		key := string(f.opts.Rename.key(kv.Key))
+		key := string([]byte(f.opts.Rename.Of(string(kv.Key))))
 		if keys[key] || len(batch) == applyBatchOps {
 			if err := flush(); err != nil {
 				return err

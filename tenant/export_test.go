@@ -1,4 +1,4 @@
-package restore
+package tenant
 
 // WithBeforeWrite runs f after ApplyState read the live keys and before it
 // writes any.

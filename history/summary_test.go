@@ -1,11 +1,11 @@
-package restore_test
+package history_test
 
 import (
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/history"
 )
 
 func TestSubPrefixes(t *testing.T) {
@@ -24,24 +24,24 @@ func TestSubPrefixes(t *testing.T) {
 		{"/registry/", 1, "/registry/", "/registry/"},
 		{"/t/", 1, "/other", ""},
 	} {
-		if got := restore.SubPrefixOf(c.prefix, c.depth, c.key); got != c.want {
+		if got := history.SubPrefixOf(c.prefix, c.depth, c.key); got != c.want {
 			t.Errorf("SubPrefixOf(%q, %d, %q) = %q, want %q", c.prefix, c.depth, c.key, got, c.want)
 		}
 	}
 	kv := func(k, v string, mod int64) *mvccpb.KeyValue {
 		return &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), ModRevision: mod}
 	}
-	a := restore.State{KVs: []*mvccpb.KeyValue{kv("/r/pods/a", "1", 1), kv("/r/pods/b", "2", 2), kv("/r/secrets/s", "x", 3)}}
-	b := restore.State{KVs: []*mvccpb.KeyValue{kv("/r/pods/a", "1", 1), kv("/r/pods/b", "22", 5), kv("/r/pods/c", "3", 6)}}
-	got := restore.SummarizeDiff("/r/", 1, a, b)
-	want := []restore.SubPrefix{
+	a := history.State{KVs: []*mvccpb.KeyValue{kv("/r/pods/a", "1", 1), kv("/r/pods/b", "2", 2), kv("/r/secrets/s", "x", 3)}}
+	b := history.State{KVs: []*mvccpb.KeyValue{kv("/r/pods/a", "1", 1), kv("/r/pods/b", "22", 5), kv("/r/pods/c", "3", 6)}}
+	got := history.SummarizeDiff("/r/", 1, a, b)
+	want := []history.SubPrefix{
 		{Prefix: "/r/pods/", Keys: 3, Bytes: 31, Created: 1, Changed: 1, BytesBefore: 20},
 		{Prefix: "/r/secrets/", Deleted: 1, BytesBefore: 13},
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("SummarizeDiff: %+v, want %+v", got, want)
 	}
-	if got := restore.Summarize("/r/", 1, b.KVs); len(got) != 1 || got[0] != (restore.SubPrefix{Prefix: "/r/pods/", Keys: 3, Bytes: 31}) {
+	if got := history.Summarize("/r/", 1, b.KVs); len(got) != 1 || got[0] != (history.SubPrefix{Prefix: "/r/pods/", Keys: 3, Bytes: 31}) {
 		t.Fatalf("Summarize: %+v", got)
 	}
 }

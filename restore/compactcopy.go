@@ -2,7 +2,6 @@ package restore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -21,120 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
-	"github.com/etcdkit/etcdkit/internal/scratch"
-	snap "github.com/etcdkit/etcdkit/snapshot"
-	"github.com/etcdkit/etcdkit/store"
 )
-
-// CompactionMemory is the Go memory limit (GOMEMLIMIT) a Consolidate of a
-// large chain runs well in (etcd-backup compact sets it, and restore for
-// its replay, which is the same): its live heap is the replay's decoded window
-// and open transaction, then the copy's transaction (16 MiB of pages) and
-// 40 bytes for each key of the database (compactCopy), and under this limit
-// the process holds about that much anonymous memory instead of twice it
-// (bench/README.md: 239 MiB for an 8 GiB database of a million keys and a
-// chain of a million revisions). The database's mapped pages are released
-// as it goes.
-const CompactionMemory = 96 << 20
-
-// ConsolidateOptions configures Consolidate. The zero value consolidates
-// the latest chain into a plain full snapshot, working under os.TempDir().
-type ConsolidateOptions struct {
-	Source
-	// Full encodes the new full snapshot (its Codec) and may fence its
-	// upload (BeforeUpload); the Source's Codec only reads the chain.
-	Full snap.FullOptions
-	// WorkDir holds the chain while it is replayed. Default os.TempDir().
-	WorkDir string
-}
-
-// Consolidation reports a Consolidate.
-type Consolidation struct {
-	Chain snap.Chain
-	// Snapshot is the new full snapshot; with Unchanged, the chain's own.
-	Snapshot snap.Snapshot
-	// Unchanged: the chain had no deltas, so there was nothing to compact
-	// and nothing was written (a second compaction in a row is one).
-	Unchanged bool
-	// Revisions replayed from deltas into it.
-	Revisions int64
-	// InputBytes are the chain's objects; OutputBytes the new one.
-	InputBytes, OutputBytes int64
-	Took                    time.Duration
-}
-
-// Consolidate folds a chain into one new full snapshot: it replays the
-// chain, compacts the mvcc store at its last revision, defragments the
-// database and uploads it, the chain's state in one object, from seconds
-// of local work instead of a throwaway etcd. It deletes nothing;
-// retention does that later. It is what the CLI's compact command and the
-// sidecar's --compact-after call (etcd-backup-restore's word); it is
-// neither etcd's mvcc compaction nor defrag's Compact option.
-func Consolidate(ctx context.Context, st store.Store, opts ConsolidateOptions) (Consolidation, error) {
-	start := time.Now()
-	opts.Source = opts.withDefaults()
-	chain, err := Chain(ctx, st, opts.Target)
-	if err != nil {
-		return Consolidation{}, err
-	}
-	if len(chain.Deltas) == 0 {
-		// What killed compactions left is still cleared, as by any run.
-		scratch.Sweep(cmp.Or(opts.WorkDir, os.TempDir()), "etcdkit-compact-")
-		opts.Logger.Info("chain not compacted: it has no deltas", "full", chain.Full.Key)
-		return Consolidation{Chain: chain, Snapshot: chain.Full, Unchanged: true, InputBytes: chain.Full.Size,
-			OutputBytes: chain.Full.Size, Took: time.Since(start)}, nil
-	}
-	work, release, err := scratch.Dir(opts.WorkDir, "etcdkit-compact-")
-	if err != nil {
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
-	defer release()
-	// Every pass over the database (the replay, the compaction, the
-	// defragmentation) leaves the pages it read mapped: page cache, not
-	// memory the compaction needs, released as it goes (unmap).
-	src := opts.Source
-	src.unmap = true
-	res, r, err := replayChain(ctx, st, chain, filepath.Join(work, fullFile), work, src, true)
-	if err != nil {
-		return Consolidation{}, err
-	}
-	at := r.at
-	if err := r.close(); err != nil {
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
-	db := filepath.Join(work, "compacted.db")
-	if err := compactCopy(ctx, r.path, db, at, nil); err != nil {
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
-	if err := os.Remove(r.path); err != nil {
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
-	s, err := snap.FullFromFile(ctx, st, db, opts.Full)
-	if err != nil {
-		return Consolidation{}, fmt.Errorf("compact: %w", err)
-	}
-	// The new chain is the old one's, and so is its cluster; what its end
-	// left of the keys is the new full's own.
-	if id, ok, err := snap.ReadIdentity(ctx, st, chain.Full); err == nil && ok {
-		if id.Tail, err = snap.DatabaseTail(db); err != nil {
-			// Without it a sidecar reads the full itself to compare.
-			id.Tail = nil
-		}
-		if err := snap.WriteIdentity(ctx, st, s, id); err != nil {
-			opts.Logger.Warn("compact: the new full's cluster identity", "key", s.Key, "error", err)
-		}
-	}
-	out := Consolidation{Chain: chain, Snapshot: s, Revisions: res.Revisions, Took: time.Since(start)}
-	for _, in := range chain.Snapshots() {
-		out.InputBytes += in.Size
-	}
-	if objs, err := st.List(ctx, s.Key); err == nil && len(objs) == 1 {
-		out.OutputBytes = objs[0].Size
-	}
-	opts.Logger.Info("chain compacted", "key", s.Key, "revision", s.LastRevision, "deltas", len(chain.Deltas),
-		"in-bytes", out.InputBytes, "out-bytes", out.OutputBytes, "took", out.Took.Round(time.Millisecond))
-	return out, nil
-}
 
 // defragBatch is what one transaction of compactCopy copies: its pages are
 // Go memory until the commit writes them.
