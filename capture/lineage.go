@@ -19,9 +19,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// ErrSuperseded: a newer timeline began on the store while this cluster
-// wrote into an older one. Every object written from then on belongs to
-// the newer timeline, so the older one's cluster must stop writing there.
 // Lineage is where a cluster writes on a store, as Place decided it.
 type Lineage struct {
 	// snapshot.Timeline is the timeline the cluster writes into: the store's newest.

@@ -199,4 +199,7 @@ func Newest(ctx context.Context, st store.Store, t Timeline) error {
 		ErrSuperseded, newest, newest.Began.Format(time.RFC3339), by, t)
 }
 
+// ErrSuperseded: a newer timeline began on the store while this cluster
+// wrote into an older one. Every object written from then on belongs to
+// the newer timeline, so the older one's cluster must stop writing there.
 var ErrSuperseded = errors.New("a newer timeline began on this prefix")
