@@ -9,7 +9,10 @@
 // without its snapshot RPC, whose fulls are built here from a paginated
 // Range: logical fulls), the cluster's identity (IdentityOf), Place (does
 // this cluster continue the store's newest chain, must it begin a
-// timeline, or is the chain another cluster's), the watch (bounded in
+// timeline, or is the chain another cluster's: one decision table,
+// judgeLineage in lineage.go, read by its tests without a cluster, asks
+// for the facts it needs and place.go gathers them from the store and the
+// cluster, as package startup's table and probes do), the watch (bounded in
 // memory: at the limit the watch pauses and etcd keeps the backlog), the
 // TTLs of the leases the events name and the leases revoked, the users
 // and roles when they change, and the guard that stops an uploader whose

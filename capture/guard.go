@@ -2,6 +2,7 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -55,3 +56,9 @@ func (g *guard) raftLog(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ErrReplaced: a member of the cluster an uploader placed its backups
+// for restarted on another raft log (its raft index went back: a
+// restored data dir starts it again). Its events are another past's;
+// the uploader drops what it holds and places its backups again.
+var ErrReplaced = errors.New("a member restarted on another raft log: the cluster was restored or replaced")
