@@ -210,7 +210,7 @@ func embeddedReplay(ctx context.Context, cfg config, st store.Store, full snapsh
 	}
 	dir := filepath.Join(cfg.dir, "embedded-replay")
 	if _, err := restore.Restore(ctx, st, restore.Options{
-		Source: restore.Source{Target: restore.Target{Revision: full.LastRevision}}, DataDir: dir,
+		Read: restore.ReadOptions{Target: restore.Target{Revision: full.LastRevision}}, DataDir: dir,
 		Name: "replay", PeerURLs: []string{peer.String()},
 	}); err != nil {
 		return 0, 0, err

@@ -54,7 +54,7 @@ func (s *standby) landed(r capture.Result) {
 }
 
 func (s *standby) options() restore.FollowOptions {
-	return restore.FollowOptions{Options: s.member(s.dir),
+	return restore.FollowOptions{Restore: s.member(s.dir),
 		Applied: func(st restore.Standby) {
 			s.mu.Lock()
 			s.seen = append(s.seen, standbyAt{st.Revision, time.Now()})

@@ -57,7 +57,7 @@ func TestLeaseGoneBeforeItsKeyIsCaptured(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "data")
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Source: restore.Source{Target: restore.Target{Revision: put.Header.Revision}}})
+	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Read: restore.ReadOptions{Target: restore.Target{Revision: put.Header.Revision}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 	}
 	// Each chain restores to the end of the writes before its next full.
 	for _, end := range ends {
-		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Source: restore.Source{Target: restore.Target{Revision: end}}})
+		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
 		if err != nil || got.Revision != end {
 			t.Fatalf("restore to %d: %+v, %v", end, got.Revision, err)
 		}
@@ -168,7 +168,7 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 			t.Fatalf("chain of %s: %v", ch.Full.Key, err)
 		}
 		end := whole.LastRevision()
-		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Source: restore.Source{Target: restore.Target{Revision: end}}})
+		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
 		if err != nil || got.Revision != end {
 			t.Fatalf("restore of the chain of %s to %d: %d, %v", ch.Full.Key, end, got.Revision, err)
 		}

@@ -21,6 +21,11 @@ import (
 // ErrNotRunning is returned by on-demand snapshots while Run is not running.
 var ErrNotRunning = errors.New("the snapshotter is not running")
 
+// Off turns off a period of Options whose zero value is its default
+// (FullRepeatWindow, DeltaPeriod, RetentionPeriod, ProbeInterval): any
+// negative duration does.
+const Off time.Duration = -1
+
 // Options configures a Snapshotter. The zero value takes a
 // full snapshot every hour, a delta 20 s after its first event or at
 // 50 MiB of events, and applies the Exponential retention every minute.
@@ -35,11 +40,11 @@ type Options struct {
 	// client that timed out on a long full and asks again (etcd-druid's
 	// compaction, druid#1259) must not stream a second one from the
 	// leader; a request whose answer was received is never repeated so.
-	// Default a minute; negative: only while it runs.
+	// Default a minute; Off: only while it runs.
 	FullRepeatWindow time.Duration
 	// DeltaPeriod is the longest an event waits in memory: a delta is
 	// written this long after the oldest buffered event arrived. Default
-	// 20 s; negative disables deltas.
+	// 20 s; Off: no deltas, full snapshots only.
 	DeltaPeriod time.Duration
 	// DeltaMemoryLimit bounds the events held in memory: those buffered
 	// plus the delta being uploaded. A delta is written as soon as the
@@ -47,8 +52,7 @@ type Options struct {
 	// the backlog). Default 100 MiB. The process's heap needs room beyond
 	// it; a sidecar sets GOMEMLIMIT to about the limit plus 48 MiB.
 	DeltaMemoryLimit int64
-	// RetentionPeriod is how often GC runs. Default 1 min; negative
-	// disables GC.
+	// RetentionPeriod is how often GC runs. Default 1 min; Off: never.
 	RetentionPeriod time.Duration
 	Retention       snapshot.Retention
 	Codec           snapshot.Codec
@@ -83,7 +87,7 @@ type Options struct {
 	// and the member are asked this often whether they answer again; when
 	// both do, the retry comes at once, so the backups resume within
 	// seconds of an outage's end, not at the end of a long backoff.
-	// Default 5 s; negative disables.
+	// Default 5 s; Off: no probes.
 	ProbeInterval time.Duration
 	// StopTimeout bounds the flush of pending events when Run's context
 	// ends. Default 30 s.

@@ -755,7 +755,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
 	st := chaintest.NewHeldFulls(newStore(t))
-	r := start(t, cli, st, capture.Options{DeltaPeriod: -1})
+	r := start(t, cli, st, capture.Options{DeltaPeriod: capture.Off})
 	r.await(t, capture.OpFull)
 	type answer struct {
 		snap snapshot.Snapshot

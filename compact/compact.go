@@ -29,10 +29,10 @@ const ReplayMemory = 96 << 20
 // Options configures Compact. The zero value compacts the latest chain
 // into a plain full snapshot, working under os.TempDir().
 type Options struct {
-	// Source reads the chain; its Target picks it.
-	Source restore.Source
+	// Read reads the chain; its Target picks it.
+	Read restore.ReadOptions
 	// Full encodes the new full snapshot (its Codec) and may fence its
-	// upload (BeforeUpload); the Source's Codec only reads the chain.
+	// upload (BeforeUpload); Read's Codec only reads the chain.
 	Full snap.FullOptions
 	// WorkDir holds the chain while it is replayed. Default os.TempDir().
 	WorkDir string
@@ -62,15 +62,15 @@ type Result struct {
 // neither etcd's keyspace compaction nor defrag's.
 func Compact(ctx context.Context, st store.Store, opts Options) (Result, error) {
 	start := time.Now()
-	log := opts.Source.Logger
+	log := opts.Read.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// The chain is read from, and its new full written to, the site
-	// whose newest chain is whole (restore.Source.Secondary).
-	st = restore.Site(ctx, st, opts.Source)
-	opts.Source.Secondary = nil
-	chain, err := restore.Chain(ctx, st, opts.Source.Target)
+	// whose newest chain is whole (restore.ReadOptions.Secondary).
+	st = restore.Site(ctx, st, opts.Read)
+	opts.Read.Secondary = nil
+	chain, err := restore.Chain(ctx, st, opts.Read.Target)
 	if err != nil {
 		return Result{}, err
 	}
@@ -86,8 +86,8 @@ func Compact(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	// memory the compaction needs, released as it goes.
 	db, release := "", func() {}
 	defer func() { release() }()
-	opts.Source.Chain = &chain
-	res, err := restore.Replay(ctx, st, opts.Source, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "compact", ReleasePages: true},
+	opts.Read.Chain = &chain
+	res, err := restore.Replay(ctx, st, opts.Read, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "compact", ReleasePages: true},
 		func(p *restore.Past) error {
 			// The compacted copy outlives the replay's scratch directory:
 			// it is uploaded after.

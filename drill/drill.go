@@ -18,9 +18,9 @@ import (
 // Options configures a drill. The zero value replays the chain under
 // os.TempDir().
 type Options struct {
-	// Source reads the chain: its Codec, Logger and Progress (its Target
+	// Read reads the chain: its Codec, Logger and Progress (its Target
 	// is the drill's to pick).
-	Source restore.Source
+	Read restore.ReadOptions
 	// WorkDir holds the chain while it is replayed. Default os.TempDir().
 	WorkDir string
 	// Now stamps the record. Default time.Now.
@@ -47,7 +47,7 @@ type Outcome struct {
 func Live(ctx context.Context, st store.Store, cli *clientv3.Client, o Options) (Outcome, error) {
 	start := time.Now()
 	out := Outcome{Record: snapshot.DrillRecord{Source: snapshot.DrillBySidecar, Result: snapshot.DrillFailed}}
-	rep, err := history.Verify(ctx, st, history.VerifyOptions{Source: o.Source, WorkDir: o.WorkDir})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{Read: o.Read, WorkDir: o.WorkDir})
 	out.Report = rep
 	rec := &out.Record
 	if err == nil {
@@ -83,7 +83,7 @@ func Far(ctx context.Context, st store.Store, o Options) (Outcome, error) {
 	if err != nil {
 		return out, fmt.Errorf("drill: %w", err)
 	}
-	src := o.Source
+	src := o.Read
 	var note string
 	if hasVerified {
 		// Backups that end before what a sidecar verified lost their
@@ -102,7 +102,7 @@ func Far(ctx context.Context, st store.Store, o Options) (Outcome, error) {
 			src.Target = restore.Target{Revision: verified.Revision}
 		}
 	}
-	rep, err := history.Verify(ctx, st, history.VerifyOptions{Source: src, WorkDir: o.WorkDir})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{Read: src, WorkDir: o.WorkDir})
 	out.Report = rep
 	rec.Full, rec.Revision, rec.Keys, rec.SHA256 = rep.Chain.Full.Key, rep.Digest.Revision, rep.Digest.Keys, rep.Digest.SHA256
 	switch {

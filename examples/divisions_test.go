@@ -74,7 +74,7 @@ var divisions = []division{
 			t.Fatal(err)
 		}
 		return inProcess(t, ctx, c, func(cfg *embed.Config) wrapper.Options {
-			return wrapper.Options{Config: cfg, Source: &startup.Local{Store: st}}
+			return wrapper.Options{Config: cfg, Preparer: &startup.Local{Store: st}}
 		})
 	}},
 	// The wrapper has no store: the sidecar's API validates and restores.
@@ -107,7 +107,7 @@ var divisions = []division{
 		srv := httptest.NewServer(h)
 		t.Cleanup(srv.Close)
 		return inProcess(t, ctx, c, func(cfg *embed.Config) wrapper.Options {
-			return wrapper.Options{Config: cfg, Source: startup.Remote{Client: &api.Client{URL: srv.URL, Token: "tok"}}}
+			return wrapper.Options{Config: cfg, Preparer: startup.Remote{Client: &api.Client{URL: srv.URL, Token: "tok"}}}
 		})
 	}},
 	// One process per member does everything: the all-in-one example.

@@ -40,7 +40,7 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 		sc, err := sidecar.New(sidecar.Options{
 			Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: st, WorkDir: t.TempDir(),
 			Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
-				RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+				RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond},
 			Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
 		})
 		if err != nil {

@@ -42,8 +42,8 @@ func (k Keys) start() []byte {
 // StateOptions configures ReadState. The zero value reads every key of the
 // latest state, replayed in a directory under os.TempDir().
 type StateOptions struct {
-	// Source reads the backups; its Target picks the revision or time.
-	Source restore.Source
+	// Read reads the backups; its Target picks the revision or time.
+	Read restore.ReadOptions
 	// Keys are the keys read.
 	Keys Keys
 	// WorkDir holds the chain while it is replayed. Default os.TempDir().
@@ -70,7 +70,7 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 		kvs    []*mvccpb.KeyValue
 		leases map[int64]int64
 	)
-	res, err := restore.Replay(ctx, st, opts.Source, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "read"}, func(p *restore.Past) (err error) {
+	res, err := restore.Replay(ctx, st, opts.Read, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "read"}, func(p *restore.Past) (err error) {
 		if kvs, err = read(ctx, p, opts.Keys, p.Revision()); err == nil {
 			leases = p.LeaseTTLs(kvs)
 		}
@@ -88,7 +88,7 @@ func ReadState(ctx context.Context, st store.Store, opts StateOptions) (State, e
 // replayed database keeps every revision since its full. Otherwise each
 // side is replayed on its own, as ReadState does.
 func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
-	src := opts.Source
+	src := opts.Read
 	st = restore.Site(ctx, st, src)
 	chain, err := restore.Chain(ctx, st, src.Target)
 	if err != nil {
@@ -117,7 +117,7 @@ func ReadStates(ctx context.Context, st store.Store, opts StateOptions, from int
 // readApart reads the two sides of ReadStates in a replay each.
 func readApart(ctx context.Context, st store.Store, opts StateOptions, from int64) (State, State, error) {
 	earlier := opts
-	earlier.Source.Target.Revision, earlier.Source.Target.Time = from, time.Time{}
+	earlier.Read.Target.Revision, earlier.Read.Target.Time = from, time.Time{}
 	a, err := ReadState(ctx, st, earlier)
 	if err != nil {
 		return State{}, State{}, err

@@ -71,7 +71,7 @@ func TestReadDiffAndUndeleteFromBackups(t *testing.T) {
 	}
 
 	prefix := history.Keys{Key: "/ns/a/", Prefix: true}
-	then, err := history.ReadState(ctx, st, history.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}}, Keys: prefix})
+	then, err := history.ReadState(ctx, st, history.StateOptions{Read: restore.ReadOptions{Target: restore.Target{Revision: past}}, Keys: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}

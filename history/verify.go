@@ -99,8 +99,8 @@ func digest(ctx context.Context, p *restore.Past) (Digest, error) {
 // VerifyOptions configures Verify. The zero value verifies the latest
 // chain in a directory under os.TempDir().
 type VerifyOptions struct {
-	// Source reads the backups; its Target picks the chain and revision.
-	Source restore.Source
+	// Read reads the backups; its Target picks the chain and revision.
+	Read restore.ReadOptions
 	// WorkDir holds the downloaded chain while it is replayed. Default
 	// os.TempDir().
 	WorkDir string
@@ -135,7 +135,7 @@ func (r Report) Speed() restore.Speed {
 func Verify(ctx context.Context, st store.Store, opts VerifyOptions) (Report, error) {
 	start := time.Now()
 	var d Digest
-	res, err := restore.Replay(ctx, st, opts.Source, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "verify"}, func(p *restore.Past) (err error) {
+	res, err := restore.Replay(ctx, st, opts.Read, restore.ReplayOptions{WorkDir: opts.WorkDir, What: "verify"}, func(p *restore.Past) (err error) {
 		d, err = digest(ctx, p)
 		return err
 	})

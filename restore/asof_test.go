@@ -45,7 +45,7 @@ func TestRestoreAsOfATime(t *testing.T) {
 		// Names carry seconds: the next delta is created a second later.
 		time.Sleep(1100 * time.Millisecond)
 	}
-	rep, err := history.Verify(ctx, st, history.VerifyOptions{Source: restore.Source{Target: restore.Target{Time: cut}}})
+	rep, err := history.Verify(ctx, st, history.VerifyOptions{Read: restore.ReadOptions{Target: restore.Target{Time: cut}}})
 	if err != nil {
 		t.Fatal(err)
 	}

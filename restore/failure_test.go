@@ -166,7 +166,7 @@ func TestFailedRestoresLeaveTheOldDataDir(t *testing.T) {
 				tc.damage(t, st, objectKeys(t, st))
 			}
 			dir, intact := oldDataDir(t)
-			_, err := restore.Restore(context.Background(), st, restore.Options{Source: restore.Source{Codec: tc.read}, DataDir: dir})
+			_, err := restore.Restore(context.Background(), st, restore.Options{Read: restore.ReadOptions{Codec: tc.read}, DataDir: dir})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.want)
 			}
@@ -184,7 +184,7 @@ func TestCancelledRestoreLeavesTheOldDataDir(t *testing.T) {
 	dir, intact := oldDataDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var once bool
-	_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Source: restore.Source{
+	_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Read: restore.ReadOptions{
 		// Cancelled as soon as the replay has begun.
 		Progress: func(p restore.Progress) {
 			if !once && p.BytesDownloaded > 0 {

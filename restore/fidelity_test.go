@@ -120,7 +120,7 @@ func record(t *testing.T, seed uint64, ops int) recorded {
 	}
 	s, err := capture.New(cli, st, capture.Options{
 		FullSchedule: "0 * * * *", Now: clock.Now, DeltaPeriod: 50 * time.Millisecond, DeltaMemoryLimit: 256 << 10,
-		RetentionPeriod: -1, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
+		RetentionPeriod: capture.Off, SpoolDir: t.TempDir(), MinBackoff: 20 * time.Millisecond,
 		Codec:    snapshot.Codec{Compression: snapshot.Zstd},
 		OnResult: func(res capture.Result) { results <- res },
 	})
@@ -346,7 +346,7 @@ func TestFidelity(t *testing.T) {
 				bump = 1000
 			}
 			res, err := restore.Restore(ctx, h.st, restore.Options{
-				Source:  restore.Source{Codec: codec},
+				Read:    restore.ReadOptions{Codec: codec},
 				DataDir: dir, Name: "restored", PeerURLs: []string{peer.String()}, RevisionBump: bump,
 			})
 			if err != nil {
@@ -423,7 +423,7 @@ func TestFidelity(t *testing.T) {
 			from := max(h.compacted, h.fulls[0].LastRevision)
 			for range 3 {
 				rev := from + r.Int64N(h.head-from+1)
-				rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Source: restore.Source{Target: restore.Target{Revision: rev}}})
+				rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Read: restore.ReadOptions{Target: restore.Target{Revision: rev}}})
 				if err != nil {
 					cat, _ := snapshot.List(ctx, h.st)
 					for _, s := range cat.Snapshots {
@@ -651,7 +651,7 @@ func checkAuth(t *testing.T, h recorded, head *etcdtest.Cluster, res restore.Res
 	}
 	peer.Scheme = "https"
 	dir := filepath.Join(t.TempDir(), "data")
-	older, err := restore.Restore(ctx, h.st, restore.Options{Source: restore.Source{Chain: chain}, DataDir: dir, Name: "older", PeerURLs: []string{peer.String()}})
+	older, err := restore.Restore(ctx, h.st, restore.Options{Read: restore.ReadOptions{Chain: chain}, DataDir: dir, Name: "older", PeerURLs: []string{peer.String()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func TestRestoresEtcdBackupRestoreFixtures(t *testing.T) {
 							res.GuessedLeases, res.GrantedLeases, res.DroppedLeases)
 					}
 					res, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
-						Source: restore.Source{UnknownLeaseTTL: -1}})
+						Read: restore.ReadOptions{UnknownLeaseTTL: restore.NoLease}})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -17,14 +17,15 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// FollowOptions configures Follow. Options says which data dir the
+// FollowOptions configures Follow. Restore says which data dir the
 // standby becomes when Follow stops and how (member, revision bump); its
-// Target is ignored: a standby follows the newest state. With a
-// Source.Secondary a poll reads the second site when the store cannot be
+// Read.Target is ignored: a standby follows the newest state. With a
+// Read.Secondary a poll reads the second site when the store cannot be
 // listed or its newest chain is broken while the second's is whole, and
 // reads the store again as soon as it answers whole.
 type FollowOptions struct {
-	Options
+	// Restore is the data dir the standby becomes and how.
+	Restore Options
 	// Poll is how often the store is listed for new snapshots. Default 1 s.
 	Poll time.Duration
 	// CatchUpAfter is how long the deltas may stop short of a newer full
@@ -94,11 +95,11 @@ type standbyFile struct {
 // next poll; Follow returns an error only when it cannot build a standby
 // or the data dir.
 func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, error) {
-	o, err := opts.withDefaults()
+	o, err := opts.Restore.withDefaults()
 	if err != nil {
 		return Result{}, err
 	}
-	opts.Options = o
+	opts.Restore = o
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
@@ -122,7 +123,7 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 	}
 	for ctx.Err() == nil {
 		if err := f.poll(ctx, false); err != nil && ctx.Err() == nil {
-			o.Logger.Warn("restore: follow: the standby did not advance; trying again", "revision", f.r.at, "error", err)
+			o.Read.Logger.Warn("restore: follow: the standby did not advance; trying again", "revision", f.r.at, "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -139,7 +140,7 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
 	if err := f.poll(lctx, true); err != nil {
-		o.Logger.Warn("restore: follow: the store was not read once more before the data dir was made; "+
+		o.Read.Logger.Warn("restore: follow: the store was not read once more before the data dir was made; "+
 			"the data dir holds the standby's revision, and the store may hold later ones: restore again to be sure",
 			"revision", f.r.at, "error", err)
 	}
@@ -194,13 +195,13 @@ func (f *follower) open(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("restore: follow: the standby database %s: %w; move %s away to build a new standby", f.db(), err, f.dir)
 		}
-		f.r = openReplayer(f.db(), rev, 0, time.Time{}, f.opts.UnknownLeaseTTL)
+		f.r = openReplayer(f.db(), rev, 0, time.Time{}, f.opts.Restore.Read.UnknownLeaseTTL)
 		if f.full, err = snap.Parse(state.Full); err != nil {
 			return fmt.Errorf("restore: follow: %s names no full snapshot (%w); move %s away to build a new standby", filepath.Join(f.dir, standbyState), err, f.dir)
 		}
 		f.broken = state.Broken
 		f.status = Standby{Revision: rev, Full: state.Full, Resumed: true}
-		f.opts.Logger.Info("restore: follow: resuming the standby", "dir", f.dir, "revision", rev, "full", state.Full)
+		f.opts.Restore.Read.Logger.Info("restore: follow: resuming the standby", "dir", f.dir, "revision", rev, "full", state.Full)
 		f.applied()
 		return nil
 	case !errors.Is(err, os.ErrNotExist):
@@ -209,7 +210,7 @@ func (f *follower) open(ctx context.Context) error {
 	// Until the store holds a chain (a follower started beside a new
 	// uploader), and through the store's errors, try again every Poll.
 	for {
-		f.site = Site(ctx, f.st, f.opts.Source)
+		f.site = Site(ctx, f.st, f.opts.Restore.Read)
 		chain, latest, _, err := pick(ctx, f.site, Target{})
 		if err == nil {
 			f.latest = latest
@@ -217,7 +218,7 @@ func (f *follower) open(ctx context.Context) error {
 				return nil
 			}
 		}
-		f.opts.Logger.Warn("restore: follow: no standby yet; trying again", "error", err)
+		f.opts.Restore.Read.Logger.Warn("restore: follow: no standby yet; trying again", "error", err)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("restore: follow: stopped before a standby was built: %w", err)
@@ -277,7 +278,7 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 	next := filepath.Join(work, standbyDB)
-	res, r, err := replayChain(ctx, f.site, chain, next, work, f.opts.Source, true)
+	res, r, err := replayChain(ctx, f.site, chain, next, work, f.opts.Restore.Read, true)
 	if err != nil {
 		return err
 	}
@@ -303,13 +304,13 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 	if err := f.writeState(); err != nil {
 		return err
 	}
-	f.r = openReplayer(f.db(), res.Revision, 0, time.Time{}, f.opts.UnknownLeaseTTL)
+	f.r = openReplayer(f.db(), res.Revision, 0, time.Time{}, f.opts.Restore.Read.UnknownLeaseTTL)
 	f.grants, f.guess, f.dropped = f.grants+res.GrantedLeases, f.guess+res.GuessedLeases, f.dropped+res.DroppedLeases
 	f.auth, f.noPassword = f.auth || res.AuthRestored, res.UsersWithoutPassword
 	f.status.Revision, f.status.Full, f.status.Delta = res.Revision, chain.Full.Key, ""
 	f.status.Revisions += res.Revisions
 	f.status.CatchUps++
-	f.opts.Logger.Info("restore: follow: the standby is built from a full snapshot", "full", chain.Full.Key,
+	f.opts.Restore.Read.Logger.Info("restore: follow: the standby is built from a full snapshot", "full", chain.Full.Key,
 		"deltas", len(chain.Deltas), "revision", res.Revision, "took", (res.Download + res.Replay).Round(time.Millisecond))
 	f.applied()
 	return nil
@@ -354,7 +355,7 @@ func (f *follower) poll(ctx context.Context, final bool) error {
 		// A cluster restored to another past began a timeline: the
 		// standby's past is no longer the newest, and no delta of the new
 		// one continues it.
-		f.opts.Logger.Info("restore: follow: a new timeline began; building the standby again from its newest full snapshot",
+		f.opts.Restore.Read.Logger.Info("restore: follow: a new timeline began; building the standby again from its newest full snapshot",
 			"standby_timeline", tl, "timeline", latest.Timeline, "full", latest.Full.Key)
 		f.short = time.Time{}
 		return f.catchUpLatest(ctx, latest)
@@ -371,7 +372,7 @@ func (f *follower) poll(ctx context.Context, final bool) error {
 		f.short = time.Now()
 	case final || time.Since(f.short) >= f.opts.CatchUpAfter:
 		// The deltas stop short of the newest full: it is the way on.
-		f.opts.Logger.Info("restore: follow: no deltas continue the standby to the newest full snapshot; building it again from that",
+		f.opts.Restore.Read.Logger.Info("restore: follow: no deltas continue the standby to the newest full snapshot; building it again from that",
 			"revision", f.r.at, "full", latest.Full.Key, "full_revision", latest.Full.LastRevision, "waited", f.opts.CatchUpAfter, "stopping", final)
 		f.short = time.Time{}
 		return f.catchUpLatest(ctx, latest)
@@ -394,16 +395,16 @@ func (f *follower) list(ctx context.Context) (snap.Catalog, snap.Chain, error) {
 	if err == nil {
 		why = broken(latest)
 	}
-	if why != nil && f.opts.Secondary != nil {
-		if cat2, latest2, err2 := listLatest(ctx, f.opts.Secondary); err2 == nil && broken(latest2) == nil {
-			cat, latest, site, err = cat2, latest2, f.opts.Secondary, nil
+	if why != nil && f.opts.Restore.Read.Secondary != nil {
+		if cat2, latest2, err2 := listLatest(ctx, f.opts.Restore.Read.Secondary); err2 == nil && broken(latest2) == nil {
+			cat, latest, site, err = cat2, latest2, f.opts.Restore.Read.Secondary, nil
 		}
 	}
 	if site != f.site {
 		if site == f.st {
-			f.opts.Logger.Info("restore: follow: the first site answers whole again; reading it", "store", fmt.Sprint(site))
+			f.opts.Restore.Read.Logger.Info("restore: follow: the first site answers whole again; reading it", "store", fmt.Sprint(site))
 		} else {
-			f.opts.Logger.Warn("restore: follow: reading the second site: the first has no whole chain", "store", fmt.Sprint(site),
+			f.opts.Restore.Read.Logger.Warn("restore: follow: reading the second site: the first has no whole chain", "store", fmt.Sprint(site),
 				"first", fmt.Sprint(f.st), "why", why)
 		}
 		f.site = site
@@ -439,7 +440,7 @@ func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	fe, err := newFetcher(f.site, f.opts.Codec, work, f.opts.Concurrency, f.opts.Ahead)
+	fe, err := newFetcher(f.site, f.opts.Restore.Read.Codec, work, f.opts.Restore.Read.Concurrency, f.opts.Restore.Read.Ahead)
 	if err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
@@ -489,7 +490,7 @@ func (f *follower) replay(ctx context.Context, deltas []snap.Snapshot) error {
 // promote makes a copy of the standby a member's data dir at DataDir.
 func (f *follower) promote(ctx context.Context) (Result, error) {
 	start := time.Now()
-	o := f.opts.Options
+	o := f.opts.Restore
 	f.count(f.r)
 	res := Result{Chain: snap.Chain{Full: f.full, Timeline: cmp.Or(f.full.Timeline, f.latest.Timeline)}, Revision: f.r.at, Revisions: f.status.Revisions,
 		GrantedLeases: f.grants, GuessedLeases: f.guess, DroppedLeases: f.dropped,
@@ -526,7 +527,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
 		// No listing succeeded yet: the estimate needs one.
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, f.latest, _, err = pick(lctx, Site(lctx, f.st, f.opts.Source), Target{})
+		_, f.latest, _, err = pick(lctx, Site(lctx, f.st, f.opts.Restore.Read), Target{})
 		cancel()
 		if err != nil {
 			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)

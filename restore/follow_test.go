@@ -35,7 +35,7 @@ type reached struct {
 
 func follow(ctx context.Context, t *testing.T, st store.Store, opts restore.Options) *follower {
 	t.Helper()
-	return followSites(ctx, t, st, restore.FollowOptions{Options: opts})
+	return followSites(ctx, t, st, restore.FollowOptions{Restore: opts})
 }
 
 // followSites is follow with opts' second site.
@@ -116,7 +116,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	var mu sync.Mutex
 	landed := map[int64]time.Time{}
 	codec := snapshot.Codec{Compression: snapshot.Gzip}
-	s, err := capture.New(cli, st, capture.Options{FullSchedule: "@every 1h", RetentionPeriod: -1, DeltaPeriod: period,
+	s, err := capture.New(cli, st, capture.Options{FullSchedule: "@every 1h", RetentionPeriod: capture.Off, DeltaPeriod: period,
 		Codec: codec, SpoolDir: t.TempDir(), OnResult: func(r capture.Result) {
 			if r.Op == capture.OpDelta && r.Err == nil {
 				mu.Lock()
@@ -144,7 +144,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	}
 	dataDir := filepath.Join(t.TempDir(), "standby")
 	opts := restore.Options{DataDir: dataDir, Name: "standby", PeerURLs: []string{peer.String()},
-		Source: restore.Source{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
+		Read: restore.ReadOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
 	f := follow(ctx, t, st, opts)
 
 	// Under load, every delta is in the standby within a delta period and
@@ -250,7 +250,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	// Stopped before it would build again (an hour), the follower still
 	// makes the data dir of the store's newest revision, as a plain
 	// restore would: its last look at the store builds it at once.
-	f = followSites(ctx, t, st, restore.FollowOptions{Options: opts, CatchUpAfter: time.Hour})
+	f = followSites(ctx, t, st, restore.FollowOptions{Restore: opts, CatchUpAfter: time.Hour})
 	etcdtest.Eventually(t, "the follower resumes", 30*time.Second, func() bool { return f.last().Resumed })
 	res, err := f.stop()
 	if err != nil {
@@ -356,8 +356,8 @@ func TestFollowReadsTheSecondSiteWhileTheFirstIsBroken(t *testing.T) {
 	mirror(first, "")
 	mirror(second, "")
 	logs := &lockedLog{}
-	f := followSites(ctx, t, first, restore.FollowOptions{Options: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
-		Source: restore.Source{Secondary: second, Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
+	f := followSites(ctx, t, first, restore.FollowOptions{Restore: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
+		Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
 	f.reaches(t, latestChain(t, first).LastRevision())
 
 	// Two batches of writes, each in deltas of its own; the first site

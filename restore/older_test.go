@@ -59,7 +59,7 @@ func TestRestoresForEachRelease(t *testing.T) {
 			}
 			results := make(chan capture.Result, 100)
 			s, err := capture.New(cli, st, capture.Options{
-				FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, RetentionPeriod: -1,
+				FullSchedule: "@every 1h", DeltaPeriod: 50 * time.Millisecond, RetentionPeriod: capture.Off,
 				SpoolDir: t.TempDir(), Codec: snapshot.Codec{Compression: snapshot.Gzip},
 				OnResult: func(r capture.Result) { results <- r },
 			})

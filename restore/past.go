@@ -42,7 +42,7 @@ type Past struct {
 // scratch directory, as Restore does without building a data dir, hands
 // the replayed past to read, and removes it all. The Result says what was
 // replayed; Revision is the revision reached.
-func Replay(ctx context.Context, st store.Store, src Source, o ReplayOptions, read func(*Past) error) (Result, error) {
+func Replay(ctx context.Context, st store.Store, src ReadOptions, o ReplayOptions, read func(*Past) error) (Result, error) {
 	src = src.withDefaults()
 	if o.What == "" {
 		o.What = "replay"

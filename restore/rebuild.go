@@ -20,7 +20,7 @@ import (
 // a data dir whose database is sound but whose WAL this etcd cannot
 // replay, such as one etcd 3.5 wrote (etcd-backup-restore's restores),
 // written for opts.Release.
-// opts.Source is unused; the rebuilt member is a new cluster of one, as a
+// opts.Read is unused; the rebuilt member is a new cluster of one, as a
 // restore's is.
 func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	opts, err := opts.withDefaults()
@@ -75,7 +75,7 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	release()
 	prune(opts, "rebuild", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
-	opts.Logger.Info("rebuilt from its database", "data-dir", opts.DataDir, "revision", rev, "moved-aside", res.MovedAside,
+	opts.Read.Logger.Info("rebuilt from its database", "data-dir", opts.DataDir, "revision", rev, "moved-aside", res.MovedAside,
 		"took", res.Total.Round(time.Millisecond))
 	return res, nil
 }

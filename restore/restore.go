@@ -44,9 +44,13 @@ type Target struct {
 	Time time.Time
 }
 
-// Source is what to read from the store and how. The zero value reads the
-// latest chain, four objects at a time.
-type Source struct {
+// NoLease, as ReadOptions.UnknownLeaseTTL, restores the keys whose lease
+// no delta recorded a TTL of without a lease (any negative value does).
+const NoLease time.Duration = -1
+
+// ReadOptions say what to read from the store and how. The zero value
+// reads the latest chain, four objects at a time.
+type ReadOptions struct {
 	Target Target
 	// Chain, when set, is restored instead of the chain Target picks
 	// from a listing of the store: a caller that listed and checked the
@@ -81,7 +85,7 @@ type Source struct {
 	// instead of living forever. Default one hour: the TTL Kubernetes gives
 	// its Events, the bulk of such keys, and longer than the leases of
 	// locks and elections, whose owners keep them alive anyway, so no key
-	// goes sooner than it would have. Negative restores those keys without
+	// goes sooner than it would have. NoLease restores those keys without
 	// a lease.
 	UnknownLeaseTTL time.Duration
 	// Progress, when set, is called as the work advances, from one
@@ -93,7 +97,7 @@ type Source struct {
 	unmap bool
 }
 
-func (s Source) withDefaults() Source {
+func (s ReadOptions) withDefaults() ReadOptions {
 	if s.Concurrency <= 0 {
 		s.Concurrency = 4
 	}
@@ -113,7 +117,8 @@ func (s Source) withDefaults() Source {
 // rest restores the latest state into a single-member cluster named
 // "default" on http://localhost:2380.
 type Options struct {
-	Source
+	// Read says which chain to restore and how to read it.
+	Read ReadOptions
 	// DataDir is the member's data dir. An existing one is moved aside
 	// to DataDir.bak-<time>, never deleted; one a running etcd holds is
 	// refused (datadir.ErrInUse).
@@ -183,12 +188,12 @@ type Result struct {
 	Revisions int64
 	// GrantedLeases counts leases granted after the full snapshot that
 	// the restore granted again with the TTL their deltas recorded;
-	// GuessedLeases those granted Source.UnknownLeaseTTL because no delta
+	// GuessedLeases those granted ReadOptions.UnknownLeaseTTL because no delta
 	// recorded theirs. Their TTLs count from the restored member's start.
 	GrantedLeases, GuessedLeases int64
 	// DroppedLeases counts puts written without their lease: one granted
-	// after the full snapshot whose TTL no delta recorded, with a negative
-	// Source.UnknownLeaseTTL.
+	// after the full snapshot whose TTL no delta recorded, with NoLease as
+	// ReadOptions.UnknownLeaseTTL.
 	DroppedLeases int64
 	// AuthRestored says the users and roles are the deltas' (changed
 	// since the full snapshot), not the full's. UsersWithoutPassword are
@@ -260,7 +265,7 @@ func (o Options) withDefaults() (Options, error) {
 	if err := o.Rename.Check(o.Prefix); err != nil {
 		return o, fmt.Errorf("restore: %w", err)
 	}
-	o.Source = o.Source.withDefaults()
+	o.Read = o.Read.withDefaults()
 	// Before anything is downloaded: the member must fit its cluster.
 	if _, err := o.member(0).cluster(zap.NewNop()); err != nil {
 		return o, fmt.Errorf("restore: %w", err)
@@ -311,24 +316,24 @@ func pick(ctx context.Context, st store.Store, t Target) (chain, latest snap.Cha
 // leaves the old data dir as it was.
 func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) {
 	site := st
-	if opts.Chain == nil {
-		site = Site(ctx, st, opts.Source)
+	if opts.Read.Chain == nil {
+		site = Site(ctx, st, opts.Read)
 	}
 	res, err := restoreFrom(ctx, site, opts)
-	other := opts.Secondary
+	other := opts.Read.Secondary
 	if site != st {
 		other = st
 	}
 	if err == nil || other == nil || other == site || !Damaged(err) {
 		return res, err
 	}
-	if opts.Logger != nil {
-		opts.Logger.Warn("restore: a backup on the site read is damaged; restoring from the other site's copies",
+	if opts.Read.Logger != nil {
+		opts.Read.Logger.Warn("restore: a backup on the site read is damaged; restoring from the other site's copies",
 			"damaged", fmt.Sprint(site), "other", fmt.Sprint(other), "err", err)
 	}
 	// The other site's chain is found again: a chain handed down is the
 	// first site's. A failed restore left the data dir as it was.
-	opts.Chain = nil
+	opts.Read.Chain = nil
 	res2, err2 := restoreFrom(ctx, other, opts)
 	if err2 != nil {
 		return res, fmt.Errorf("%w; from the other site %v: %w", err, other, err2)
@@ -350,14 +355,14 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		followed      snap.Timeline
 		beyond        []snap.TimelineEnd
 	)
-	if opts.Chain != nil {
-		chain, latest = *opts.Chain, *opts.Chain
+	if opts.Read.Chain != nil {
+		chain, latest = *opts.Read.Chain, *opts.Read.Chain
 	} else {
 		var cat snap.Catalog
-		if chain, latest, cat, err = pick(ctx, st, opts.Target); err != nil {
+		if chain, latest, cat, err = pick(ctx, st, opts.Read.Target); err != nil {
 			return Result{}, err
 		}
-		if t := opts.Target; t.Timeline == "" && t.Revision == 0 && t.Time.IsZero() {
+		if t := opts.Read.Target; t.Timeline == "" && t.Revision == 0 && t.Time.IsZero() {
 			// The newest timeline's latest chain, by default: what the
 			// older timelines hold past it is said, never passed over
 			// in silence.
@@ -365,7 +370,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		}
 	}
 	for _, b := range beyond {
-		opts.Logger.Warn("restore: an older timeline's backups reach past the newest's latest chain, which this restore follows (give the timeline to restore from it)",
+		opts.Read.Logger.Warn("restore: an older timeline's backups reach past the newest's latest chain, which this restore follows (give the timeline to restore from it)",
 			"newest", followed.ID, "revision", chain.LastRevision(), "timeline", b.Timeline.ID, "its_last_revision", b.LastRevision)
 	}
 	parent := filepath.Dir(opts.DataDir)
@@ -415,7 +420,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		defer drop()
 		spool = dir
 	}
-	res, r, err := replayChain(ctx, st, chain, db, spool, opts.Source, false)
+	res, r, err := replayChain(ctx, st, chain, db, spool, opts.Read, false)
 	if err != nil {
 		return res, olderChain(st, chain, err)
 	}
@@ -475,11 +480,11 @@ func install(ctx context.Context, st store.Store, opts Options, out string, rele
 	recordRestore(ctx, st, opts, res, latest)
 	prune(opts, "restore", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
-	opts.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
+	opts.Read.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
 		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
 		"auth_restored", res.AuthRestored, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
 	if len(res.UsersWithoutPassword) > 0 {
-		opts.Logger.Warn("restore: users the full snapshot holds no password of have none: set one with etcdctl user passwd",
+		opts.Read.Logger.Warn("restore: users the full snapshot holds no password of have none: set one with etcdctl user passwd",
 			"users", res.UsersWithoutPassword)
 	}
 	return nil
@@ -492,7 +497,7 @@ func (o Options) bump(latest snap.Chain, rev int64) uint64 {
 		return o.RevisionBump
 	}
 	b := safeBump(latest, rev, o.Now())
-	o.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
+	o.Read.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
 		"revision", rev, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
 		"since_newest_snapshot", b.Since.Round(time.Second))
 	return b.Revisions
@@ -555,7 +560,7 @@ const fullFile = "full.db"
 // replays them. It returns the replayer, still open, for the caller to
 // read or close; with no deltas and open false there is none: the
 // downloaded file is the result.
-func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work string, src Source, open bool) (Result, *replayer, error) {
+func replayChain(ctx context.Context, st store.Store, chain snap.Chain, db, work string, src ReadOptions, open bool) (Result, *replayer, error) {
 	res := Result{Chain: chain}
 	var total int64
 	for _, s := range chain.Snapshots() {
@@ -686,7 +691,7 @@ func recordRestore(ctx context.Context, st store.Store, opts Options, res *Resul
 		}
 	}
 	if err != nil {
-		opts.Logger.Warn("restore: could not record what the restored cluster was restored from; its sidecar compares its keys with the chain's end instead",
+		opts.Read.Logger.Warn("restore: could not record what the restored cluster was restored from; its sidecar compares its keys with the chain's end instead",
 			"error", err, "cluster", res.ClusterID)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // so that its error is the one the read reports. Without a second site it
 // is st. Restore, Follow and Replay call it; a caller that lists the
 // catalog itself (a start-up's check) calls it first.
-func Site(ctx context.Context, st store.Store, src Source) store.Store {
+func Site(ctx context.Context, st store.Store, src ReadOptions) store.Store {
 	first, second, log := st, src.Secondary, src.Logger
 	if second == nil {
 		return first

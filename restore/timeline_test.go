@@ -43,7 +43,7 @@ type forkHistory struct {
 // chain reaches the revision write returns, and stops it.
 func uploadWhile(t *testing.T, cli *clientv3.Client, st store.Store, write func() int64) {
 	t.Helper()
-	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: capture.Off, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func chainOfStoppedCluster(t *testing.T) forkHistory {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: capture.Off, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +130,12 @@ func restored(t *testing.T, st store.Store, o restore.Options) (*etcdtest.Cluste
 func TestRestoreToTheMiddleForks(t *testing.T) {
 	ctx := context.Background()
 	h := chainOfStoppedCluster(t)
-	c, res := restored(t, h.st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}})
+	c, res := restored(t, h.st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: h.mid}}})
 	if res.Revision != h.mid {
 		t.Fatalf("restored revision %d, want %d", res.Revision, h.mid)
 	}
 	cli := c.Client(t)
-	s, err := capture.New(cli, h.st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1, SpoolDir: t.TempDir()})
+	s, err := capture.New(cli, h.st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: capture.Off, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestRestoreToTheMiddleForks(t *testing.T) {
 		{"the newest timeline's head", restore.Target{}, load.LastRevision, want},
 		{"the old timeline's head", restore.Target{Timeline: snapshot.FirstTimeline}, h.end, h.head},
 	} {
-		rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Source: restore.Source{Target: tc.target}, WorkDir: t.TempDir()})
+		rep, err := history.Verify(ctx, h.st, history.VerifyOptions{Read: restore.ReadOptions{Target: tc.target}, WorkDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -253,14 +253,14 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 		}
 	})
 	t.Run("the middle, unrecorded, below the end", func(t *testing.T) {
-		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		c, _ := restored(t, h.st, same(restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: h.mid}}}))
 		forget(t)
 		if l := place(t, c.Client(t)); l.Continues || !strings.Contains(l.Reason, "below the end") {
 			t.Fatalf("an unrecorded restore to the middle: %+v", l)
 		}
 	})
 	t.Run("the middle, unrecorded, past the end", func(t *testing.T) {
-		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		c, _ := restored(t, h.st, same(restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: h.mid}}}))
 		forget(t)
 		cli := c.Client(t)
 		if _, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 5, Prefix: "/new/", Seed: 34}).Run(ctx, cli); err != nil {
@@ -276,7 +276,7 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 	// record of its restore (below the end) and without.
 	for _, recorded := range []bool{true, false} {
 		t.Run(fmt.Sprintf("the end written again beside another key, recorded %v", recorded), func(t *testing.T) {
-			c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.end - 1}}}))
+			c, _ := restored(t, h.st, same(restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: h.end - 1}}}))
 			if !recorded {
 				forget(t)
 			}
@@ -303,7 +303,7 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 	// the cluster's ID and the chain's end, and the cluster's keys
 	// contradict it.
 	t.Run("the middle, past the end, beside a record of the end", func(t *testing.T) {
-		c, _ := restored(t, h.st, same(restore.Options{Source: restore.Source{Target: restore.Target{Revision: h.mid}}}))
+		c, _ := restored(t, h.st, same(restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: h.mid}}}))
 		forget(t)
 		cli := c.Client(t)
 		if _, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 5, Prefix: "/new/", Seed: 34}).Run(ctx, cli); err != nil {
@@ -354,7 +354,7 @@ func snapshotterBeside(t *testing.T) (*etcdtest.Cluster, *clientv3.Client, store
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: -1,
+	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: capture.Off,
 		SpoolDir: t.TempDir(), MinBackoff: 50 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +395,7 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	etcdtest.Eventually(t, "the chain reaches the end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
 	m := c.Members[0]
 	m.Stop()
-	if _, err := restore.Restore(ctx, st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: mid}},
+	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}},
 		DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", KeepMovedAside: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +458,7 @@ func TestARestoreNothingRunsFromChangesNothing(t *testing.T) {
 		// The member's own name, peer URL and token: the cluster ID of
 		// the restore is the running cluster's.
 		if _, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "drill"), Name: m.Name,
-			PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", Source: restore.Source{Target: target}}); err != nil {
+			PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", Read: restore.ReadOptions{Target: target}}); err != nil {
 			t.Fatal(err)
 		}
 		after, err := cli.Put(ctx, "/after-a-drill", fmt.Sprint(target.Revision))
@@ -595,7 +595,7 @@ func TestSite(t *testing.T) {
 		{"no whole site", broken, empty, broken},
 		{"no second site", empty, nil, empty},
 	} {
-		if got := restore.Site(ctx, tc.first, restore.Source{Secondary: tc.second}); got != tc.want {
+		if got := restore.Site(ctx, tc.first, restore.ReadOptions{Secondary: tc.second}); got != tc.want {
 			t.Errorf("%s: picked %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -647,12 +647,12 @@ func TestRestoreReadsTheOtherSiteWhenDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	rewrite(t, h.st, ch.Full.Key, func(b []byte) []byte { b[len(b)/3] ^= 0x08; return b })
-	site := restore.Site(ctx, h.st, restore.Source{Secondary: second})
+	site := restore.Site(ctx, h.st, restore.ReadOptions{Secondary: second})
 	if site != h.st {
 		t.Fatalf("picked %v: the damage is in no name, the first site should be picked", site)
 	}
 	var logs bytes.Buffer
-	opts := restore.Options{Source: restore.Source{Secondary: second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
+	opts := restore.Options{Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
 	res, err := restore.Restore(ctx, h.st, opts)
 	if err != nil || res.Revision != h.end {
 		t.Fatalf("restore from two sites, the first damaged: %+v, %v; want revision %d", res, err, h.end)
@@ -750,7 +750,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 	// the old member is stopped, and stops before it starts again.
 	m := old.Members[0]
 	m.Stop()
-	clone, _ := restored(t, st, restore.Options{Source: restore.Source{Target: restore.Target{Revision: mid}}, Name: m.Name,
+	clone, _ := restored(t, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}}, Name: m.Name,
 		PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest"})
 	ccli := clone.Client(t)
 	uploadWhile(t, ccli, st, func() int64 { return workload(ccli, "/clone/", 40, 53) })

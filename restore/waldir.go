@@ -115,9 +115,9 @@ func prune(o Options, what string, movedAside, walAside string) {
 			continue
 		}
 		if pruned, err := datadir.Prune(p.dir, o.KeepMovedAside, p.just, p.built); err != nil {
-			o.Logger.Warn(what+": prune moved-aside dirs", "error", err)
+			o.Read.Logger.Warn(what+": prune moved-aside dirs", "error", err)
 		} else if len(pruned) > 0 {
-			o.Logger.Info(what+": pruned moved-aside dirs", "removed", pruned, "keep", o.KeepMovedAside)
+			o.Read.Logger.Info(what+": pruned moved-aside dirs", "removed", pruned, "keep", o.KeepMovedAside)
 		}
 	}
 }

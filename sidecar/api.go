@@ -552,7 +552,7 @@ func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, 
 			return nil, code, err
 		}
 	}
-	chk, err := timedSource{s.source(nil), s}.Check(r.Context(), cfg)
+	chk, err := timedPreparer{s.source(nil), s}.Check(r.Context(), cfg)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
@@ -601,7 +601,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
 		}
 		// The start-up's own plan: its checks, its table and its waits.
-		p, chk, err := startup.Assess(ctx, cfg, timedSource{src, s}, startup.Options{Conn: s.opts.Conn, KeepMovedAside: s.opts.KeepMovedAside, Logger: s.log})
+		p, chk, err := startup.Assess(ctx, cfg, timedPreparer{src, s}, startup.Options{Conn: s.opts.Conn, KeepMovedAside: s.opts.KeepMovedAside, Logger: s.log})
 		if chk.Verdict != "" {
 			s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
 		}
@@ -628,7 +628,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		return
 	}
 	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
-		Source: restore.Source{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
+		Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
 			Logger: s.log, Progress: progress},
 		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
 		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,

@@ -148,7 +148,7 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	// On the store first: whoever sees the drill here finds its record
 	// there.
 	out, werr := drill.Live(ctx, s.opts.Store, s.opts.Client, drill.Options{
-		Source: restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
+		Read: restore.ReadOptions{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
 	if werr != nil {
 		s.log.Warn("sidecar: the drill's record was not written", "error", werr)
 	}

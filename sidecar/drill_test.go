@@ -22,7 +22,7 @@ func TestDrillsAndTheRestoreBudget(t *testing.T) {
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:   capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Snapshots:   capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
 		DrillPeriod: 300 * time.Millisecond, Follow: memberFollow,
 		// Any chain with a delta estimates past it: the first delta
 		// compacts the chain.

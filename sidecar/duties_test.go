@@ -32,7 +32,7 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:      capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
+		Snapshots:      capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
 		DefragSchedule: "@every 1s",
 		Defrag:         defrag.Options{CompactKeyspace: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
 		CompactAfter:   200, Follow: memberFollow,
@@ -108,7 +108,7 @@ func TestClientCertificates(t *testing.T) {
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,
 		WorkDir:   t.TempDir(),
-		Snapshots: capture.Options{RetentionPeriod: -1},
+		Snapshots: capture.Options{RetentionPeriod: capture.Off},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -443,7 +443,7 @@ func (s *Sidecar) compact(ctx context.Context) (compact.Result, error) {
 	}
 	start := time.Now()
 	c, err := compact.Compact(ctx, s.opts.Store, compact.Options{
-		Source:  restore.Source{Codec: s.opts.Snapshots.Codec, Logger: s.log},
+		Read:    restore.ReadOptions{Codec: s.opts.Snapshots.Codec, Logger: s.log},
 		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
 		WorkDir: s.opts.WorkDir,
 	})
@@ -556,7 +556,7 @@ func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Opt
 			onMember(op, took, err)
 		}
 	}
-	p, err := startup.Prepare(ctx, cfg, timedSource{s.source(nil), s}, o)
+	p, err := startup.Prepare(ctx, cfg, timedPreparer{s.source(nil), s}, o)
 	if r := (*startup.Refusal)(nil); errors.As(err, &r) && r.Plan.Hold {
 		// The cluster removed the member, as the data dir or the
 		// cluster told.
@@ -565,16 +565,16 @@ func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Opt
 	return p, err
 }
 
-// timedSource is a Source whose checks and restores are recorded as the
+// timedPreparer is a Source whose checks and restores are recorded as the
 // sidecar's operations.
-type timedSource struct {
-	startup.Source
+type timedPreparer struct {
+	startup.Preparer
 	s *Sidecar
 }
 
-func (t timedSource) Check(ctx context.Context, cfg startup.Config) (startup.Check, error) {
+func (t timedPreparer) Check(ctx context.Context, cfg startup.Config) (startup.Check, error) {
 	start := time.Now()
-	chk, err := t.Source.Check(ctx, cfg)
+	chk, err := t.Preparer.Check(ctx, cfg)
 	t.s.ran(Operation{Name: "validation", Took: time.Since(start), Err: err})
 	if err == nil {
 		t.s.checked(chk)
@@ -610,9 +610,9 @@ func (s *Sidecar) Removed() string {
 	return ""
 }
 
-func (t timedSource) Restore(ctx context.Context, cfg startup.Config, p startup.Plan) (startup.Restored, error) {
+func (t timedPreparer) Restore(ctx context.Context, cfg startup.Config, p startup.Plan) (startup.RestoreResult, error) {
 	start := time.Now()
-	res, err := t.Source.Restore(ctx, cfg, p)
+	res, err := t.Preparer.Restore(ctx, cfg, p)
 	t.s.ran(Operation{Name: "restore", Took: time.Since(start), Err: err})
 	return res, err
 }

@@ -69,7 +69,7 @@ func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *ru
 	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
 	sc, err := sidecar.New(sidecar.Options{
 		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: cmp.Or(s.deltaPeriod, 200*time.Millisecond), RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: cmp.Or(s.deltaPeriod, 200*time.Millisecond), RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond},
 		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers,
 		Follow: memberFollow,
 	})
@@ -140,7 +140,7 @@ func TestNewChecksBeforeRegistering(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	base := sidecar.Options{Client: cli, Endpoint: "http://127.0.0.1:1", WorkDir: t.TempDir(), Registry: reg}
 	for name, o := range map[string]sidecar.Options{
-		"standby without store": {Standby: &restore.FollowOptions{Options: restore.Options{DataDir: t.TempDir()}}},
+		"standby without store": {Standby: &restore.FollowOptions{Restore: restore.Options{DataDir: t.TempDir()}}},
 		"bad defrag schedule":   {Store: st, DefragSchedule: "every now and then"},
 		"bad full schedule":     {Store: st, Snapshots: capture.Options{FullSchedule: "never"}},
 	} {

@@ -32,11 +32,11 @@ func newStandbyMetrics(reg prometheus.Registerer) *standbyMetrics {
 // standby reads the store, not the member.
 func (s *Sidecar) follow(ctx context.Context) {
 	o := *s.opts.Standby
-	if o.Codec.Identities == nil {
-		o.Codec = s.opts.Snapshots.Codec
+	if o.Restore.Read.Codec.Identities == nil {
+		o.Restore.Read.Codec = s.opts.Snapshots.Codec
 	}
-	if o.Logger == nil {
-		o.Logger = s.log
+	if o.Restore.Read.Logger == nil {
+		o.Restore.Read.Logger = s.log
 	}
 	applied := o.Applied
 	o.Applied = func(st restore.Standby) {
@@ -48,8 +48,8 @@ func (s *Sidecar) follow(ctx context.Context) {
 	}
 	res, err := restore.Follow(ctx, s.opts.Store, o)
 	if err != nil {
-		s.log.Error("sidecar: the warm standby stopped", "data_dir", o.DataDir, "error", err)
+		s.log.Error("sidecar: the warm standby stopped", "data_dir", o.Restore.DataDir, "error", err)
 		return
 	}
-	s.log.Info("sidecar: the warm standby is a data dir", "data_dir", o.DataDir, "revision", res.Revision, "moved_aside", res.MovedAside)
+	s.log.Info("sidecar: the warm standby is a data dir", "data_dir", o.Restore.DataDir, "revision", res.Revision, "moved_aside", res.MovedAside)
 }

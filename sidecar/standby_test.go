@@ -25,8 +25,8 @@ func TestSidecarKeepsAWarmStandby(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "standby")
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: -1},
-		Standby:   &restore.FollowOptions{Options: restore.Options{DataDir: dataDir}, Poll: 100 * time.Millisecond},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
+		Standby:   &restore.FollowOptions{Restore: restore.Options{DataDir: dataDir}, Poll: 100 * time.Millisecond},
 		Follow:    memberFollow,
 	})
 	if err != nil {

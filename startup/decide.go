@@ -201,7 +201,7 @@ func (c cluster) unsure(chk Check) string {
 }
 
 // Decide says what this member must do before etcd starts, from what
-// its Source found (the data dir's verdict, the backups) and the cluster
+// its Preparer found (the data dir's verdict, the backups) and the cluster
 // its endpoints reach. It changes nothing: Prepare carries the plan out.
 func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error) {
 	o = o.withDefaults()

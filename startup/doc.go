@@ -3,14 +3,14 @@
 // sidecar's restore-if-needed API and quorum-loss recovery.
 //
 // It runs in two steps. Assess makes the plan: the data dir's verdict and
-// what the backups hold (Source.Check), the rebuild of a lone member's
+// what the backups hold (Preparer.Check), the rebuild of a lone member's
 // data dir that etcd 3.5 wrote, the live cluster's answer (Decide asks the
 // endpoints) and one decision table (restart, bootstrap, join as a
 // learner, rejoin, restore, or refuse with the Remedies that would let the
 // member start), deciding again while the plan is to wait. Carry carries
-// it out: a restore through the Source, the membership changes of a join
+// it out: a restore through the Preparer, the membership changes of a join
 // or rejoin (Apply), or a *Refusal that says why. Prepare is both. Where
-// the data comes from is the Source: Local validates, reads the store's
+// the data comes from is the Preparer: Local validates, reads the store's
 // catalog once and restores in this process; Remote asks a sidecar's API
 // to do the same; EtcdBR leaves restores to an etcd-backup-restore
 // sidecar. Whoever executes, the same plan decides: the sidecar's

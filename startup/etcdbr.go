@@ -32,7 +32,7 @@ type EtcdBR struct {
 	Logger *slog.Logger
 }
 
-// Check implements Source.
+// Check implements Preparer.
 func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
 	local := &Local{Logger: e.Logger}
 	if !cfg.multiMember() {
@@ -54,16 +54,16 @@ func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
 	return chk, err
 }
 
-// Restore implements Source: the sidecar's initialization.
-func (e EtcdBR) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+// Restore implements Preparer: the sidecar's initialization.
+func (e EtcdBR) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult, error) {
 	if err := e.initialize(ctx, cfg); err != nil {
-		return Restored{}, err
+		return RestoreResult{}, err
 	}
 	chk, err := e.checkRebuilt(ctx, cfg, p.InitialCluster)
 	if err != nil {
-		return Restored{}, err
+		return RestoreResult{}, err
 	}
-	return Restored{Revision: chk.Revision}, nil
+	return RestoreResult{Revision: chk.Revision}, nil
 }
 
 // checkRebuilt validates the data dir the sidecar restored, and

@@ -77,7 +77,7 @@ func (o Options) withDefaults() Options {
 // Prepare runs the start-up: Assess makes the plan, Carry carries it out.
 // It returns the plan etcd starts with, or an error that says why the
 // member must not start (a *Refusal when the plan refuses).
-func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, error) {
+func Prepare(ctx context.Context, cfg Config, src Preparer, o Options) (Plan, error) {
 	p, _, err := Assess(ctx, cfg, src, o)
 	if err != nil {
 		return p, err
@@ -91,7 +91,7 @@ func Prepare(ctx context.Context, cfg Config, src Source, o Options) (Plan, erro
 // wait (Retry: another member restores the cluster, or a peer does not
 // answer), it decides again every 2 s, for at most JoinTimeout, and then
 // refuses. Nothing else changes: Carry does what the plan says.
-func Assess(ctx context.Context, cfg Config, src Source, o Options) (Plan, Check, error) {
+func Assess(ctx context.Context, cfg Config, src Preparer, o Options) (Plan, Check, error) {
 	o = o.withDefaults()
 	log := o.Logger
 	chk, err := src.Check(ctx, cfg)
@@ -152,7 +152,7 @@ func (r *Refusal) Unwrap() error { return r.Err }
 // and refuses: starting on it would serve a past the backups have moved
 // beyond), a join or rejoin through Apply. It returns the plan etcd
 // starts with.
-func Carry(ctx context.Context, cfg Config, src Source, p Plan, o Options) (Plan, error) {
+func Carry(ctx context.Context, cfg Config, src Preparer, p Plan, o Options) (Plan, error) {
 	o = o.withDefaults()
 	switch p.Action {
 	case Refuse:

@@ -23,8 +23,8 @@ type RecoverOptions struct {
 	// Token is the new cluster's --initial-cluster-token. Default
 	// "etcd-cluster".
 	Token string
-	// Source picks the chain and how it is read (the latest by default).
-	Source restore.Source
+	// Read picks the chain and how it is read (the latest by default).
+	Read restore.ReadOptions
 	// RevisionBump raises the restored revision by this much. 0: by
 	// restore.SafeBump's estimate, so that clients that saw revisions past
 	// the backup never see one go back, unless KeepRevision.
@@ -72,7 +72,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	first := o.Members[0]
 	initial := initialCluster(nil, first)
 	res, err := restore.Restore(ctx, st, restore.Options{
-		Source: o.Source, DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs,
+		Read: o.Read, DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs,
 		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
 		Release: first.etcd(),
 	})

@@ -17,20 +17,20 @@ import (
 	"github.com/etcdkit/etcdkit/validate"
 )
 
-// Source is where a start-up's data comes from: it judges the member's
+// Preparer is where a start-up's data comes from: it judges the member's
 // data dir beside what the backups hold, and rebuilds the data dir from
 // them when the plan says so.
-type Source interface {
+type Preparer interface {
 	// Check validates the data dir (the sanity checks after a clean
 	// shutdown, the full ones otherwise) and reads what the backups hold.
 	Check(ctx context.Context, cfg Config) (Check, error)
 	// Restore rebuilds the data dir from the backups Check found, for the
 	// plan's initial cluster. A failed restore leaves the data dir as it
 	// was.
-	Restore(ctx context.Context, cfg Config, p Plan) (Restored, error)
+	Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult, error)
 }
 
-// Check is what a Source found.
+// Check is what a Preparer found.
 type Check struct {
 	Verdict validate.Verdict
 	// Reason says which check decided the verdict and why.
@@ -50,8 +50,8 @@ type Check struct {
 	MemberID, ClusterID uint64
 }
 
-// Restored reports a restore.
-type Restored struct {
+// RestoreResult reports a restore.
+type RestoreResult struct {
 	// Revision the data dir holds; Revisions replayed from deltas.
 	Revision, Revisions int64
 	// RevisionBump is how far the revision was raised past Revision.
@@ -69,7 +69,7 @@ type Local struct {
 	// Secondary is a second site with copies of Store's snapshots, read
 	// when Store cannot be listed or its newest chain is broken, and
 	// restored from when a backup read is damaged
-	// (restore.Source.Secondary). nil: none.
+	// (restore.ReadOptions.Secondary). nil: none.
 	Secondary store.Store
 	// Codec reads encrypted backups.
 	Codec snapshot.Codec
@@ -89,12 +89,12 @@ type Local struct {
 	site  store.Store // of Store and Secondary, the one Check read
 }
 
-// Check implements Source.
+// Check implements Preparer.
 func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	chk := Check{Store: l.Store != nil}
 	l.chain, l.site = nil, l.Store
 	if l.Store != nil {
-		l.site = restore.Site(ctx, l.Store, restore.Source{Secondary: l.Secondary, Logger: l.Logger})
+		l.site = restore.Site(ctx, l.Store, restore.ReadOptions{Secondary: l.Secondary, Logger: l.Logger})
 		cat, err := snapshot.List(ctx, l.site)
 		if err != nil {
 			return chk, err
@@ -144,16 +144,16 @@ func (l *Local) operatorsRollback(ctx context.Context, chk *Check) {
 		rr.Revision, rr.Snapshot, rr.Created.Format(time.RFC3339), chk.BackupRevision)
 }
 
-// Restore implements Source: it rebuilds the chain Check picked.
-func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+// Restore implements Preparer: it rebuilds the chain Check picked.
+func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult, error) {
 	if l.Store == nil {
-		return Restored{}, errors.New("there is no store to restore from")
+		return RestoreResult{}, errors.New("there is no store to restore from")
 	}
 	// The backups must be this member's cluster's: a lone member must not
 	// come back with another cluster's keyspace.
 	id, err := restore.MemberID(cfg.Name, cfg.PeerURLs, cmp.Or(cfg.Token, "etcd-cluster"))
 	if err != nil {
-		return Restored{}, err
+		return RestoreResult{}, err
 	}
 	// The chain Check picked is read from the site it listed; the other
 	// site is where a damaged backup is restored from instead.
@@ -162,15 +162,15 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 		other = l.Store
 	}
 	res, err := restore.Restore(ctx, site, restore.Options{
-		Source: restore.Source{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
+		Read: restore.ReadOptions{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
 			Member: id, MemberName: cfg.Name},
 		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
 		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd(),
 	})
 	if err != nil {
-		return Restored{}, err
+		return RestoreResult{}, err
 	}
-	return Restored{Revision: res.Revision, Revisions: res.Revisions, RevisionBump: res.RevisionBump, MovedAside: res.MovedAside}, nil
+	return RestoreResult{Revision: res.Revision, Revisions: res.Revisions, RevisionBump: res.RevisionBump, MovedAside: res.MovedAside}, nil
 }
 
 // Remote has a sidecar's API validate and restore: the sidecar holds the
@@ -184,7 +184,7 @@ type Remote struct {
 	Logger *slog.Logger
 }
 
-// Check implements Source through POST /v1/validate.
+// Check implements Preparer through POST /v1/validate.
 func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 	req := api.ValidateRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
 		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown, EtcdVersion: cfg.etcd().String()}
@@ -201,8 +201,8 @@ func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 		Store: true, Backups: v.Backups, BackupRevision: v.BackupRevision}, nil
 }
 
-// Restore implements Source through POST /v1/restore.
-func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, error) {
+// Restore implements Preparer through POST /v1/restore.
+func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult, error) {
 	req := api.RestoreRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
 		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token, EtcdVersion: cfg.etcd().String()}
 	var job api.Job
@@ -212,12 +212,12 @@ func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (Restored, erro
 		return err
 	})
 	if err != nil {
-		return Restored{}, err
+		return RestoreResult{}, err
 	}
 	if job.State != api.JobSucceeded {
-		return Restored{}, fmt.Errorf("the sidecar's restore job %s failed: %s", job.ID, job.Error)
+		return RestoreResult{}, fmt.Errorf("the sidecar's restore job %s failed: %s", job.ID, job.Error)
 	}
-	return Restored{Revision: job.Revision, Revisions: job.Revisions, RevisionBump: job.RevisionBump}, nil
+	return RestoreResult{Revision: job.Revision, Revisions: job.Revisions, RevisionBump: job.RevisionBump}, nil
 }
 
 // retry calls f until the sidecar answers, backing off from 1 s to 15 s,
@@ -259,7 +259,7 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 // member ran: that one's release is a fact, not damage.
 func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
 	log.Info("startup: rebuilding the restored data dir from its database for this member's etcd", "etcd", cfg.etcd(), "reason", chk.Reason)
-	res, err := restore.Rebuild(ctx, restore.Options{Source: restore.Source{Logger: log}, DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name,
+	res, err := restore.Rebuild(ctx, restore.Options{Read: restore.ReadOptions{Logger: log}, DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name,
 		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token, Release: cfg.etcd()})
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)

@@ -121,7 +121,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if _, err := capture.Delta(ctx, root, st, full.LastRevision, capture.DeltaOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	state, err := history.ReadState(ctx, st, history.StateOptions{Source: restore.Source{Target: restore.Target{Revision: past}},
+	state, err := history.ReadState(ctx, st, history.StateOptions{Read: restore.ReadOptions{Target: restore.Target{Revision: past}},
 		Keys: history.Keys{Key: "/t/a/", Prefix: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	peer.Scheme = "https"
 	dir := filepath.Join(t.TempDir(), "data")
 	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Name: "tenant", PeerURLs: []string{peer.String()},
-		Source: restore.Source{Target: restore.Target{Revision: past}}, Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}})
+		Read: restore.ReadOptions{Target: restore.Target{Revision: past}}, Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}})
 	if err != nil {
 		t.Fatal(err)
 	}

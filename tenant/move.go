@@ -22,9 +22,9 @@ import (
 // second and cuts over when ctx ends, at the newest revision the deltas
 // reach then.
 type MoveOptions struct {
-	// Source reads the backups (its Target is ignored: a move starts from
+	// Read reads the backups (its Target is ignored: a move starts from
 	// the latest state and follows the newest timeline's deltas).
-	Source restore.Source
+	Read restore.ReadOptions
 	// Prefix is the tenant's: the only keys read, written and followed.
 	Prefix string
 	// Rename writes them under another prefix in the target.
@@ -98,8 +98,8 @@ type Moved struct {
 // prefix is the move's: a key written there meanwhile is overwritten by
 // the next event of the source.
 func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts MoveOptions) (Moved, error) {
-	if opts.Source.Logger == nil {
-		opts.Source.Logger = slog.New(slog.DiscardHandler)
+	if opts.Read.Logger == nil {
+		opts.Read.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
@@ -118,14 +118,14 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 		return m, errors.New("move: the cut-over needs the source's revision or its sidecar, to know which delta is the last")
 	}
 	// The site whose newest chain is whole is the one followed.
-	st = restore.Site(ctx, st, opts.Source)
-	opts.Source.Secondary = nil
+	st = restore.Site(ctx, st, opts.Read)
+	opts.Read.Secondary = nil
 	chain, err := restore.Chain(ctx, st, restore.Target{})
 	if err != nil {
 		return m, fmt.Errorf("move: %w", err)
 	}
-	opts.Source.Chain = &chain
-	past, err := history.ReadState(ctx, st, history.StateOptions{Source: opts.Source, Keys: history.Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})
+	opts.Read.Chain = &chain
+	past, err := history.ReadState(ctx, st, history.StateOptions{Read: opts.Read, Keys: history.Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})
 	if err != nil {
 		return m, fmt.Errorf("move: read the first state: %w", err)
 	}
@@ -146,7 +146,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			}
 			ch, err := target.KeepAlive(kctx, clientv3.LeaseID(id))
 			if err != nil {
-				opts.Source.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
+				opts.Read.Logger.Warn("move: keep a lease alive in the target", "lease", fmt.Sprintf("%x", id), "error", err)
 				return
 			}
 			go func() {
@@ -165,7 +165,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 		}
 	}
 	if n := len(m.Loaded.Deleted) + len(m.Loaded.Overwritten); n > 0 {
-		opts.Source.Logger.Warn("move: the target's prefix held keys the source's latest state does not, or other values: made the source's",
+		opts.Read.Logger.Warn("move: the target's prefix held keys the source's latest state does not, or other values: made the source's",
 			"deleted", len(m.Loaded.Deleted), "overwritten", len(m.Loaded.Overwritten))
 	}
 	if len(m.Loaded.Conflicts) > 0 {
@@ -173,7 +173,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			len(m.Loaded.Conflicts), m.Loaded.Conflicts[0])
 	}
 	m.Revision = past.Revision
-	opts.Source.Logger.Info("move: first state written into the target", "prefix", opts.Prefix, "revision", past.Revision,
+	opts.Read.Logger.Info("move: first state written into the target", "prefix", opts.Prefix, "revision", past.Revision,
 		"keys", len(past.KVs), "created", len(m.Loaded.Created), "overwritten", len(m.Loaded.Overwritten), "deleted", len(m.Loaded.Deleted))
 	f := &mover{st: st, opts: opts, full: chain.Full, m: &m, b: b}
 
@@ -199,7 +199,7 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 			return m, ctx.Err()
 		case <-tick.C:
 			if _, err := f.poll(ctx); err != nil {
-				opts.Source.Logger.Warn("move: follow the deltas", "revision", m.Revision, "error", err)
+				opts.Read.Logger.Warn("move: follow the deltas", "revision", m.Revision, "error", err)
 			}
 		}
 	}
@@ -239,7 +239,7 @@ func (f *mover) cutOver(ctx context.Context) error {
 		case !known:
 			return fmt.Errorf("move: cut over: the sidecar took no delta on demand and the source's revision is unknown, so the last delta cannot be told (give the source's endpoints, or try again): %w", err)
 		default:
-			f.opts.Source.Logger.Warn("move: cut over: the sidecar took no delta on demand; waiting for its next to reach the source's revision", "revision", want, "error", err)
+			f.opts.Read.Logger.Warn("move: cut over: the sidecar took no delta on demand; waiting for its next to reach the source's revision", "revision", want, "error", err)
 		}
 	}
 	from := f.m.Revision
@@ -261,7 +261,7 @@ func (f *mover) cutOver(ctx context.Context) error {
 		}
 	}
 	f.m.CutOverAt, f.m.LagClosed, f.m.CutOverTook = want, max(0, want-from), time.Since(start)
-	f.opts.Source.Logger.Info("move: cut over", "revision", f.m.Revision, "lag_closed", f.m.LagClosed, "took", f.m.CutOverTook.Round(time.Millisecond))
+	f.opts.Read.Logger.Info("move: cut over", "revision", f.m.Revision, "lag_closed", f.m.LagClosed, "took", f.m.CutOverTook.Round(time.Millisecond))
 	return nil
 }
 
@@ -283,7 +283,7 @@ func (f *mover) poll(ctx context.Context) (int64, error) {
 // apply writes a delta's events under the prefix into the target, in
 // revision order: a transaction holds each key once.
 func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
-	r, err := snap.OpenDelta(ctx, f.st, d, f.opts.Source.Codec)
+	r, err := snap.OpenDelta(ctx, f.st, d, f.opts.Read.Codec)
 	if err != nil {
 		return err
 	}

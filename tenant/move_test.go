@@ -37,7 +37,7 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	fulls := make(chan struct{}, 1)
 	// The sidecar's default period: only the deltas asked for land
 	// during the test.
-	s, err := capture.New(scli, st, capture.Options{DeltaPeriod: 20 * time.Second, FullSchedule: "@every 1h", RetentionPeriod: -1,
+	s, err := capture.New(scli, st, capture.Options{DeltaPeriod: 20 * time.Second, FullSchedule: "@every 1h", RetentionPeriod: capture.Off,
 		SpoolDir: t.TempDir(), OnResult: func(r capture.Result) {
 			if r.Op == capture.OpFull && r.Err == nil {
 				select {

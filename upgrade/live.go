@@ -16,7 +16,9 @@ import (
 
 // LiveOptions configure Live.
 type LiveOptions struct {
-	Options
+	// Step is the step asked about and what the members are configured
+	// with.
+	Step Options
 	// WorkDir holds the database streamed from the cluster for the
 	// zombie check while it is read; default the system's temporary dir.
 	WorkDir string
@@ -74,7 +76,7 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 			versions = append(versions, v)
 		}
 	}
-	sf, from, to := step(versions, o.Options)
+	sf, from, to := step(versions, o.Step)
 	r.add(sf)
 	if !from.IsZero() {
 		r.From = from.MinorString()
@@ -126,7 +128,7 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 			Detail: "etcd 3.7 cannot replay the entries etcd 3.5 wrote in their v2 form, which a member's WAL keeps until its next raft snapshot (every snapshot-count entries)",
 			Fix:    "etcd-wrapper checks each member's data dir at its step and refuses 3.7 on such a WAL, changing nothing: run that member on 3.6 until it took a snapshot, then step it"})
 	}
-	r.add(freelist(o.Options))
+	r.add(freelist(o.Step))
 	r.decide()
 	return r, nil
 }

@@ -176,7 +176,7 @@ func TestLiveEtcd35(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
+	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Step: upgrade.Options{Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestLiveEtcd35(t *testing.T) {
 	if r.Verdict != upgrade.Safe {
 		t.Fatalf("etcd %s with the array freelist: %s %+v", s.Etcd.Version, r.Verdict, r.Findings)
 	}
-	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true}, WorkDir: t.TempDir()})
+	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Step: upgrade.Options{Configured: true}, WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestLiveMemberDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cli.Close() }()
-	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
+	r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Step: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestLiveMemberDown(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the impostor did not start")
 	}
-	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
+	r, err = upgrade.Live(ctx, cli, upgrade.LiveOptions{Step: upgrade.Options{Configured: true, Freelist: "array"}, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestPendingDowngrade(t *testing.T) {
 	}
 	check := func(cli *clientv3.Client, to string) upgrade.Report {
 		t.Helper()
-		r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Options: upgrade.Options{To: etcdversion.MustParse(to), Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
+		r, err := upgrade.Live(ctx, cli, upgrade.LiveOptions{Step: upgrade.Options{To: etcdversion.MustParse(to), Configured: true, Freelist: "array"}, WorkDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 // Package wrapper runs one etcd member the way etcdkit's reference wrapper
 // does: it loads etcd's configuration file strictly (LoadConfig), runs the
-// start-up (package startup) with the Source its division gives — a
+// start-up (package startup) with the Preparer its division gives — a
 // startup.Local store in this process, the sidecar's API (startup.Remote)
 // or an etcd-backup-restore sidecar (startup.EtcdBR) — starts etcd embedded with the plan's initial cluster and state, serves
 // health endpoints, promotes itself when it joined as a learner, and on

@@ -37,13 +37,13 @@ type Options struct {
 	// default), or a Process of the operator's release. The data dir is
 	// judged, restored and joined for its release.
 	Runner Runner
-	// Source says who checks the data dir and restores it before etcd
+	// Preparer says who checks the data dir and restores it before etcd
 	// starts: a *startup.Local in this process (the default, with no
 	// store: give it one to restore from), a startup.Remote for the
 	// sidecar's API, a startup.EtcdBR for a sidecar that speaks
 	// etcd-backup-restore's protocol. Membership is decided and changed
 	// here whichever it is.
-	Source startup.Source
+	Preparer startup.Preparer
 	// Endpoints reach the other members' client URLs, to ask the cluster
 	// before joining it.
 	Endpoints []string
@@ -88,8 +88,8 @@ func (o *Options) defaults() error {
 	if o.Runner == nil {
 		o.Runner = Embedded{}
 	}
-	if o.Source == nil {
-		o.Source = &startup.Local{KeepMovedAside: o.KeepMovedAside, Logger: o.Logger}
+	if o.Preparer == nil {
+		o.Preparer = &startup.Local{KeepMovedAside: o.KeepMovedAside, Logger: o.Logger}
 	}
 	conn := ClientConn(o.Config)
 	if o.Conn != nil {
@@ -207,7 +207,7 @@ func prepare(ctx context.Context, o Options, release etcdversion.Version, h *hea
 	if _, err := types.NewURLsMap(cfg.InitialCluster); err != nil {
 		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
 	}
-	p, err := startup.Prepare(ctx, scfg, o.Source, startup.Options{Conn: *o.Conn, PeerTLS: PeerFiles(cfg), WipeOnCorrupt: o.WipeOnCorrupt,
+	p, err := startup.Prepare(ctx, scfg, o.Preparer, startup.Options{Conn: *o.Conn, PeerTLS: PeerFiles(cfg), WipeOnCorrupt: o.WipeOnCorrupt,
 		JoinTimeout: o.JoinTimeout, KeepMovedAside: o.KeepMovedAside, OnWait: h.wait, Logger: log})
 	if err != nil {
 		return p, fmt.Errorf("wrapper: %w", err)

@@ -72,7 +72,7 @@ changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (ex
 					return cerr
 				}
 				defer func() { _ = cl.Close() }()
-				r, err = upgrade.Live(ctx, cl, upgrade.LiveOptions{Options: o, WorkDir: workDir, StreamTimeout: streamTimeout})
+				r, err = upgrade.Live(ctx, cl, upgrade.LiveOptions{Step: o, WorkDir: workDir, StreamTimeout: streamTimeout})
 			}
 			if err != nil {
 				return err

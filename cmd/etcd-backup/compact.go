@@ -86,7 +86,7 @@ compressed as the chain's last snapshot is.`,
 					return err
 				}
 			}
-			var src restore.Source
+			var src restore.ReadOptions
 			st, p, err := g.source(ctx, &src)
 			if err != nil {
 				return err
@@ -97,7 +97,7 @@ compressed as the chain's last snapshot is.`,
 				}
 			}
 			c, err := compact.Compact(ctx, st, compact.Options{
-				Source:  src,
+				Read:    src,
 				Full:    snapshot.FullOptions{Codec: src.Codec, SpoolDir: workDir, Logger: g.log},
 				WorkDir: workDir,
 			})

@@ -34,11 +34,11 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 				return err
 			}
 			opts := history.StateOptions{WorkDir: work, Keys: history.Keys{Key: prefix, Prefix: true}}
-			st, p, err := g.source(ctx, &opts.Source)
+			st, p, err := g.source(ctx, &opts.Read)
 			if err != nil {
 				return err
 			}
-			opts.Source.Target.Revision = to
+			opts.Read.Target.Revision = to
 			a, b, err := history.ReadStates(ctx, st, opts, from)
 			p.Done()
 			if err != nil {

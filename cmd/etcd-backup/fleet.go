@@ -221,7 +221,7 @@ Exit 3 when the backup does not match its recorded digest.`,
 				return err
 			}
 			out, err := drill.Far(ctx, st, drill.Options{WorkDir: work,
-				Source: restore.Source{Codec: codec, Logger: g.log, Progress: g.progress.Update}})
+				Read: restore.ReadOptions{Codec: codec, Logger: g.log, Progress: g.progress.Update}})
 			g.progress.Done()
 			if err != nil {
 				return err

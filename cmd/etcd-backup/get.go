@@ -69,7 +69,7 @@ key, as they were then. The cluster is never contacted.`,
 			if opts.Keys, err = keysOf(args, prefix, cmd.Flags().Changed("prefix")); err != nil {
 				return err
 			}
-			if opts.Source.Target, err = t.target(cmd); err != nil {
+			if opts.Read.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			state, err := g.readState(ctx, opts)

@@ -181,7 +181,7 @@ func (g *globals) snapshotCodec() (snapshot.Codec, error) {
 // source opens --store for a command that reads chains, and fills in what
 // every such read needs: the codec, the logger and a progress line, which
 // the caller ends with Done once the read returns.
-func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store, *cli.Progress, error) {
+func (g *globals) source(ctx context.Context, src *restore.ReadOptions) (store.Store, *cli.Progress, error) {
 	var (
 		st  store.Store
 		err error
@@ -190,7 +190,7 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 		st, err = g.openStore(ctx)
 	} else {
 		// Either site may not answer: the read picks the one that has a
-		// whole chain (restore.Source.Secondary).
+		// whole chain (restore.ReadOptions.Secondary).
 		st, src.Secondary, err = g.sites(ctx)
 	}
 	if err != nil {
@@ -206,7 +206,7 @@ func (g *globals) source(ctx context.Context, src *restore.Source) (store.Store,
 // readState reads the keys opts picks from the backups, as ReadState does,
 // with the progress line on while the chain replays.
 func (g *globals) readState(ctx context.Context, opts history.StateOptions) (history.State, error) {
-	st, p, err := g.source(ctx, &opts.Source)
+	st, p, err := g.source(ctx, &opts.Read)
 	if err != nil {
 		return history.State{}, err
 	}

@@ -104,7 +104,7 @@ overwritten by the source's next events.`,
 					return v.LastRevision, err
 				}
 			}
-			st, p, err := g.source(ctx, &opts.Source)
+			st, p, err := g.source(ctx, &opts.Read)
 			if err != nil {
 				return err
 			}

@@ -130,23 +130,23 @@ writes the keys under another prefix.`,
 				debug.SetMemoryLimit(compact.ReplayMemory)
 			}
 			var err error
-			if opts.Target, err = t.target(cmd); err != nil {
+			if opts.Read.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			switch {
-			case opts.UnknownLeaseTTL < 0:
+			case opts.Read.UnknownLeaseTTL < 0:
 				return cli.Usage(errors.New("--unknown-lease-ttl is a duration of 0 or more"))
-			case opts.UnknownLeaseTTL == 0:
-				opts.UnknownLeaseTTL = -1 // restore.Source: none
+			case opts.Read.UnknownLeaseTTL == 0:
+				opts.Read.UnknownLeaseTTL = restore.NoLease
 			}
 			if err := errors.Join(cli.AtLeast("keep-moved-aside", int64(opts.KeepMovedAside), -1),
-				cli.AtLeast("concurrency", int64(opts.Concurrency), 1)); err != nil {
+				cli.AtLeast("concurrency", int64(opts.Read.Concurrency), 1)); err != nil {
 				return err
 			}
 			if follow.on && (t.revision != 0 || t.at != "") {
 				return cli.Usage(errors.New("--follow keeps the newest state: it takes no --revision or --time"))
 			}
-			st, p, err := g.source(ctx, &opts.Source)
+			st, p, err := g.source(ctx, &opts.Read)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ writes the keys under another prefix.`,
 			if follow.on {
 				// The standby follows the first site, and each poll reads
 				// the second while the first has no whole chain.
-				res, err = restore.Follow(ctx, st, restore.FollowOptions{Options: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
+				res, err = restore.Follow(ctx, st, restore.FollowOptions{Restore: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
 					Applied: func(s restore.Standby) {
 						p.Done()
 						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
@@ -189,7 +189,7 @@ writes the keys under another prefix.`,
 							cmp.Or(strings.Join(res.UsersLeftOut, ", "), "none"), cmp.Or(strings.Join(res.RolesLeftOut, ", "), "none"), opts.Prefix)
 					}
 				}
-				if end := lastCreated(res); !opts.Target.Time.IsZero() && end.Before(opts.Target.Time) {
+				if end := lastCreated(res); !opts.Read.Target.Time.IsZero() && end.Before(opts.Read.Target.Time) {
 					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
 				}
 				for _, b := range res.Beyond {
@@ -232,8 +232,8 @@ writes the keys under another prefix.`,
 	cli.Release(f, &opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
 	f.Var(&revisionBump{opts: &opts}, "revision-bump",
 		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")
-	f.IntVar(&opts.Concurrency, "concurrency", 4, "parallel downloads")
-	f.DurationVar(&opts.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
+	f.IntVar(&opts.Read.Concurrency, "concurrency", 4, "parallel downloads")
+	f.DurationVar(&opts.Read.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
 	cli.KeepMovedAside(f, &opts.KeepMovedAside)
 	f.BoolVar(&follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")

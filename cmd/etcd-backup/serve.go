@@ -92,7 +92,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 				}
 			}
 			o.Client, o.Endpoint, o.Store, o.Conn, o.Logger = etcd, memberEndpoint, st, conn, g.log
-			// On the command line 0 is off; in the options, negative.
+			// On the command line 0 is off; in the options, capture.Off.
 			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
 			o.Snapshots.Now = clock
 			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
@@ -122,7 +122,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if err := so.Auth.Check(); err != nil {
 				return cli.Usage(err)
 			}
-			if standby.DataDir != "" {
+			if standby.Restore.DataDir != "" {
 				o.Standby = &standby
 			}
 			sc, err := sidecar.New(o)
@@ -167,9 +167,9 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 		"compact the chain into a new full snapshot once its estimated restore time on this node passes this (0: no budget)")
 	f.DurationVar(&o.DrillPeriod, "drill-period", 0,
 		"restore the latest chain in the work dir this often and compare it with the live cluster; metrics etcdkit_drill_* (0: never)")
-	f.StringVar(&standby.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
-	f.StringVar(&standby.Name, "standby-name", "default", "with --standby-data-dir: the standby member's name")
-	f.StringSliceVar(&standby.PeerURLs, "standby-peer-urls", []string{"http://localhost:2380"}, "with --standby-data-dir: the standby member's peer URLs")
+	f.StringVar(&standby.Restore.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
+	f.StringVar(&standby.Restore.Name, "standby-name", "default", "with --standby-data-dir: the standby member's name")
+	f.StringSliceVar(&standby.Restore.PeerURLs, "standby-peer-urls", []string{"http://localhost:2380"}, "with --standby-data-dir: the standby member's peer URLs")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
 	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
 	cli.KeepMovedAside(f, &o.KeepMovedAside)
@@ -212,11 +212,11 @@ func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, 
 	return nil
 }
 
-// offIfZero maps a flag's 0 (off) to the options' negative (off; their 0
-// is the default).
+// offIfZero maps a flag's 0 (off) to capture.Off (the options' 0 is the
+// default).
 func offIfZero(d time.Duration) time.Duration {
 	if d == 0 {
-		return -1
+		return capture.Off
 	}
 	return d
 }

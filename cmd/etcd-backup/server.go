@@ -17,13 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
-	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tlsfiles"
@@ -321,25 +319,14 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 			return fmt.Errorf("the second site: %w", err)
 		}
 	}
-	codec := snapshot.Codec{}
-	if b.compress {
-		switch b.compression {
-		case "gzip":
-		case "zlib", "lzw":
-			log.Warn("etcd-backup server: new snapshots are compressed with gzip, which etcd-backup-restore reads too", "compression-policy", b.compression)
-		default:
-			return cli.Usage(fmt.Errorf("--compression-policy %q: gzip, zlib or lzw", b.compression))
-		}
-		codec.Compression = snapshot.Gzip
+	snaps, note, err := etcdbr.Snapshotting{Schedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
+		GCPeriod: b.gcPeriod, GCPolicy: b.gcPolicy, MaxBackups: int(b.maxBackups), DeltaRetention: b.deltaRetention,
+		Compress: b.compress, Compression: b.compression}.Options()
+	if err != nil {
+		return cli.Usage(err)
 	}
-	ret := snapshot.Retention{MaxFulls: int(b.maxBackups), DeltaRetention: b.deltaRetention}
-	switch b.gcPolicy {
-	case "Exponential":
-		ret.Policy = snapshot.Exponential
-	case "LimitBased":
-		ret.Policy = snapshot.LimitBased
-	default:
-		return cli.Usage(fmt.Errorf("--garbage-collection-policy %q: Exponential or LimitBased", b.gcPolicy))
+	if note != "" {
+		log.Warn("etcd-backup server: "+note, "compression-policy", b.compression)
 	}
 	conn, err := b.conn(log)
 	if err != nil {
@@ -359,10 +346,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	defer func() { _ = etcd.Close() }()
 	o := sidecar.Options{
 		Client: etcd, Endpoint: b.endpoints[0], Store: st, Conn: conn, WorkDir: b.store.tempDir, Logger: log,
-		Snapshots: capture.Options{
-			FullSchedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
-			RetentionPeriod: offIfZero(b.gcPeriod), Retention: ret, Codec: codec,
-		},
+		Snapshots:      snaps,
 		DefragSchedule: b.defragSchedule,
 		Defrag:         defrag.Options{Timeout: b.defragTimeout},
 		Secondary:      second, SecondaryPeriod: b.syncPeriod,
@@ -370,10 +354,6 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		// whether the bucket's lock is really on.
 		WriteOncePeriod: time.Hour,
 		PeerTLS:         tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
-	}
-	if b.deltaPeriod < time.Second {
-		// etcd-backup-restore: under a second, no deltas.
-		o.Snapshots.DeltaPeriod = -1
 	}
 	c := etcdbr.Config{
 		EtcdConf: conf, Pod: pod, DataDir: b.dataDir, StorePrefix: b.store.prefix, Port: int(b.port),

@@ -83,7 +83,7 @@ func (tn *tenantFlags) run(cmd *cobra.Command, g *globals, t target) error {
 	ctx := cmd.Context()
 	opts := history.StateOptions{WorkDir: tn.work, Keys: history.Keys{Key: tn.prefix, Prefix: true}}
 	var err error
-	if opts.Source.Target, err = t.target(cmd); err != nil {
+	if opts.Read.Target, err = t.target(cmd); err != nil {
 		return err
 	}
 	// A tenant's user may read and write its prefix alone: no root role.

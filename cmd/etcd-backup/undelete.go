@@ -36,10 +36,10 @@ Without --apply nothing is written: the report says what would be.`,
 			}
 			opts := history.StateOptions{WorkDir: work, Keys: history.Keys{Key: prefix, Prefix: true}}
 			var err error
-			if opts.Source.Target, err = t.target(cmd); err != nil {
+			if opts.Read.Target, err = t.target(cmd); err != nil {
 				return err
 			}
-			if opts.Source.Target.Revision == 0 && opts.Source.Target.Time.IsZero() {
+			if opts.Read.Target.Revision == 0 && opts.Read.Target.Time.IsZero() {
 				return cli.Usage(errors.New("--revision or --time is required: when the keys were as wanted"))
 			}
 			live, err := g.client(ctx)

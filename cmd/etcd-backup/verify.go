@@ -34,11 +34,11 @@ compacted past that revision only the chain is checked, and the output says so.`
 				opts history.VerifyOptions
 				err  error
 			)
-			if opts.Source.Target, err = t.target(cmd); err != nil {
+			if opts.Read.Target, err = t.target(cmd); err != nil {
 				return err
 			}
 			opts.WorkDir = workDir
-			st, p, err := g.source(ctx, &opts.Source)
+			st, p, err := g.source(ctx, &opts.Read)
 			if err != nil {
 				return err
 			}

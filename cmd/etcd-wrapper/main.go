@@ -255,7 +255,7 @@ func (fl *flags) local(ctx context.Context, o *wrapper.Options) error {
 			return err
 		}
 	}
-	o.Source = src
+	o.Preparer = src
 	return nil
 }
 
@@ -276,7 +276,7 @@ func (fl *flags) remote(o *wrapper.Options) error {
 		}
 		c.Token = strings.TrimSpace(string(b))
 	}
-	o.Source = startup.Remote{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
+	o.Preparer = startup.Remote{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
 	return nil
 }
 
@@ -302,7 +302,7 @@ func (fl *flags) etcdBR(ctx context.Context, o *wrapper.Options) error {
 	if err != nil {
 		return err
 	}
-	o.Source = startup.EtcdBR{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
+	o.Preparer = startup.EtcdBR{Client: c, Wait: fl.sidecarTimeout, Logger: o.Logger}
 	return nil
 }
 

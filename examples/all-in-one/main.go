@@ -61,7 +61,7 @@ func run(config, storeURL string, peers []string, runFor time.Duration) error {
 	if err != nil {
 		return err
 	}
-	m, err := demo.Start(wrapper.Options{Config: cfg, Source: &startup.Local{Store: st, Logger: log}, Endpoints: peers, Logger: log,
+	m, err := demo.Start(wrapper.Options{Config: cfg, Preparer: &startup.Local{Store: st, Logger: log}, Endpoints: peers, Logger: log,
 		OnPlan: func(p startup.Plan) { fmt.Printf("member %s starts: %s (%s)\n", cfg.Name, p.Action, p.Reason) }})
 	if err != nil {
 		return err

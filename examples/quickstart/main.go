@@ -55,7 +55,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	w := wrapper.Options{Config: cfg, Source: &startup.Local{Store: st, Logger: log}, Logger: log}
+	w := wrapper.Options{Config: cfg, Preparer: &startup.Local{Store: st, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1},
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off},
 		Follow:    member.FollowOptions{Interval: 100 * time.Millisecond},
 	})
 	if err != nil {

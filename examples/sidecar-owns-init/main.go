@@ -57,7 +57,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		RestoreRoot: dir, Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}})
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func run() error {
 	defer stopSidecar()
 
 	// The wrapper's container: no store, only the sidecar's URL.
-	w := wrapper.Options{Config: cfg, Source: startup.Remote{Client: &api.Client{URL: url, Token: "secret"}, Logger: log}, Logger: log}
+	w := wrapper.Options{Config: cfg, Preparer: startup.Remote{Client: &api.Client{URL: url, Token: "secret"}, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err

@@ -132,7 +132,7 @@ func run() error {
 	}
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
 		Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}})
 	if err != nil {
 		return err
 	}

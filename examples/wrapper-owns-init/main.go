@@ -42,7 +42,7 @@ func run() error {
 	}
 
 	// The wrapper's container: etcd's configuration and the store.
-	w := wrapper.Options{Config: cfg, Source: &startup.Local{Store: st, Logger: log}, Logger: log}
+	w := wrapper.Options{Config: cfg, Preparer: &startup.Local{Store: st, Logger: log}, Logger: log}
 	m, err := demo.Start(w)
 	if err != nil {
 		return err
@@ -58,7 +58,7 @@ func run() error {
 	}
 	defer func() { _ = cli.Close() }()
 	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: -1}})
+		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}})
 	if err != nil {
 		return err
 	}

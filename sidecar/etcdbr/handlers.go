@@ -278,7 +278,7 @@ func (s *Server) upgradeCheck(w http.ResponseWriter, r *http.Request) {
 		}
 		o.To = v
 	}
-	rep, err := upgrade.Live(ctx, s.cli, upgrade.LiveOptions{Options: o, WorkDir: s.cfg.WorkDir})
+	rep, err := upgrade.Live(ctx, s.cli, upgrade.LiveOptions{Step: o, WorkDir: s.cfg.WorkDir})
 	if err != nil {
 		s.log.Warn("etcdbr: upgrade check", "error", err)
 		rep = upgrade.Report{Source: s.endpoint, Verdict: upgrade.Unknown,

@@ -90,7 +90,7 @@ func startCompat(t *testing.T, cli *clientv3.Client, endpoint string, sec *etcdt
 		t.Fatal(err)
 	}
 	o := sidecar.Options{Client: cli, Endpoint: endpoint, WorkDir: t.TempDir(),
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: -1, MinBackoff: 100 * time.Millisecond}}
+		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond}}
 	if st != nil {
 		o.Store = st
 	}

@@ -54,7 +54,7 @@ func (p *Progress) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Update is a restore.Source.Progress.
+// Update is a restore.ReadOptions.Progress.
 func (p *Progress) Update(r restore.Progress) {
 	if !p.on {
 		return
