@@ -89,6 +89,29 @@ type Moved struct {
 	CutOverTook          time.Duration
 }
 
+// withDefaults fills in the defaults and checks what a move needs.
+func (o MoveOptions) withDefaults() (MoveOptions, error) {
+	if o.Read.Logger == nil {
+		o.Read.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.CutOverTimeout <= 0 {
+		o.CutOverTimeout = 2 * time.Minute
+	}
+	if o.Prefix == "" {
+		return o, errors.New("move: a prefix is required: the tenant's keys")
+	}
+	if err := o.Rename.Check(o.Prefix); err != nil {
+		return o, fmt.Errorf("move: %w", err)
+	}
+	if o.CutOverRevision == nil && o.Trigger == nil {
+		return o, errors.New("move: the cut-over needs the source's revision or its sidecar, to know which delta is the last")
+	}
+	return o, nil
+}
+
 // Move copies a tenant's keys from the backups into a live target cluster
 // and keeps them there as the source goes on: it applies the latest
 // state (ApplyState with Replace, so the target's prefix holds exactly
@@ -98,24 +121,10 @@ type Moved struct {
 // prefix is the move's: a key written there meanwhile is overwritten by
 // the next event of the source.
 func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts MoveOptions) (Moved, error) {
-	if opts.Read.Logger == nil {
-		opts.Read.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = time.Second
-	}
-	if opts.CutOverTimeout <= 0 {
-		opts.CutOverTimeout = 2 * time.Minute
-	}
 	var m Moved
-	if opts.Prefix == "" {
-		return m, errors.New("move: a prefix is required: the tenant's keys")
-	}
-	if err := opts.Rename.Check(opts.Prefix); err != nil {
-		return m, fmt.Errorf("move: %w", err)
-	}
-	if opts.CutOverRevision == nil && opts.Trigger == nil {
-		return m, errors.New("move: the cut-over needs the source's revision or its sidecar, to know which delta is the last")
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return m, err
 	}
 	// The site whose newest chain is whole is the one followed.
 	st = restore.Site(ctx, st, opts.Read)
