@@ -57,15 +57,15 @@ func goOutput(ctx context.Context, dir string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// member is one embedded etcd member for the benchmarks, fsync off: the
+// embedded is one embedded etcd member for the benchmarks, fsync off: the
 // benchmarks read from it and do not measure its writes.
-type member struct {
+type embedded struct {
 	etcd     *embed.Etcd
 	endpoint string
 	cli      *clientv3.Client
 }
 
-func startMember(dir string) (*member, error) {
+func startMember(dir string) (*embedded, error) {
 	peer, client, err := etcdtest.FreeURLs()
 	if err != nil {
 		return nil, err
@@ -76,17 +76,17 @@ func startMember(dir string) (*member, error) {
 // startMemberAt starts a member on an existing data dir, fsync off, as
 // etcd-backup-restore runs the embedded etcd of its restores
 // (UnsafeNoFsync in its pkg/miscellaneous).
-func startMemberAt(dir, name string, peer, client url.URL) (*member, error) {
+func startMemberAt(dir, name string, peer, client url.URL) (*embedded, error) {
 	return start(dir, name, peer, client, true)
 }
 
-func start(dir, name string, peer, client url.URL, noFsync bool) (*member, error) {
+func start(dir, name string, peer, client url.URL, noFsync bool) (*embedded, error) {
 	return startIn(dir, name, peer, client, noFsync, name+"="+peer.String())
 }
 
 // startIn starts a member of the cluster initialCluster names; it returns
 // once the cluster has a leader, so a cluster's members start side by side.
-func startIn(dir, name string, peer, client url.URL, noFsync bool, initialCluster string) (*member, error) {
+func startIn(dir, name string, peer, client url.URL, noFsync bool, initialCluster string) (*embedded, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = name
 	cfg.Dir = dir
@@ -113,10 +113,10 @@ func startIn(dir, name string, peer, client url.URL, noFsync bool, initialCluste
 		e.Close()
 		return nil, err
 	}
-	return &member{etcd: e, endpoint: client.String(), cli: cli}, nil
+	return &embedded{etcd: e, endpoint: client.String(), cli: cli}, nil
 }
 
-func (m *member) close() {
+func (m *embedded) close() {
 	_ = m.cli.Close()
 	m.etcd.Close()
 }

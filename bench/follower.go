@@ -39,7 +39,7 @@ func followerBench(ctx context.Context, cfg config) ([]row, error) {
 			m.close()
 		}
 	}()
-	var leader, follower *member
+	var leader, follower *embedded
 	for _, m := range ms {
 		s, err := m.cli.Status(ctx, m.endpoint)
 		if err != nil {
@@ -62,7 +62,7 @@ func followerBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	during := func(from *member) (float64, time.Duration, error) {
+	during := func(from *embedded) (float64, time.Duration, error) {
 		var took time.Duration
 		n, err := writesWhile(ctx, leader.cli, func() error {
 			start := time.Now()
@@ -133,7 +133,7 @@ func writesWhile(ctx context.Context, cli *clientv3.Client, f func() error) (int
 }
 
 // startCluster starts n members of one cluster side by side.
-func startCluster(dir string, n int) ([]*member, error) {
+func startCluster(dir string, n int) ([]*embedded, error) {
 	peers, clients := make([]url.URL, n), make([]url.URL, n)
 	var initial []string
 	for i := range n {
@@ -143,7 +143,7 @@ func startCluster(dir string, n int) ([]*member, error) {
 		}
 		initial = append(initial, fmt.Sprintf("m%d=%s", i, peers[i].String()))
 	}
-	ms := make([]*member, n)
+	ms := make([]*embedded, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -88,7 +89,7 @@ func kineBench(ctx context.Context, cfg config) ([]row, error) {
 	ours = func() error {
 		d := filepath.Join(dir, "restore-ours")
 		defer func() { _ = os.RemoveAll(d) }()
-		_, err := restore.Restore(ctx, st, restore.Options{DataDir: d})
+		_, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: d}})
 		return err
 	}
 	ref = func() error {

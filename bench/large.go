@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/frames"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -209,7 +210,7 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 // captureOnto captures revisions revisions of 256 B puts over ebrDeltaKeys
 // keys in zstd deltas, after the store's full, and returns the last
 // revision stored. onResult, when set, hears of each snapshot.
-func captureOnto(ctx context.Context, revisions int, m *member, st store.Store, onResult func(capture.Result)) (int64, error) {
+func captureOnto(ctx context.Context, revisions int, m *embedded, st store.Store, onResult func(capture.Result)) (int64, error) {
 	s, err := capture.New(m.cli, st, capture.Options{
 		FullSchedule: "@every 24h", DeltaPeriod: deltaPeriod, RetentionPeriod: -1,
 		Codec: snapshot.Codec{Compression: snapshot.Zstd}, OnResult: onResult,
@@ -328,7 +329,7 @@ func childRestore(ctx context.Context, args []string) (any, error) {
 	}
 	stop := watchSelf()
 	start := time.Now()
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: *dataDir})
+	res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: *dataDir}})
 	took := time.Since(start)
 	m := stop()
 	if err != nil {

@@ -81,7 +81,7 @@ func levelsBench(ctx context.Context, cfg config) ([]row, error) {
 
 // plainDeltas captures the events after revision since as uncompressed
 // deltas and returns their bytes, one after the other.
-func plainDeltas(ctx context.Context, m *member, st store.Store, since int64) ([]byte, error) {
+func plainDeltas(ctx context.Context, m *embedded, st store.Store, since int64) ([]byte, error) {
 	written, err := capture.Delta(ctx, m.cli, st, since, capture.DeltaOptions{})
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -62,7 +63,7 @@ func restoreBench(ctx context.Context, cfg config) ([]row, error) {
 		dir := filepath.Join(cfg.dir, fmt.Sprintf("restored-%d", i))
 		syscall.Sync()
 		start := time.Now()
-		if res, err = restore.Restore(ctx, st, restore.Options{DataDir: dir}); err != nil {
+		if res, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}}); err != nil {
 			return nil, err
 		}
 		took = append(took, time.Since(start))
@@ -90,7 +91,7 @@ func restoreBench(ctx context.Context, cfg config) ([]row, error) {
 	r, err := fullAlone(ctx, cfg, etcdutl, st, full, func(storeDir, dataDir string) error {
 		alone, err := store.NewFile(storeDir)
 		if err == nil {
-			_, err = restore.Restore(ctx, alone, restore.Options{DataDir: dataDir})
+			_, err = restore.Restore(ctx, alone, restore.Options{Member: member.Spec{DataDir: dataDir}})
 		}
 		return err
 	})
@@ -209,10 +210,7 @@ func embeddedReplay(ctx context.Context, cfg config, st store.Store, full snapsh
 		return 0, 0, err
 	}
 	dir := filepath.Join(cfg.dir, "embedded-replay")
-	if _, err := restore.Restore(ctx, st, restore.Options{
-		Read: restore.ReadOptions{Target: restore.Target{Revision: full.LastRevision}}, DataDir: dir,
-		Name: "replay", PeerURLs: []string{peer.String()},
-	}); err != nil {
+	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: full.LastRevision}}, Member: member.Spec{DataDir: dir, Name: "replay", PeerURLs: []string{peer.String()}}}); err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
@@ -305,7 +303,7 @@ func fullOnly(ctx context.Context, cfg config, etcdutl string) (row, error) {
 	ours := func() error {
 		dir := filepath.Join(cfg.dir, "fullonly-ours")
 		defer func() { _ = os.RemoveAll(dir) }()
-		_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir})
+		_, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}})
 		return err
 	}
 	ref := func() error {

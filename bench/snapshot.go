@@ -65,7 +65,7 @@ func fullBench(ctx context.Context, cfg config) ([]row, error) {
 // fullRow takes cfg.runs full snapshots of m in comp, each in a child,
 // alternating with etcdctl snapshot save of m into cfg.dir/etcdctl.db. With
 // keep, the last run's object stays in the store and is returned.
-func fullRow(ctx context.Context, cfg config, m *member, etcdctl, storeDir, spool, comp string, keep bool) (row, fullResult, error) {
+func fullRow(ctx context.Context, cfg config, m *embedded, etcdctl, storeDir, spool, comp string, keep bool) (row, fullResult, error) {
 	var refRSS int64
 	ref := func() error {
 		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints", m.endpoint, "snapshot", "save", filepath.Join(cfg.dir, "etcdctl.db"))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -41,7 +42,7 @@ func newStandby(dir string) (*standby, error) {
 
 // member is the standby's data dir's member, and a plain restore's.
 func (s *standby) member(dataDir string) restore.Options {
-	return restore.Options{DataDir: dataDir, Name: "standby", PeerURLs: []string{s.peer.String()}}
+	return restore.Options{Member: member.Spec{DataDir: dataDir, Name: "standby", PeerURLs: []string{s.peer.String()}}}
 }
 
 // landed is the Snapshotter's OnResult.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -57,7 +58,7 @@ func TestLeaseGoneBeforeItsKeyIsCaptured(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "data")
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Read: restore.ReadOptions{Target: restore.Target{Revision: put.Header.Revision}}})
+	res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}, Read: restore.ReadOptions{Target: restore.Target{Revision: put.Header.Revision}}})
 	if err != nil {
 		t.Fatal(err)
 	}

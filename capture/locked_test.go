@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -83,7 +84,7 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 	}
 	// Each chain restores to the end of the writes before its next full.
 	for _, end := range ends {
-		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
+		got, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}, Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
 		if err != nil || got.Revision != end {
 			t.Fatalf("restore to %d: %+v, %v", end, got.Revision, err)
 		}
@@ -168,7 +169,7 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 			t.Fatalf("chain of %s: %v", ch.Full.Key, err)
 		}
 		end := whole.LastRevision()
-		got, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"), Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
+		got, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}, Read: restore.ReadOptions{Target: restore.Target{Revision: end}}})
 		if err != nil || got.Revision != end {
 			t.Fatalf("restore of the chain of %s to %d: %d, %v", ch.Full.Key, end, got.Revision, err)
 		}
@@ -217,7 +218,7 @@ func TestCopyToALockedBucket(t *testing.T) {
 	if err != nil || len(gc.Locked) == 0 || len(gc.Deleted) != 0 {
 		t.Fatalf("retention on the locked copy: deleted %d, locked %d, %v", len(gc.Deleted), len(gc.Locked), err)
 	}
-	got, err := restore.Restore(ctx, dst, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	got, err := restore.Restore(ctx, dst, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}})
 	if err != nil || got.Revision != end {
 		t.Fatalf("restore from the locked copy: %d, %v; want %d", got.Revision, err, end)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -166,7 +167,7 @@ func TestFailedRestoresLeaveTheOldDataDir(t *testing.T) {
 				tc.damage(t, st, objectKeys(t, st))
 			}
 			dir, intact := oldDataDir(t)
-			_, err := restore.Restore(context.Background(), st, restore.Options{Read: restore.ReadOptions{Codec: tc.read}, DataDir: dir})
+			_, err := restore.Restore(context.Background(), st, restore.Options{Read: restore.ReadOptions{Codec: tc.read}, Member: member.Spec{DataDir: dir}})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.want)
 			}
@@ -184,7 +185,7 @@ func TestCancelledRestoreLeavesTheOldDataDir(t *testing.T) {
 	dir, intact := oldDataDir(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var once bool
-	_, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Read: restore.ReadOptions{
+	_, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}, Read: restore.ReadOptions{
 		// Cancelled as soon as the replay has begun.
 		Progress: func(p restore.Progress) {
 			if !once && p.BytesDownloaded > 0 {
@@ -203,7 +204,7 @@ func TestRestoreMovesTheOldDataDirAside(t *testing.T) {
 	st, _ := chaintest.BackedUp(t, snapshot.Codec{})
 	dir, _ := oldDataDir(t)
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	res, err := restore.Restore(context.Background(), st, restore.Options{DataDir: dir, Now: func() time.Time { return at }})
+	res, err := restore.Restore(context.Background(), st, restore.Options{Member: member.Spec{DataDir: dir}, Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestRestoreMovesTheOldDataDirAside(t *testing.T) {
 	// wrote, is never removed.
 	for i := range 3 {
 		at = at.Add(time.Minute)
-		if res, err = restore.Restore(context.Background(), st, restore.Options{DataDir: dir, KeepMovedAside: 1, Now: func() time.Time { return at }}); err != nil {
+		if res, err = restore.Restore(context.Background(), st, restore.Options{Member: member.Spec{DataDir: dir}, KeepMovedAside: 1, Now: func() time.Time { return at }}); err != nil {
 			t.Fatal(err)
 		}
 		aside, _ := filepath.Glob(dir + ".bak-*")
@@ -262,14 +263,14 @@ func TestPlainFullAloneDamaged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+			res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}})
 			if err != nil || res.Revision != full.LastRevision {
 				t.Fatalf("restore of the full alone: %+v, %v", res, err)
 			}
 			rewrite(t, st, full.Key, func(b []byte) []byte { return tc.damage(t, b) })
 			dir, intact := oldDataDir(t)
 			stop := heapWatchdog(2 << 30)
-			_, err = restore.Restore(ctx, st, restore.Options{DataDir: dir})
+			_, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}})
 			stop()
 			if !restore.Damaged(err) || !errors.Is(err, snapshot.ErrChecksum) || !strings.Contains(err.Error(), "an older chain") {
 				t.Fatalf("a damaged full alone: %v", err)
@@ -310,7 +311,7 @@ func TestCompressedFullAloneDamaged(t *testing.T) {
 				}
 				rewrite(t, st, cat.Snapshots[0].Key, damage)
 				dir, intact := oldDataDir(t)
-				_, err = restore.Restore(ctx, st, restore.Options{DataDir: dir})
+				_, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}})
 				if !restore.Damaged(err) || !strings.Contains(err.Error(), "move it out of the store") {
 					t.Fatalf("a damaged %s full: %v", c, err)
 				}
@@ -387,8 +388,7 @@ func TestARestoredDirEtcdWroteToIsKept(t *testing.T) {
 	again := func() string {
 		t.Helper()
 		at = at.Add(time.Minute)
-		res, err := restore.Restore(ctx, st, restore.Options{DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()},
-			InitialClusterToken: "etcdtest", KeepMovedAside: 1, Now: func() time.Time { return at }})
+		res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, Token: "etcdtest"}, KeepMovedAside: 1, Now: func() time.Time { return at }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,8 +428,7 @@ func TestAMemberOutsideItsInitialClusterIsRefusedFirst(t *testing.T) {
 		{"m2", "http://127.0.0.1:2380", "has no member named m2"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
-		_, err := restore.Restore(context.Background(), st, restore.Options{DataDir: dir, Name: tc.name,
-			PeerURLs: []string{tc.peer}, InitialCluster: "m1=http://127.0.0.1:2380"})
+		_, err := restore.Restore(context.Background(), st, restore.Options{Member: member.Spec{DataDir: dir, Name: tc.name, PeerURLs: []string{tc.peer}, InitialCluster: "m1=http://127.0.0.1:2380"}})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%s at %s: %v, want %q", tc.name, tc.peer, err, tc.want)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -345,10 +346,7 @@ func TestFidelity(t *testing.T) {
 			if seed%2 == 1 {
 				bump = 1000
 			}
-			res, err := restore.Restore(ctx, h.st, restore.Options{
-				Read:    restore.ReadOptions{Codec: codec},
-				DataDir: dir, Name: "restored", PeerURLs: []string{peer.String()}, RevisionBump: bump,
-			})
+			res, err := restore.Restore(ctx, h.st, restore.Options{Read: restore.ReadOptions{Codec: codec}, Member: member.Spec{DataDir: dir, Name: "restored", PeerURLs: []string{peer.String()}}, RevisionBump: bump})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -651,7 +649,7 @@ func checkAuth(t *testing.T, h recorded, head *etcdtest.Cluster, res restore.Res
 	}
 	peer.Scheme = "https"
 	dir := filepath.Join(t.TempDir(), "data")
-	older, err := restore.Restore(ctx, h.st, restore.Options{Read: restore.ReadOptions{Chain: chain}, DataDir: dir, Name: "older", PeerURLs: []string{peer.String()}})
+	older, err := restore.Restore(ctx, h.st, restore.Options{Read: restore.ReadOptions{Chain: chain}, Member: member.Spec{DataDir: dir, Name: "older", PeerURLs: []string{peer.String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -142,7 +143,7 @@ func TestRestoresEtcdBackupRestoreFixtures(t *testing.T) {
 				if layout == "v1" && comp == "gz" {
 					// etcd-backup-restore records no lease TTLs: the lease
 					// granted after the full gets the default TTL, or none.
-					res, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+					res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -150,8 +151,7 @@ func TestRestoresEtcdBackupRestoreFixtures(t *testing.T) {
 						t.Fatalf("leases granted with the default TTL %d, with a recorded one %d, dropped %d; want 1, 0, 0",
 							res.GuessedLeases, res.GrantedLeases, res.DroppedLeases)
 					}
-					res, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
-						Read: restore.ReadOptions{UnknownLeaseTTL: restore.NoLease}})
+					res, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}, Read: restore.ReadOptions{UnknownLeaseTTL: restore.NoLease}})
 					if err != nil {
 						t.Fatal(err)
 					}

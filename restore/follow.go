@@ -106,17 +106,17 @@ func Follow(ctx context.Context, st store.Store, opts FollowOptions) (Result, er
 	if opts.CatchUpAfter <= 0 {
 		opts.CatchUpAfter = 30 * time.Second
 	}
-	if err := os.MkdirAll(filepath.Dir(o.DataDir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(o.Member.DataDir), 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	// Held for the follower's life: no restore builds this data dir
 	// meanwhile, and no second follower replays into the standby.
-	unlock, err := datadir.LockBuild(o.DataDir)
+	unlock, err := datadir.LockBuild(o.Member.DataDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer unlock()
-	f := &follower{st: st, site: st, opts: opts, dir: o.DataDir + standbySuffix}
+	f := &follower{st: st, site: st, opts: opts, dir: o.Member.DataDir + standbySuffix}
 	defer f.close()
 	if err := f.open(ctx); err != nil {
 		return Result{}, err
@@ -501,13 +501,13 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if f.broken {
 		return res, fmt.Errorf("restore: follow: the standby at revision %d broke on its last delta and was not built again; run the follower again, or restore", f.r.at)
 	}
-	release, err := datadir.Hold(o.DataDir)
+	release, err := datadir.Hold(o.Member.DataDir)
 	if err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
 	defer release()
-	parent := filepath.Dir(o.DataDir)
-	work, err := os.MkdirTemp(parent, filepath.Base(o.DataDir)+".tmp-")
+	parent := filepath.Dir(o.Member.DataDir)
+	work, err := os.MkdirTemp(parent, filepath.Base(o.Member.DataDir)+".tmp-")
 	if err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}
@@ -522,7 +522,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	f.r.release()
 	f.r.b.ForceCommit()
 	if err := copyDatabase(f.r, db); err != nil {
-		return res, fmt.Errorf("restore into %s: copy the standby: %w", o.DataDir, err)
+		return res, fmt.Errorf("restore into %s: copy the standby: %w", o.Member.DataDir, err)
 	}
 	if o.SafeRevision && o.RevisionBump == 0 && f.latest.Full.Key == "" {
 		// No listing succeeded yet: the estimate needs one.
@@ -530,12 +530,12 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 		_, f.latest, _, err = pick(lctx, Site(lctx, f.st, f.opts.Restore.Read), Target{})
 		cancel()
 		if err != nil {
-			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.DataDir, err)
+			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.Member.DataDir, err)
 		}
 	}
 	res.RevisionBump = o.bump(f.latest, res.Revision)
 	if err := finishInPlace(nil, out, res.Revision, o.member(res.RevisionBump)); err != nil {
-		return res, fmt.Errorf("restore into %s: build the data dir: %w", o.DataDir, err)
+		return res, fmt.Errorf("restore into %s: build the data dir: %w", o.Member.DataDir, err)
 	}
 	if err := install(ctx, f.st, o, out, release, &res, f.latest, start); err != nil {
 		return res, err

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -143,8 +144,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "standby")
-	opts := restore.Options{DataDir: dataDir, Name: "standby", PeerURLs: []string{peer.String()},
-		Read: restore.ReadOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
+	opts := restore.Options{Member: member.Spec{DataDir: dataDir, Name: "standby", PeerURLs: []string{peer.String()}}, Read: restore.ReadOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
 	f := follow(ctx, t, st, opts)
 
 	// Under load, every delta is in the standby within a delta period and
@@ -290,7 +290,7 @@ func TestFollowWaitsForAFirstFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(t.TempDir(), "standby")
-	early := follow(ctx, t, st, restore.Options{DataDir: dataDir})
+	early := follow(ctx, t, st, restore.Options{Member: member.Spec{DataDir: dataDir}})
 	time.Sleep(300 * time.Millisecond)
 	if _, err := early.stop(); err == nil {
 		t.Fatal("a follower stopped before any full snapshot made a data dir")
@@ -298,7 +298,7 @@ func TestFollowWaitsForAFirstFull(t *testing.T) {
 	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
 		t.Fatalf("data dir after a stop before any standby: %v", err)
 	}
-	f := follow(ctx, t, st, restore.Options{DataDir: dataDir})
+	f := follow(ctx, t, st, restore.Options{Member: member.Spec{DataDir: dataDir}})
 	time.Sleep(300 * time.Millisecond)
 	if _, err := (etcdtest.Workload{Ops: 50, Seed: 51}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
@@ -356,8 +356,7 @@ func TestFollowReadsTheSecondSiteWhileTheFirstIsBroken(t *testing.T) {
 	mirror(first, "")
 	mirror(second, "")
 	logs := &lockedLog{}
-	f := followSites(ctx, t, first, restore.FollowOptions{Restore: restore.Options{DataDir: filepath.Join(t.TempDir(), "data"),
-		Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
+	f := followSites(ctx, t, first, restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}, Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(logs, nil))}}})
 	f.reaches(t, latestChain(t, first).LastRevision())
 
 	// Two batches of writes, each in deltas of its own; the first site

@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -64,7 +65,7 @@ func TestLogicalChainSkipsRevisions(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := filepath.Join(t.TempDir(), "data")
-			res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir})
+			res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir}})
 			if !tc.logical {
 				if err == nil || !strings.Contains(err.Error(), "does not continue") {
 					t.Fatalf("a revision missing from an etcd chain: %v", err)

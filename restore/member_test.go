@@ -20,6 +20,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -65,10 +66,7 @@ func TestDataDirIsEtcdutls(t *testing.T) {
 	for _, bump := range []uint64{0, 1000} {
 		t.Run(fmt.Sprint("bump ", bump), func(t *testing.T) {
 			ours := filepath.Join(t.TempDir(), "ours")
-			if _, err := restore.Restore(ctx, st, restore.Options{
-				DataDir: ours, Name: "b", PeerURLs: []string{"http://10.0.0.2:2380"}, InitialCluster: cluster,
-				InitialClusterToken: "tok", RevisionBump: bump,
-			}); err != nil {
+			if _, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: ours, Name: "b", PeerURLs: []string{"http://10.0.0.2:2380"}, InitialCluster: cluster, Token: "tok"}, RevisionBump: bump}); err != nil {
 				t.Fatal(err)
 			}
 			theirs := filepath.Join(t.TempDir(), "theirs")

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/pki"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -118,7 +119,7 @@ func restoreFor(t *testing.T, ctx context.Context, st store.Store, target emulat
 	}
 	release := etcdversion.MustParse(strings.TrimPrefix(string(target), "etcd-"))
 	data := filepath.Join(t.TempDir(), "restored")
-	rres, err := restore.Restore(ctx, st, restore.Options{DataDir: data, Name: "restored", PeerURLs: []string{peer.String()}, Release: release})
+	rres, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: data, Name: "restored", PeerURLs: []string{peer.String()}}, Release: release})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,23 +28,23 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	start := time.Now()
-	unlock, err := datadir.LockBuild(opts.DataDir)
+	unlock, err := datadir.LockBuild(opts.Member.DataDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
 	defer unlock()
 	// Read before the hold, which locks the database against any open.
-	db := filepath.Join(opts.DataDir, "member", "snap", "db")
+	db := filepath.Join(opts.Member.DataDir, "member", "snap", "db")
 	rev, err := revision.OfFile(db)
 	if err != nil {
-		return Result{}, fmt.Errorf("rebuild %s: %w", opts.DataDir, err)
+		return Result{}, fmt.Errorf("rebuild %s: %w", opts.Member.DataDir, err)
 	}
-	release, err := datadir.Hold(opts.DataDir)
+	release, err := datadir.Hold(opts.Member.DataDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
 	defer release()
-	work, err := os.MkdirTemp(filepath.Dir(opts.DataDir), filepath.Base(opts.DataDir)+".tmp-")
+	work, err := os.MkdirTemp(filepath.Dir(opts.Member.DataDir), filepath.Base(opts.Member.DataDir)+".tmp-")
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
@@ -53,29 +53,29 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	// etcdutl copies the database out before it changes anything: the old
 	// data dir is read, never written.
 	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath: db, Name: opts.Name, OutputDataDir: out, PeerURLs: opts.PeerURLs,
-		InitialCluster: opts.InitialCluster, InitialClusterToken: opts.InitialClusterToken, SkipHashCheck: true,
+		SnapshotPath: db, Name: opts.Member.Name, OutputDataDir: out, PeerURLs: opts.Member.PeerURLs,
+		InitialCluster: opts.Member.InitialCluster, InitialClusterToken: opts.Member.Token, SkipHashCheck: true,
 		RevisionBump: opts.RevisionBump, MarkCompacted: opts.RevisionBump > 0,
 	}); err != nil {
-		return Result{}, fmt.Errorf("rebuild %s from its database: %w", opts.DataDir, err)
+		return Result{}, fmt.Errorf("rebuild %s from its database: %w", opts.Member.DataDir, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}
 	if err := fitReleaseFile(dbPath(out), opts.Release); err != nil {
-		return Result{}, fmt.Errorf("rebuild %s for etcd %s: %w", opts.DataDir, opts.Release, err)
+		return Result{}, fmt.Errorf("rebuild %s for etcd %s: %w", opts.Member.DataDir, opts.Release, err)
 	}
 	res := Result{Revision: rev}
 	if err := datadir.MarkBuilt(out, "rebuild", opts.Now()); err != nil {
 		return res, fmt.Errorf("rebuild: %w", err)
 	}
-	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
+	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.Member.DataDir, opts.Member.WALDir, opts.Now()); err != nil {
 		return res, err
 	}
 	release()
 	prune(opts, "rebuild", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
-	opts.Read.Logger.Info("rebuilt from its database", "data-dir", opts.DataDir, "revision", rev, "moved-aside", res.MovedAside,
+	opts.Read.Logger.Info("rebuilt from its database", "data-dir", opts.Member.DataDir, "revision", rev, "moved-aside", res.MovedAside,
 		"took", res.Total.Round(time.Millisecond))
 	return res, nil
 }

@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/validate"
 )
@@ -27,7 +28,7 @@ func TestRebuildEtcd35DataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := restore.Rebuild(ctx, restore.Options{DataDir: dir, Name: "etcd-main-0", PeerURLs: []string{peer.String()}})
+	res, err := restore.Rebuild(ctx, restore.Options{Member: member.Spec{DataDir: dir, Name: "etcd-main-0", PeerURLs: []string{peer.String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

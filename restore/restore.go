@@ -25,6 +25,7 @@ import (
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/internal/scratch"
+	"github.com/etcdkit/etcdkit/member"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -113,36 +114,27 @@ func (s ReadOptions) withDefaults() ReadOptions {
 	return s
 }
 
-// Options configures Restore. DataDir is required; the zero value of the
-// rest restores the latest state into a single-member cluster named
+// Options configures Restore. Member.DataDir is required; the zero value of
+// the rest restores the latest state into a single-member cluster named
 // "default" on http://localhost:2380.
 type Options struct {
 	// Read says which chain to restore and how to read it.
 	Read ReadOptions
-	// DataDir is the member's data dir. An existing one is moved aside
-	// to DataDir.bak-<time>, never deleted; one a running etcd holds is
-	// refused (datadir.ErrInUse).
-	DataDir string
+	// Member is the member the data dir is for; its DataDir is required
+	// and etcd's defaults fill in the rest (member.Spec.WithDefaults). An
+	// existing data dir is moved aside to DataDir.bak-<time>, never
+	// deleted; one a running etcd holds is refused (datadir.ErrInUse).
+	// With a WALDir the WAL goes there, not into the data dir, and an
+	// existing one is moved aside as the data dir is.
+	Member member.Spec
 	// WorkDir is where downloaded deltas wait to be replayed. Default:
 	// beside the data dir, with the data dir being built.
 	WorkDir string
-	// WALDir is etcd's wal-dir: the WAL goes there, not into the data dir,
-	// and an existing one is moved aside as the data dir is. "": the
-	// data dir's member/wal.
-	WALDir string
 	// KeepMovedAside is how many moved-aside data dirs are kept beside
 	// DataDir, the one this restore makes included; older ones are
 	// removed if etcdkit built them and etcd never wrote to them
 	// (datadir.Built), never otherwise. Default 1; negative keeps them all.
 	KeepMovedAside int
-	// Name of the member. Default "default".
-	Name string
-	// PeerURLs of the member. Default http://localhost:2380.
-	PeerURLs []string
-	// InitialCluster as etcd's flag takes it. Default Name=PeerURLs.
-	InitialCluster string
-	// InitialClusterToken. Default "etcd-cluster".
-	InitialClusterToken string
 	// RevisionBump raises the restored revision by this much and marks it
 	// compacted, so clients that saw revisions past the backup never see
 	// the revision go back. 0: no bump, unless SafeRevision.
@@ -221,35 +213,20 @@ type Result struct {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.DataDir == "" {
+	if o.Member.DataDir == "" {
 		return o, errors.New("restore: no data dir given")
 	}
-	abs, err := filepath.Abs(o.DataDir)
+	abs, err := filepath.Abs(o.Member.DataDir)
 	if err != nil {
-		return o, fmt.Errorf("restore: data dir %s: %w", o.DataDir, err)
+		return o, fmt.Errorf("restore: data dir %s: %w", o.Member.DataDir, err)
 	}
-	o.DataDir = abs
-	if o.WALDir != "" {
-		if o.WALDir, err = filepath.Abs(o.WALDir); err != nil {
-			return o, fmt.Errorf("restore: wal-dir %s: %w", o.WALDir, err)
+	o.Member.DataDir = abs
+	if o.Member.WALDir != "" {
+		if o.Member.WALDir, err = filepath.Abs(o.Member.WALDir); err != nil {
+			return o, fmt.Errorf("restore: wal-dir %s: %w", o.Member.WALDir, err)
 		}
 	}
-	if o.Name == "" {
-		o.Name = "default"
-	}
-	if len(o.PeerURLs) == 0 {
-		o.PeerURLs = []string{"http://localhost:2380"}
-	}
-	if o.InitialCluster == "" {
-		parts := make([]string, len(o.PeerURLs))
-		for i, u := range o.PeerURLs {
-			parts[i] = o.Name + "=" + u
-		}
-		o.InitialCluster = strings.Join(parts, ",")
-	}
-	if o.InitialClusterToken == "" {
-		o.InitialClusterToken = "etcd-cluster"
-	}
+	o.Member = o.Member.WithDefaults()
 	if o.Release.IsZero() {
 		o.Release = Module
 	}
@@ -373,18 +350,18 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		opts.Read.Logger.Warn("restore: an older timeline's backups reach past the newest's latest chain, which this restore follows (give the timeline to restore from it)",
 			"newest", followed.ID, "revision", chain.LastRevision(), "timeline", b.Timeline.ID, "its_last_revision", b.LastRevision)
 	}
-	parent := filepath.Dir(opts.DataDir)
+	parent := filepath.Dir(opts.Member.DataDir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
-	unlock, err := datadir.LockBuild(opts.DataDir)
+	unlock, err := datadir.LockBuild(opts.Member.DataDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
 	defer unlock()
 	// Held to the swap: an etcd running on the old data dir would keep
 	// writing into it once moved aside, and those writes would be lost.
-	release, err := datadir.Hold(opts.DataDir)
+	release, err := datadir.Hold(opts.Member.DataDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
@@ -394,7 +371,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 	}
 	// A scratch dir: what a killed restore left beside the data dir is
 	// removed by the next one.
-	work, drop, err := scratch.Dir(parent, filepath.Base(opts.DataDir)+".tmp-")
+	work, drop, err := scratch.Dir(parent, filepath.Base(opts.Member.DataDir)+".tmp-")
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}
@@ -432,7 +409,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		r = nil
 	}
 	if err := finishInPlace(r, out, res.Revision, opts.member(res.RevisionBump)); err != nil {
-		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.DataDir, err)
+		return res, fmt.Errorf("restore into %s: build the data dir: %w", opts.Member.DataDir, err)
 	}
 	// The last moment a cancel leaves everything as it was.
 	if err := ctx.Err(); err != nil {
@@ -473,14 +450,14 @@ func install(ctx context.Context, st store.Store, opts Options, out string, rele
 		return fmt.Errorf("restore: %w", err)
 	}
 	var err error
-	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.DataDir, opts.WALDir, opts.Now()); err != nil {
+	if res.MovedAside, res.WALMovedAside, err = swapIn(out, opts.Member.DataDir, opts.Member.WALDir, opts.Now()); err != nil {
 		return err
 	}
 	release()
 	recordRestore(ctx, st, opts, res, latest)
 	prune(opts, "restore", res.MovedAside, res.WALMovedAside)
 	res.Total = time.Since(start)
-	opts.Read.Logger.Info("restored", "data-dir", opts.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
+	opts.Read.Logger.Info("restored", "data-dir", opts.Member.DataDir, "revision", res.Revision, "deltas", len(res.Chain.Deltas),
 		"revisions", res.Revisions, "bump", res.RevisionBump, "leases_granted", res.GrantedLeases+res.GuessedLeases,
 		"auth_restored", res.AuthRestored, "moved-aside", res.MovedAside, "took", res.Total.Round(time.Millisecond))
 	if len(res.UsersWithoutPassword) > 0 {
@@ -505,7 +482,7 @@ func (o Options) bump(latest snap.Chain, rev int64) uint64 {
 
 // member is the new member opts describe, with its revision bump.
 func (o Options) member(bump uint64) newMember {
-	return newMember{name: o.Name, peerURLs: o.PeerURLs, initialCluster: o.InitialCluster, token: o.InitialClusterToken, bump: bump, release: o.Release}
+	return newMember{name: o.Member.Name, peerURLs: o.Member.PeerURLs, initialCluster: o.Member.InitialCluster, token: o.Member.Token, bump: bump, release: o.Release}
 }
 
 // inPlace is the file of a chain that is a plain full snapshot alone on a
@@ -680,10 +657,10 @@ func checkSpace(dir string, chain snap.Chain) error {
 // cluster's keys with the chain's end, and begins a timeline when they do
 // not show it continues it.
 func recordRestore(ctx context.Context, st store.Store, opts Options, res *Result, latest snap.Chain) {
-	urls, err := types.NewURLsMap(opts.InitialCluster)
+	urls, err := types.NewURLsMap(opts.Member.InitialCluster)
 	if err == nil {
 		var cl *membership.RaftCluster
-		if cl, err = membership.NewClusterFromURLsMap(zap.NewNop(), opts.InitialClusterToken, urls); err == nil {
+		if cl, err = membership.NewClusterFromURLsMap(zap.NewNop(), opts.Member.Token, urls); err == nil {
 			res.ClusterID = cl.ID().String()
 			err = snap.RecordRestore(ctx, st, snap.Restored{ClusterID: res.ClusterID, Timeline: res.Chain.Timeline,
 				Snapshot: res.Chain.Full.Key, Revision: res.Revision, TimelineEnd: latest.LastRevision(),

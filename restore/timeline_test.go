@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
 	"github.com/etcdkit/etcdkit/internal/chaintest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -107,19 +108,19 @@ func restored(t *testing.T, st store.Store, o restore.Options) (*etcdtest.Cluste
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Name == "" {
-		o.Name, o.PeerURLs = "restored", []string{peer.String()}
+	if o.Member.Name == "" {
+		o.Member.Name, o.Member.PeerURLs = "restored", []string{peer.String()}
 	}
-	u, err := url.Parse(o.PeerURLs[0])
+	u, err := url.Parse(o.Member.PeerURLs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.DataDir = filepath.Join(t.TempDir(), "data")
+	o.Member.DataDir = filepath.Join(t.TempDir(), "data")
 	res, err := restore.Restore(context.Background(), st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, o.Name, o.DataDir, *u), res
+	return etcdtest.StartDataDir(t, etcdtest.Options{UnsafeNoFsync: true}, o.Member.Name, o.Member.DataDir, *u), res
 }
 
 // A cluster restored to the middle of its chain lives another past from
@@ -230,7 +231,7 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 	// etcdutl restores with the old configuration: the cluster's ID is the
 	// old one's, and the store has no word of the restore.
 	same := func(o restore.Options) restore.Options {
-		o.Name, o.PeerURLs, o.InitialClusterToken = h.name, []string{h.peer.String()}, h.token
+		o.Member.Name, o.Member.PeerURLs, o.Member.Token = h.name, []string{h.peer.String()}, h.token
 		return o
 	}
 	forget := func(t *testing.T) {
@@ -309,7 +310,7 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 		if _, err := (etcdtest.Workload{Ops: int(h.end-h.mid) + 5, Prefix: "/new/", Seed: 34}).Run(ctx, cli); err != nil {
 			t.Fatal(err)
 		}
-		o := same(restore.Options{DataDir: filepath.Join(t.TempDir(), "drill")})
+		o := same(restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "drill")}})
 		if _, err := restore.Restore(ctx, h.st, o); err != nil {
 			t.Fatal(err)
 		}
@@ -395,8 +396,7 @@ func TestInPlaceRestoreUnderARunningSidecar(t *testing.T) {
 	etcdtest.Eventually(t, "the chain reaches the end", 30*time.Second, func() bool { return s.Status().LastRevision >= end })
 	m := c.Members[0]
 	m.Stop()
-	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}},
-		DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", KeepMovedAside: -1}); err != nil {
+	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}}, Member: member.Spec{DataDir: m.Dir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, Token: "etcdtest"}, KeepMovedAside: -1}); err != nil {
 		t.Fatal(err)
 	}
 	m.Restart(t)
@@ -457,8 +457,7 @@ func TestARestoreNothingRunsFromChangesNothing(t *testing.T) {
 	for _, target := range []restore.Target{{}, {Revision: mid}} {
 		// The member's own name, peer URL and token: the cluster ID of
 		// the restore is the running cluster's.
-		if _, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "drill"), Name: m.Name,
-			PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest", Read: restore.ReadOptions{Target: target}}); err != nil {
+		if _, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "drill"), Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, Token: "etcdtest"}, Read: restore.ReadOptions{Target: target}}); err != nil {
 			t.Fatal(err)
 		}
 		after, err := cli.Put(ctx, "/after-a-drill", fmt.Sprint(target.Revision))
@@ -652,7 +651,7 @@ func TestRestoreReadsTheOtherSiteWhenDamaged(t *testing.T) {
 		t.Fatalf("picked %v: the damage is in no name, the first site should be picked", site)
 	}
 	var logs bytes.Buffer
-	opts := restore.Options{Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, DataDir: filepath.Join(t.TempDir(), "data")}
+	opts := restore.Options{Read: restore.ReadOptions{Secondary: second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}}
 	res, err := restore.Restore(ctx, h.st, opts)
 	if err != nil || res.Revision != h.end {
 		t.Fatalf("restore from two sites, the first damaged: %+v, %v; want revision %d", res, err, h.end)
@@ -660,7 +659,7 @@ func TestRestoreReadsTheOtherSiteWhenDamaged(t *testing.T) {
 	if !strings.Contains(logs.String(), "restoring from the other site's copies") {
 		t.Fatalf("the fallback is not logged: %s", logs.String())
 	}
-	_, err = restore.Restore(ctx, h.st, restore.Options{DataDir: filepath.Join(t.TempDir(), "alone")})
+	_, err = restore.Restore(ctx, h.st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "alone")}})
 	if !restore.Damaged(err) {
 		t.Fatalf("restore from the damaged site alone: %v, want damaged", err)
 	}
@@ -750,8 +749,7 @@ func TestTheOldClusterBesideItsClone(t *testing.T) {
 	// the old member is stopped, and stops before it starts again.
 	m := old.Members[0]
 	m.Stop()
-	clone, _ := restored(t, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}}, Name: m.Name,
-		PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest"})
+	clone, _ := restored(t, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: mid}}, Member: member.Spec{Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, Token: "etcdtest"}})
 	ccli := clone.Client(t)
 	uploadWhile(t, ccli, st, func() int64 { return workload(ccli, "/clone/", 40, 53) })
 	clone.Close()
@@ -810,7 +808,7 @@ func TestAFullNamedPastItsContent(t *testing.T) {
 		t.Fatalf("placed beside %s: %v", forged, err)
 	}
 	t.Log(err)
-	_, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	_, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}})
 	if !errors.Is(err, restore.ErrDamaged) || !strings.Contains(err.Error(), "x-etcd-snapshot-exclude=true") {
 		t.Fatalf("restore: %v", err)
 	}
@@ -885,7 +883,7 @@ func TestRecordsThatTellNothing(t *testing.T) {
 		t.Fatalf("set aside %+v, newest %+v", cat.SetAside, cat.Timeline)
 	}
 	t.Log(cat.SetAside[0].Reason)
-	_, err = restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	_, err = restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "data")}})
 	if !errors.Is(err, snapshot.ErrNoFull) || !strings.Contains(err.Error(), "--timeline first restores") {
 		t.Fatalf("restore beside the unreadable record: %v", err)
 	}

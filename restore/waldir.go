@@ -110,7 +110,7 @@ func prune(o Options, what string, movedAside, walAside string) {
 	for _, p := range []struct {
 		dir, just string
 		built     func(string) bool
-	}{{o.DataDir, movedAside, nil}, {o.WALDir, walAside, datadir.Companion(o.WALDir, o.DataDir)}} {
+	}{{o.Member.DataDir, movedAside, nil}, {o.Member.WALDir, walAside, datadir.Companion(o.Member.WALDir, o.Member.DataDir)}} {
 		if p.dir == "" {
 			continue
 		}

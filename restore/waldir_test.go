@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -36,8 +37,7 @@ func TestRestoreIntoADedicatedWALDir(t *testing.T) {
 	}
 	m := c.Members[0]
 	m.Stop()
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: m.Dir, WALDir: m.WALDir, Name: m.Name,
-		PeerURLs: []string{m.PeerURL.String()}, InitialClusterToken: "etcdtest"})
+	res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: m.Dir, WALDir: m.WALDir, Name: m.Name, PeerURLs: []string{m.PeerURL.String()}, Token: "etcdtest"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -592,10 +593,10 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			Token: req.InitialClusterToken, Endpoints: req.Endpoints, Etcd: release}
 		// A lone member's defaults, as a restore's.
 		if cfg.Name == "" {
-			cfg.Name = "default"
+			cfg.Name = member.DefaultName
 		}
 		if len(cfg.PeerURLs) == 0 {
-			cfg.PeerURLs = []string{"http://localhost:2380"}
+			cfg.PeerURLs = []string{member.DefaultPeerURL}
 		}
 		if cfg.InitialCluster == "" {
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
@@ -627,13 +628,8 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 		return
 	}
-	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{
-		Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
-			Logger: s.log, Progress: progress},
-		DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
-		InitialClusterToken: req.InitialClusterToken, KeepMovedAside: s.opts.KeepMovedAside,
-		RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release,
-	})
+	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
+		Logger: s.log, Progress: progress}, Member: member.Spec{DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster, Token: req.InitialClusterToken}, KeepMovedAside: s.opts.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
 	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
 

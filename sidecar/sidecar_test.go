@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/store"
@@ -140,7 +141,7 @@ func TestNewChecksBeforeRegistering(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	base := sidecar.Options{Client: cli, Endpoint: "http://127.0.0.1:1", WorkDir: t.TempDir(), Registry: reg}
 	for name, o := range map[string]sidecar.Options{
-		"standby without store": {Standby: &restore.FollowOptions{Restore: restore.Options{DataDir: t.TempDir()}}},
+		"standby without store": {Standby: &restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: t.TempDir()}}}},
 		"bad defrag schedule":   {Store: st, DefragSchedule: "every now and then"},
 		"bad full schedule":     {Store: st, Snapshots: capture.Options{FullSchedule: "never"}},
 	} {

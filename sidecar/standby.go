@@ -48,8 +48,8 @@ func (s *Sidecar) follow(ctx context.Context) {
 	}
 	res, err := restore.Follow(ctx, s.opts.Store, o)
 	if err != nil {
-		s.log.Error("sidecar: the warm standby stopped", "data_dir", o.Restore.DataDir, "error", err)
+		s.log.Error("sidecar: the warm standby stopped", "data_dir", o.Restore.Member.DataDir, "error", err)
 		return
 	}
-	s.log.Info("sidecar: the warm standby is a data dir", "data_dir", o.Restore.DataDir, "revision", res.Revision, "moved_aside", res.MovedAside)
+	s.log.Info("sidecar: the warm standby is a data dir", "data_dir", o.Restore.Member.DataDir, "revision", res.Revision, "moved_aside", res.MovedAside)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/validate"
@@ -26,7 +27,7 @@ func TestSidecarKeepsAWarmStandby(t *testing.T) {
 	sc, err := sidecar.New(sidecar.Options{
 		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
 		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
-		Standby:   &restore.FollowOptions{Restore: restore.Options{DataDir: dataDir}, Poll: 100 * time.Millisecond},
+		Standby:   &restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: dataDir}}, Poll: 100 * time.Millisecond},
 		Follow:    memberFollow,
 	})
 	if err != nil {

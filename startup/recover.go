@@ -21,7 +21,7 @@ type RecoverOptions struct {
 	// needs Name, DataDir, PeerURLs and ClientURLs.
 	Members []Config
 	// Token is the new cluster's --initial-cluster-token. Default
-	// "etcd-cluster".
+	// member.DefaultToken.
 	Token string
 	// Read picks the chain and how it is read (the latest by default).
 	Read restore.ReadOptions
@@ -71,11 +71,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	o.Retry.Logger = o.Logger
 	first := o.Members[0]
 	initial := initialCluster(nil, first)
-	res, err := restore.Restore(ctx, st, restore.Options{
-		Read: o.Read, DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs,
-		InitialCluster: initial, InitialClusterToken: o.Token, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside,
-		Release: first.etcd(),
-	})
+	res, err := restore.Restore(ctx, st, restore.Options{Read: o.Read, Member: member.Spec{DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs, InitialCluster: initial, Token: o.Token}, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside, Release: first.etcd()})
 	if err != nil {
 		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -151,7 +152,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult,
 	}
 	// The backups must be this member's cluster's: a lone member must not
 	// come back with another cluster's keyspace.
-	id, err := restore.MemberID(cfg.Name, cfg.PeerURLs, cmp.Or(cfg.Token, "etcd-cluster"))
+	id, err := restore.MemberID(cfg.Name, cfg.PeerURLs, cmp.Or(cfg.Token, member.DefaultToken))
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -161,12 +162,8 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult,
 	if site != l.Store {
 		other = l.Store
 	}
-	res, err := restore.Restore(ctx, site, restore.Options{
-		Read: restore.ReadOptions{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
-			Member: id, MemberName: cfg.Name},
-		DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster,
-		InitialClusterToken: cfg.Token, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd(),
-	})
+	res, err := restore.Restore(ctx, site, restore.Options{Read: restore.ReadOptions{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
+		Member: id, MemberName: cfg.Name}, Member: member.Spec{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster, Token: cfg.Token}, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd()})
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -259,8 +256,7 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 // member ran: that one's release is a fact, not damage.
 func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
 	log.Info("startup: rebuilding the restored data dir from its database for this member's etcd", "etcd", cfg.etcd(), "reason", chk.Reason)
-	res, err := restore.Rebuild(ctx, restore.Options{Read: restore.ReadOptions{Logger: log}, DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name,
-		PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, InitialClusterToken: cfg.Token, Release: cfg.etcd()})
+	res, err := restore.Rebuild(ctx, restore.Options{Read: restore.ReadOptions{Logger: log}, Member: member.Spec{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, Token: cfg.Token}, Release: cfg.etcd()})
 	if err != nil {
 		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)
 	}

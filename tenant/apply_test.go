@@ -15,6 +15,7 @@ import (
 	"github.com/etcdkit/etcdkit/etcdclient"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -227,8 +228,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	}
 	peer.Scheme = "https"
 	dir := filepath.Join(t.TempDir(), "data")
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dir, Name: "tenant", PeerURLs: []string{peer.String()},
-		Read: restore.ReadOptions{Target: restore.Target{Revision: past}}, Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}})
+	res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dir, Name: "tenant", PeerURLs: []string{peer.String()}}, Read: restore.ReadOptions{Target: restore.Target{Revision: past}}, Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,8 +267,7 @@ func TestATenantsKeysRestoredCopiedAndMadeAClusterOfTheirOwn(t *testing.T) {
 	if err != nil || len(leases.Leases) != 1 {
 		t.Fatalf("leases of the tenant's cluster: %v, %v; want its one", leases, err)
 	}
-	if _, err := restore.Restore(ctx, st, restore.Options{DataDir: filepath.Join(t.TempDir(), "d"), Prefix: "/t/",
-		Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}}); err == nil {
+	if _, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "d")}, Prefix: "/t/", Rename: restore.Rename{From: "/t/a/", To: "/t/c/"}}); err == nil {
 		t.Fatal("a rename that leaves keys of the prefix unrenamed was accepted")
 	}
 }

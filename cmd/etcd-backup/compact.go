@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/heartbeat"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -44,7 +45,7 @@ func (b *brCompact) flags(fs *pflag.FlagSet) {
 	fs.Duration("etcd-defrag-timeout", 8*time.Minute, "etcd-backup-restore's; no effect")
 	fs.Duration("etcd-snapshot-timeout", 30*time.Minute, "etcd-backup-restore's; no effect")
 	fs.Duration("metrics-scrape-wait-duration", 0, "etcd-backup-restore's; no effect")
-	fs.StringArray("initial-advertise-peer-urls", []string{"http://localhost:2380"}, "etcd-backup-restore's; no effect")
+	fs.StringArray("initial-advertise-peer-urls", []string{member.DefaultPeerURL}, "etcd-backup-restore's; no effect")
 	fs.Int("max-call-send-message-size", 10<<20, "etcd-backup-restore's; no effect")
 	fs.Uint("max-fetchers", 6, "etcd-backup-restore's; no effect")
 	fs.Uint("max-request-bytes", 10<<20, "etcd-backup-restore's; no effect")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/compact"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -113,13 +114,13 @@ writes the keys under another prefix.`,
 			if err := etcdutl.check(cmd); err != nil {
 				return err
 			}
-			if err := tn.check(cmd, opts.DataDir, follow.on); err != nil {
+			if err := tn.check(cmd, opts.Member.DataDir, follow.on); err != nil {
 				return err
 			}
 			if len(tn.to) > 0 {
 				return tn.run(cmd, g, t)
 			}
-			if opts.DataDir == "" {
+			if opts.Member.DataDir == "" {
 				return cli.Usage(errors.New("--data-dir is required (or --prefix P --to ENDPOINTS for a tenant's keys in a live cluster)"))
 			}
 			opts.Prefix, opts.Rename = tn.prefix, tn.rename
@@ -169,15 +170,15 @@ writes the keys under another prefix.`,
 			release := cmp.Or(opts.Release, restore.Module)
 			if !cmd.Flags().Changed("name") && !cmd.Flags().Changed("initial-cluster") {
 				g.log.Warn("restore: the data dir is built for etcd's default member: start etcd with these, or restore again with --name, --peer-urls and --initial-cluster-token as the member starts",
-					"name", opts.Name, "peer-urls", strings.Join(opts.PeerURLs, ","), "initial-cluster-token", opts.InitialClusterToken)
+					"name", opts.Member.Name, "peer-urls", strings.Join(opts.Member.PeerURLs, ","), "initial-cluster-token", opts.Member.Token)
 			}
-			out := map[string]any{"data_dir": opts.DataDir, "revision": res.Revision, "replayed": res.Revisions,
+			out := map[string]any{"data_dir": opts.Member.DataDir, "revision": res.Revision, "replayed": res.Revisions,
 				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
 				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
 				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix,
 				"users_left_out": res.UsersLeftOut, "roles_left_out": res.RolesLeftOut, "etcd_version": release.MinorString()}
 			return g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "restored\t%s\nfor etcd\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.DataDir, release.MinorString(), res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+				fmt.Fprintf(w, "restored\t%s\nfor etcd\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.Member.DataDir, release.MinorString(), res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
 				if opts.Prefix != "" {
 					under := ""
 					if opts.Rename != (restore.Rename{}) {
@@ -222,13 +223,13 @@ writes the keys under another prefix.`,
 	}
 	t.flags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.DataDir, "data-dir", "", "the member's data dir to build")
+	f.StringVar(&opts.Member.DataDir, "data-dir", "", "the member's data dir to build")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "where downloaded deltas wait to be replayed (default: beside the data dir)")
-	f.StringVar(&opts.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
-	f.StringVar(&opts.Name, "name", "default", "the member's name")
-	f.StringSliceVar(&opts.PeerURLs, "peer-urls", []string{"http://localhost:2380"}, "the member's advertised peer URLs")
-	f.StringVar(&opts.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
-	f.StringVar(&opts.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "the new cluster's token")
+	f.StringVar(&opts.Member.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
+	f.StringVar(&opts.Member.Name, "name", member.DefaultName, "the member's name")
+	f.StringSliceVar(&opts.Member.PeerURLs, "peer-urls", []string{member.DefaultPeerURL}, "the member's advertised peer URLs")
+	f.StringVar(&opts.Member.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
+	f.StringVar(&opts.Member.Token, "initial-cluster-token", member.DefaultToken, "the new cluster's token")
 	cli.Release(f, &opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
 	f.Var(&revisionBump{opts: &opts}, "revision-bump",
 		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")

@@ -122,7 +122,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if err := so.Auth.Check(); err != nil {
 				return cli.Usage(err)
 			}
-			if standby.Restore.DataDir != "" {
+			if standby.Restore.Member.DataDir != "" {
 				o.Standby = &standby
 			}
 			sc, err := sidecar.New(o)
@@ -167,9 +167,9 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 		"compact the chain into a new full snapshot once its estimated restore time on this node passes this (0: no budget)")
 	f.DurationVar(&o.DrillPeriod, "drill-period", 0,
 		"restore the latest chain in the work dir this often and compare it with the live cluster; metrics etcdkit_drill_* (0: never)")
-	f.StringVar(&standby.Restore.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
-	f.StringVar(&standby.Restore.Name, "standby-name", "default", "with --standby-data-dir: the standby member's name")
-	f.StringSliceVar(&standby.Restore.PeerURLs, "standby-peer-urls", []string{"http://localhost:2380"}, "with --standby-data-dir: the standby member's peer URLs")
+	f.StringVar(&standby.Restore.Member.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
+	f.StringVar(&standby.Restore.Member.Name, "standby-name", member.DefaultName, "with --standby-data-dir: the standby member's name")
+	f.StringSliceVar(&standby.Restore.Member.PeerURLs, "standby-peer-urls", []string{member.DefaultPeerURL}, "with --standby-data-dir: the standby member's peer URLs")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
 	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
 	cli.KeepMovedAside(f, &o.KeepMovedAside)

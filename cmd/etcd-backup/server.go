@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr"
 	"github.com/etcdkit/etcdkit/startup"
@@ -209,10 +210,10 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.useEtcdWrapper, "use-etcd-wrapper", false, "to enable backup-restore to use etcd-wrapper related functionality. Note: enable this flag only if etcd-wrapper is deployed.")
 
 	fs.StringVarP(&b.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
-	fs.StringVar(&b.name, "name", "default", "human-readable name for this member")
+	fs.StringVar(&b.name, "name", member.DefaultName, "human-readable name for this member")
 	fs.StringVar(&b.initialCluster, "initial-cluster", "default=http://localhost:2380", "initial cluster configuration for restore bootstrap")
-	fs.StringVar(&b.token, "initial-cluster-token", "etcd-cluster", "initial cluster token for the etcd cluster during restore bootstrap")
-	fs.StringArrayVar(&b.peerURLs, "initial-advertise-peer-urls", []string{"http://localhost:2380"}, "list of this member's peer URLs to advertise to the rest of the cluster")
+	fs.StringVar(&b.token, "initial-cluster-token", member.DefaultToken, "initial cluster token for the etcd cluster during restore bootstrap")
+	fs.StringArrayVar(&b.peerURLs, "initial-advertise-peer-urls", []string{member.DefaultPeerURL}, "list of this member's peer URLs to advertise to the rest of the cluster")
 	fs.String("restoration-temp-snapshots-dir", "default.restoration.tmp", "path to the temporary directory to store snapshot files during restoration")
 	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "maximum backend quota for the embedded etcd used for applying delta snapshots")
 	fs.Uint("max-fetchers", 6, "maximum number of threads that will fetch delta snapshots in parallel")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
+	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -44,7 +45,7 @@ func run(endpoints, storeURL, dataDir string) error {
 	}
 	fmt.Printf("backed up revision %d to %s\n", full.LastRevision, full.Key)
 
-	res, err := restore.Restore(ctx, st, restore.Options{DataDir: dataDir})
+	res, err := restore.Restore(ctx, st, restore.Options{Member: member.Spec{DataDir: dataDir}})
 	if err != nil {
 		return err
 	}
