@@ -62,7 +62,9 @@ type ReadOptions struct {
 	// chain is read from it when the store cannot be listed, holds no
 	// backups or has a broken newest chain while the second's is whole
 	// (Site); a Restore whose backup read is damaged restores from the
-	// other site's copies; a Follow reads whichever is whole at each poll.
+	// other site's copies, to the revision the damaged chain held (a copy
+	// that lags fails rather than restore an older state in silence); a
+	// Follow reads whichever is whole at each poll.
 	// A Replay (a verification, a drill) picks a site but does not fall
 	// back on damage: it is there to find it. nil: the store alone.
 	Secondary store.Store
@@ -311,6 +313,11 @@ func Restore(ctx context.Context, st store.Store, opts Options) (Result, error) 
 	// The other site's chain is found again: a chain handed down is the
 	// first site's. A failed restore left the data dir as it was.
 	opts.Read.Chain = nil
+	if t := opts.Read.Target; t.Revision == 0 && t.Time.IsZero() && res.Chain.Full.Key != "" {
+		// The copies must give what the damaged chain held: a second site
+		// that lags would otherwise restore an older state in silence.
+		opts.Read.Target.Revision = res.Chain.LastRevision()
+	}
 	res2, err2 := restoreFrom(ctx, other, opts)
 	if err2 != nil {
 		return res, fmt.Errorf("%w; from the other site %v: %w", err, other, err2)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -662,6 +663,36 @@ func TestRestoreReadsTheOtherSiteWhenDamaged(t *testing.T) {
 	_, err = restore.Restore(ctx, h.st, restore.Options{Member: member.Spec{DataDir: filepath.Join(t.TempDir(), "alone")}})
 	if !restore.Damaged(err) {
 		t.Fatalf("restore from the damaged site alone: %v, want damaged", err)
+	}
+	// A second site that lags (its copy of the newest delta not made yet)
+	// gives no older state in silence: the restore fails, and builds
+	// nothing.
+	lagging, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Copy(ctx, second, lagging, snapshot.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	last := ch.Deltas[len(ch.Deltas)-1]
+	if err := lagging.Delete(ctx, last.Key); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snapshot.Copy(ctx, second, fresh, snapshot.CopyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, fresh, last.Key, func(b []byte) []byte { b[len(b)/2] ^= 0x08; return b })
+	dir := filepath.Join(t.TempDir(), "lagging")
+	res, err = restore.Restore(ctx, fresh, restore.Options{Read: restore.ReadOptions{Secondary: lagging}, Member: member.Spec{DataDir: dir}})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(last.LastRevision)) {
+		t.Fatalf("restore from a damaged newest delta and a second site without it: %+v, %v; want a failure naming revision %d", res, err, last.LastRevision)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the failed restore built %s: %v", dir, err)
 	}
 }
 
