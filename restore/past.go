@@ -48,12 +48,10 @@ func Replay(ctx context.Context, st store.Store, src ReadOptions, o ReplayOption
 		o.What = "replay"
 	}
 	var chain snap.Chain
-	if src.Chain == nil {
-		st = Site(ctx, st, src)
-	}
 	if src.Chain != nil {
 		chain = *src.Chain
 	} else {
+		st = Site(ctx, st, src)
 		var err error
 		if chain, err = Chain(ctx, st, src.Target); err != nil {
 			return Result{}, err
