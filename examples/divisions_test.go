@@ -95,8 +95,13 @@ var divisions = []division{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cli.Close() })
-		sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: st,
-			RestoreRoot: root, WorkDir: t.TempDir()})
+		sc, err := sidecar.New(sidecar.Options{
+			Client:   cli,
+			Endpoint: c.Members[0].ClientURL.String(),
+			Backups:  sidecar.BackupOptions{Store: st},
+			API:      sidecar.APIOptions{RestoreRoot: root},
+			WorkDir:  t.TempDir(),
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

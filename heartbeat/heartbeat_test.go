@@ -38,10 +38,10 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	sidecars := map[string]*sidecar.Sidecar{}
 	for _, m := range c.Members {
 		sc, err := sidecar.New(sidecar.Options{
-			Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: st, WorkDir: t.TempDir(),
-			Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
-				RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond},
-			Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
+			Client: c.Client(t), Endpoint: m.ClientURL.String(), WorkDir: t.TempDir(),
+			Backups: sidecar.BackupOptions{Store: st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 200 * time.Millisecond,
+				RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond}},
+			Membership: sidecar.MembershipOptions{Follow: member.FollowOptions{Interval: 100 * time.Millisecond}},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -58,7 +58,7 @@ type ReadOptions struct {
 	// catalog already (a start-up) hands its choice down.
 	Chain *snap.Chain
 	// Secondary is a second site holding copies of the store's snapshots
-	// (sidecar.Options.Secondary writes them). Every read honours it: the
+	// (sidecar.BackupOptions.Secondary writes them). Every read honours it: the
 	// chain is read from it when the store cannot be listed, holds no
 	// backups or has a broken newest chain while the second's is whole
 	// (Site); a Restore whose backup read is damaged restores from the

@@ -255,14 +255,14 @@ func (s *Sidecar) readyz(_ http.ResponseWriter, _ *http.Request) (any, int, erro
 		body.Error = "the backups are refused: " + st.LastError
 		return body, http.StatusServiceUnavailable, nil
 	}
-	if s.opts.RequireWriteOnce && body.WriteOnce != nil && body.WriteOnce.Error == "" && !body.WriteOnce.DeletesRefused {
+	if s.opts.Backups.RequireWriteOnce && body.WriteOnce != nil && body.WriteOnce.Error == "" && !body.WriteOnce.DeletesRefused {
 		body.Ready = false
 		body.Error = "the store deleted the probe " + body.WriteOnce.Probe + ": nothing locks the backups, and write-once is required (turn the bucket's lock on)"
 		return body, http.StatusServiceUnavailable, nil
 	}
-	if failingFor > s.opts.MaxBackupAge {
+	if failingFor > s.opts.Backups.MaxBackupAge {
 		body.Ready = false
-		body.Error = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.MaxBackupAge, backup.LastError)
+		body.Error = fmt.Sprintf("no backup has succeeded for %s (more than %s): %s", failingFor.Round(100*time.Millisecond), s.opts.Backups.MaxBackupAge, backup.LastError)
 		return body, http.StatusServiceUnavailable, nil
 	}
 	return body, http.StatusOK, nil
@@ -301,7 +301,7 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 	if s.snap == nil {
 		return nil, http.StatusNotFound, ErrNoStore
 	}
-	cat, err := snapshot.List(r.Context(), s.opts.Store)
+	cat, err := snapshot.List(r.Context(), s.opts.Backups.Store)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
@@ -316,7 +316,7 @@ func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, i
 	if s.snap == nil {
 		return nil, http.StatusNotFound, ErrNoStore
 	}
-	cat, err := snapshot.List(r.Context(), s.opts.Store)
+	cat, err := snapshot.List(r.Context(), s.opts.Backups.Store)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
@@ -378,9 +378,9 @@ func (s *Sidecar) Forward(w http.ResponseWriter, r *http.Request) error {
 			name, clientURLs = m.Name, m.ClientURLs
 		}
 	}
-	base, ok := s.opts.Peers[name]
-	if !ok && s.opts.PeerOf != nil {
-		base = s.opts.PeerOf(name, clientURLs)
+	base, ok := s.opts.API.Peers[name]
+	if !ok && s.opts.API.PeerOf != nil {
+		base = s.opts.API.PeerOf(name, clientURLs)
 		ok = base != ""
 	}
 	if !ok {
@@ -463,13 +463,13 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 // restorable is dir, resolved, when this sidecar may build or judge it:
 // an absolute path under its restore root.
 func (s *Sidecar) restorable(dir string) (string, int, error) {
-	if s.opts.RestoreRoot == "" {
+	if s.opts.API.RestoreRoot == "" {
 		return "", http.StatusForbidden, errors.New("this sidecar prepares no data dirs: it has no restore root")
 	}
 	if !filepath.IsAbs(dir) {
-		return "", http.StatusBadRequest, fmt.Errorf("%q: give an absolute path under %s", dir, s.opts.RestoreRoot)
+		return "", http.StatusBadRequest, fmt.Errorf("%q: give an absolute path under %s", dir, s.opts.API.RestoreRoot)
 	}
-	real, err := underRoot(s.opts.RestoreRoot, dir)
+	real, err := underRoot(s.opts.API.RestoreRoot, dir)
 	if err != nil {
 		return "", http.StatusForbidden, err
 	}
@@ -528,7 +528,7 @@ func resolve(path string) (string, error) {
 // source is how this sidecar prepares a data dir: in its own process,
 // from its store.
 func (s *Sidecar) source(progress func(restore.Progress)) *startup.Local {
-	return &startup.Local{Store: s.opts.Store, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec, KeepMovedAside: s.opts.KeepMovedAside,
+	return &startup.Local{Store: s.opts.Backups.Store, Secondary: s.opts.Backups.Secondary, Codec: s.opts.Backups.Snapshots.Codec, KeepMovedAside: s.opts.API.KeepMovedAside,
 		Progress: progress, Logger: s.log}
 }
 
@@ -602,7 +602,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
 		}
 		// The start-up's own plan: its checks, its table and its waits.
-		p, chk, err := startup.Assess(ctx, cfg, timedPreparer{src, s}, startup.Options{Conn: s.opts.Conn, KeepMovedAside: s.opts.KeepMovedAside, Logger: s.log})
+		p, chk, err := startup.Assess(ctx, cfg, timedPreparer{src, s}, startup.Options{Conn: s.opts.Membership.Conn, KeepMovedAside: s.opts.API.KeepMovedAside, Logger: s.log})
 		if chk.Verdict != "" {
 			s.jobs.update(id, func(j *api.Job) { j.Verdict = string(chk.Verdict) })
 		}
@@ -628,8 +628,8 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 		return
 	}
-	res, err := restore.Restore(ctx, s.opts.Store, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Secondary, Codec: s.opts.Snapshots.Codec,
-		Logger: s.log, Progress: progress}, Member: member.Spec{DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster, Token: req.InitialClusterToken}, KeepMovedAside: s.opts.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
+	res, err := restore.Restore(ctx, s.opts.Backups.Store, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Backups.Secondary, Codec: s.opts.Backups.Snapshots.Codec,
+		Logger: s.log, Progress: progress}, Member: member.Spec{DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster, Token: req.InitialClusterToken}, KeepMovedAside: s.opts.API.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
 	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
 

@@ -130,7 +130,7 @@ func (s *Sidecar) drillLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(s.opts.DrillPeriod):
+		case <-time.After(s.opts.Backups.DrillPeriod):
 		}
 		if s.Uploader() {
 			s.RunDrill(ctx)
@@ -147,8 +147,8 @@ func (s *Sidecar) RunDrill(ctx context.Context) Drill {
 	}
 	// On the store first: whoever sees the drill here finds its record
 	// there.
-	out, werr := drill.Live(ctx, s.opts.Store, s.opts.Client, drill.Options{
-		Read: restore.ReadOptions{Codec: s.opts.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
+	out, werr := drill.Live(ctx, s.opts.Backups.Store, s.opts.Client, drill.Options{
+		Read: restore.ReadOptions{Codec: s.opts.Backups.Snapshots.Codec, Logger: s.log}, WorkDir: s.opts.WorkDir})
 	if werr != nil {
 		s.log.Warn("sidecar: the drill's record was not written", "error", werr)
 	}
@@ -190,7 +190,7 @@ func (s *Sidecar) estimate() (time.Duration, bool) {
 	s.drills.m.estimate.Set(e.Seconds())
 	// A chain of a full alone has nothing a compaction would shorten.
 	revs := chain.LastRevision() - chain.Full.LastRevision
-	return e, s.opts.MaxRestoreTime > 0 && revs > 0 && e > s.opts.MaxRestoreTime
+	return e, s.opts.Backups.MaxRestoreTime > 0 && revs > 0 && e > s.opts.Backups.MaxRestoreTime
 }
 
 // rpo is the age of the newest uploaded snapshot while this sidecar

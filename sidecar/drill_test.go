@@ -21,12 +21,16 @@ func TestDrillsAndTheRestoreBudget(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:   capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
-		DrillPeriod: 300 * time.Millisecond, Follow: memberFollow,
-		// Any chain with a delta estimates past it: the first delta
-		// compacts the chain.
-		MaxRestoreTime: time.Millisecond,
+		Client: cli, Endpoint: c.Members[0].ClientURL.String(), WorkDir: t.TempDir(),
+		Backups: sidecar.BackupOptions{
+			Store:       s.st,
+			Snapshots:   capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
+			DrillPeriod: 300 * time.Millisecond,
+			// Any chain with a delta estimates past it: the first delta
+			// compacts the chain.
+			MaxRestoreTime: time.Millisecond,
+		},
+		Membership: sidecar.MembershipOptions{Follow: memberFollow},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -31,11 +31,12 @@ func TestScheduledDefragAndChainCompaction(t *testing.T) {
 	ctx := context.Background()
 	s := newSetup(t)
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots:      capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
-		DefragSchedule: "@every 1s",
-		Defrag:         defrag.Options{CompactKeyspace: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}},
-		CompactAfter:   200, Follow: memberFollow,
+		Client:     cli,
+		Endpoint:   c.Members[0].ClientURL.String(),
+		Backups:    sidecar.BackupOptions{Store: s.st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off}, CompactAfter: 200},
+		WorkDir:    t.TempDir(),
+		Defrag:     sidecar.DefragOptions{Schedule: "@every 1s", Options: defrag.Options{CompactKeyspace: true, Pause: -1, Policy: defrag.Policy{MinFreeRatio: 0.5}}},
+		Membership: sidecar.MembershipOptions{Follow: memberFollow},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +107,10 @@ func TestClientCertificates(t *testing.T) {
 	client := ca.Issue(t, "operator", pki.LeafOptions{CommonName: "operator", ClientOnly: true})
 
 	sc, err := sidecar.New(sidecar.Options{
-		Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st,
-		WorkDir:   t.TempDir(),
-		Snapshots: capture.Options{RetentionPeriod: capture.Off},
+		Client:   c.Client(t),
+		Endpoint: c.Members[0].ClientURL.String(),
+		Backups:  sidecar.BackupOptions{Store: s.st, Snapshots: capture.Options{RetentionPeriod: capture.Off}},
+		WorkDir:  t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,12 @@ const metricsFile = "../deploy/monitoring/metrics.txt"
 func TestMetricsListIsTheRegistrys(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	s := newSetup(t)
-	sc, err := sidecar.New(sidecar.Options{Client: c.Client(t), Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(), WriteOncePeriod: time.Hour})
+	sc, err := sidecar.New(sidecar.Options{
+		Client:   c.Client(t),
+		Endpoint: c.Members[0].ClientURL.String(),
+		Backups:  sidecar.BackupOptions{Store: s.st, WriteOncePeriod: time.Hour},
+		WorkDir:  t.TempDir(),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,8 @@ type secondary struct {
 }
 
 func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secondary {
-	s := &secondary{src: o.Store, dst: o.Secondary, period: o.SecondaryPeriod, log: log, nudge: make(chan struct{}, 1),
-		gc: snapshot.GCOptions{Logger: log, Codec: o.Snapshots.Codec, SpoolDir: o.WorkDir, Checked: &snapshot.CheckedFulls{}},
+	s := &secondary{src: o.Backups.Store, dst: o.Backups.Secondary, period: o.Backups.SecondaryPeriod, log: log, nudge: make(chan struct{}, 1),
+		gc: snapshot.GCOptions{Logger: log, Codec: o.Backups.Snapshots.Codec, SpoolDir: o.WorkDir, Checked: &snapshot.CheckedFulls{}},
 		syncedAt: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_secondary_last_sync_timestamp_seconds", Help: "Unix time at which the last copy that left the second site holding every snapshot began.",
 		}),
@@ -51,8 +51,8 @@ func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secon
 	if s.period <= 0 {
 		s.period = time.Hour
 	}
-	if o.Snapshots.RetentionPeriod >= 0 {
-		r := o.Snapshots.Retention
+	if o.Backups.Snapshots.RetentionPeriod >= 0 {
+		r := o.Backups.Snapshots.Retention
 		s.retention = &r
 	}
 	reg.MustRegister(s.syncedAt, s.failures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{

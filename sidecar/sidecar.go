@@ -36,30 +36,61 @@ var ErrNotUploader = errors.New("this sidecar is not the uploader: its member do
 // ErrNoStore is a call for backups to a sidecar that has no store.
 var ErrNoStore = errors.New("this sidecar has no store: it takes no backups")
 
-// Options configures a Sidecar. Client and Endpoint are required.
+// Options configures a Sidecar. Client and Endpoint are required; the
+// rest is grouped by duty: the backups, defragmentation, the API, the
+// membership of the sidecar's own member, and a warm standby.
 type Options struct {
 	// Client reaches the cluster; Endpoint is this sidecar's own member's
 	// client URL.
 	Client   *clientv3.Client
 	Endpoint string
+	// Backups are what the uploader does while its member leads.
+	Backups BackupOptions
+	// Defrag is the uploader's defragmentation of the cluster.
+	Defrag DefragOptions
+	// API is what the HTTP API's calls may do, and where followers
+	// forward them.
+	API APIOptions
+	// Membership is how the sidecar follows and promotes its member.
+	Membership MembershipOptions
+	// Standby, when set (its Restore.Member.DataDir), keeps a warm standby
+	// of the store's newest state (restore.Follow) whichever member
+	// leads; when Run ends its state becomes a data dir there. Its Codec
+	// and Logger default to the Snapshotter's and the sidecar's.
+	Standby *restore.FollowOptions
+	// WorkDir holds spooled snapshots, chains being compacted and
+	// restores being built; New creates it (0700) when missing. Default
+	// os.TempDir().
+	WorkDir string
+	// OnOperation, when set, is told of every restore, validation,
+	// membership change, defragmentation and compaction the sidecar ran,
+	// for metrics of the caller's own.
+	OnOperation func(Operation)
+	// Registry receives the metrics. Default a new registry, which also
+	// carries the Go runtime's and the process's.
+	Registry *prometheus.Registry
+	// Logger: nil discards.
+	Logger *slog.Logger
+}
+
+// BackupOptions are the uploader's duties: snapshots, the second site,
+// chain compaction, restore drills and the store's write-once probe.
+type BackupOptions struct {
 	// Store holds the backups. nil: none; the sidecar takes no snapshots
 	// and still defragments, promotes and serves its API (etcd-druid runs
 	// clusters without backups, with the sidecar beside them all the
 	// same).
 	Store store.Store
-	// Conn is how the members a restore request names (its endpoints)
-	// are reached, when it asks to restore only if needed: TLS and
-	// authentication as for Client.
-	Conn etcdclient.Config
 	// Snapshots configures the Snapshotter the uploader runs. Its
 	// BeforeUpload and OnResult, when set, run after the sidecar's own.
 	Snapshots capture.Options
-	// DefragSchedule is a cron expression for defragmentation by the
-	// uploader, with Defrag's options (its policy skips members with
-	// little to reclaim, so a frequent schedule acts on the threshold).
-	// "": never.
-	DefragSchedule string
-	Defrag         defrag.Options
+	// Secondary, when set with Store, is a second site: the uploader
+	// copies to it what it lacks of Store after each snapshot written and
+	// every SecondaryPeriod (default 1 h), and applies the Snapshots'
+	// retention there. Its lag is a metric and part of /readyz; a second
+	// site that fails never stops the backups.
+	Secondary       store.Store
+	SecondaryPeriod time.Duration
 	// CompactAfter: the uploader compacts the latest chain into a new
 	// full snapshot once its deltas cover this many revisions. 0: never.
 	CompactAfter int64
@@ -69,38 +100,6 @@ type Options struct {
 	// DrillPeriod: the uploader restores the latest chain in WorkDir this
 	// often and compares it with the live cluster (RunDrill). 0: never.
 	DrillPeriod time.Duration
-	// Standby, when set (its DataDir), keeps a warm standby of the
-	// store's newest state (restore.Follow) whichever member leads; when
-	// Run ends its state becomes a data dir there. Its Codec and Logger
-	// default to the Snapshotter's and the sidecar's.
-	Standby *restore.FollowOptions
-	// Secondary, when set with Store, is a second site: the uploader
-	// copies to it what it lacks of Store after each snapshot written and
-	// every SecondaryPeriod (default 1 h), and applies the Snapshots'
-	// retention there. Its lag is a metric and part of /readyz; a second
-	// site that fails never stops the backups.
-	Secondary       store.Store
-	SecondaryPeriod time.Duration
-	// WorkDir holds spooled snapshots, chains being compacted and
-	// restores being built; New creates it (0700) when missing. Default
-	// os.TempDir().
-	WorkDir string
-	// RestoreRoot: restore requests may only build data dirs under it.
-	// "": the API refuses restores.
-	RestoreRoot string
-	// KeepMovedAside is how many moved-aside data dirs a restore keeps
-	// beside the one it builds. Default 1; negative keeps them all.
-	KeepMovedAside int
-	// Peers maps member names to their sidecars' base URLs, where a
-	// follower forwards mutating calls.
-	Peers map[string]string
-	// PeerOf finds the sidecar of a member Peers does not name, from the
-	// member's client URLs ("": none). nil: Peers only.
-	PeerOf func(name string, clientURLs []string) string
-	// OnOperation, when set, is told of every restore, validation,
-	// membership change, defragmentation and compaction the sidecar ran,
-	// for metrics of the caller's own.
-	OnOperation func(Operation)
 	// MaxBackupAge: /readyz answers 503 once this sidecar uploads and its
 	// backups have failed, or its Snapshotter has been stopped, for longer.
 	// Default 10 min.
@@ -113,6 +112,45 @@ type Options struct {
 	// RequireWriteOnce: /readyz answers 503 while the store's last answer
 	// is that it deletes what it holds (no write-once lock).
 	RequireWriteOnce bool
+}
+
+// DefragOptions are the uploader's defragmentation.
+type DefragOptions struct {
+	// Schedule is a cron expression for defragmentation by the uploader,
+	// with Options (its policy skips members with little to reclaim, so a
+	// frequent schedule acts on the threshold). "": never.
+	Schedule string
+	Options  defrag.Options
+}
+
+// APIOptions are what the API's calls may do.
+type APIOptions struct {
+	// RestoreRoot: restore requests may only build data dirs under it.
+	// "": the API refuses restores.
+	RestoreRoot string
+	// KeepMovedAside is how many moved-aside data dirs a restore keeps
+	// beside the one it builds. Default 1; negative keeps them all.
+	KeepMovedAside int
+	// Peers maps member names to their sidecars' base URLs, where a
+	// follower forwards mutating calls.
+	Peers map[string]string
+	// PeerOf finds the sidecar of a member Peers does not name, from the
+	// member's client URLs ("": none). nil: Peers only.
+	PeerOf func(name string, clientURLs []string) string
+	// PeerTLS is how this sidecar calls the others' APIs over https (the
+	// CA bundle of their certificates, and this sidecar's client
+	// certificate where they take client certificates). Read again when
+	// the files change.
+	PeerTLS tlsfiles.Files
+}
+
+// MembershipOptions are how the sidecar follows its member and promotes
+// it.
+type MembershipOptions struct {
+	// Conn is how the members a restore request names (its endpoints),
+	// and those a promotion is asked of, are reached: TLS and
+	// authentication as for Client.
+	Conn etcdclient.Config
 	// Follow is how often the member is asked who leads.
 	Follow member.FollowOptions
 	// Promote bounds the promotion of this sidecar's member when it is a
@@ -122,16 +160,6 @@ type Options struct {
 	// of, through Conn: a learner answers no promotion itself. Default:
 	// Client's endpoints.
 	PromoteVia []string
-	// PeerTLS is how this sidecar calls the others' APIs over https (the
-	// CA bundle of their certificates, and this sidecar's client
-	// certificate where they take client certificates). Read again when
-	// the files change.
-	PeerTLS tlsfiles.Files
-	// Registry receives the metrics. Default a new registry, which also
-	// carries the Go runtime's and the process's.
-	Registry *prometheus.Registry
-	// Logger: nil discards.
-	Logger *slog.Logger
 }
 
 // Operation is one operation the sidecar ran: Name is "validation",
@@ -190,13 +218,13 @@ func New(o Options) (*Sidecar, error) {
 	if o.Client == nil || o.Endpoint == "" {
 		return nil, errors.New("sidecar: a client and the member's endpoint are required")
 	}
-	if o.Standby != nil && o.Store == nil {
+	if o.Standby != nil && o.Backups.Store == nil {
 		return nil, errors.New("sidecar: a warm standby needs a store to follow")
 	}
-	if o.Snapshots.Source == snapshot.SourceEtcdAPI && (o.DefragSchedule != "" || o.DrillPeriod > 0) {
+	if o.Backups.Snapshots.Source == snapshot.SourceEtcdAPI && (o.Defrag.Schedule != "" || o.Backups.DrillPeriod > 0) {
 		return nil, errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
 	}
-	if o.Secondary != nil && o.Store == nil {
+	if o.Backups.Secondary != nil && o.Backups.Store == nil {
 		return nil, errors.New("sidecar: a second site needs a store to copy from")
 	}
 	if o.WorkDir == "" {
@@ -214,8 +242,8 @@ func New(o Options) (*Sidecar, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.MaxBackupAge <= 0 {
-		o.MaxBackupAge = 10 * time.Minute
+	if o.Backups.MaxBackupAge <= 0 {
+		o.Backups.MaxBackupAge = 10 * time.Minute
 	}
 	if o.Registry == nil {
 		// A registry of its own also carries the process's: a
@@ -225,18 +253,18 @@ func New(o Options) (*Sidecar, error) {
 	}
 	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs(), chain: &chainState{}, compactions: make(chan struct{}, 1)}
 	var err error
-	if s.peers, err = o.PeerTLS.NewClient(o.Logger); err != nil {
+	if s.peers, err = o.API.PeerTLS.NewClient(o.Logger); err != nil {
 		return nil, fmt.Errorf("sidecar: the other sidecars' TLS: %w", err)
 	}
 	s.peerHTTP = &http.Client{Transport: s.peers.Transport(10 * time.Second)}
-	if o.DefragSchedule != "" {
-		sched, err := cron.ParseStandard(o.DefragSchedule)
+	if o.Defrag.Schedule != "" {
+		sched, err := cron.ParseStandard(o.Defrag.Schedule)
 		if err != nil {
-			return nil, fmt.Errorf("sidecar: defrag schedule %q: %w", o.DefragSchedule, err)
+			return nil, fmt.Errorf("sidecar: defrag schedule %q: %w", o.Defrag.Schedule, err)
 		}
 		s.defrag = sched
 	}
-	so := o.Snapshots
+	so := o.Backups.Snapshots
 	so.Logger = o.Logger
 	if so.SpoolDir == "" {
 		so.SpoolDir = o.WorkDir
@@ -257,8 +285,8 @@ func New(o Options) (*Sidecar, error) {
 			after(r)
 		}
 	}
-	if o.Store != nil {
-		if s.snap, err = capture.New(o.Client, o.Store, so); err != nil {
+	if o.Backups.Store != nil {
+		if s.snap, err = capture.New(o.Client, o.Backups.Store, so); err != nil {
 			return nil, fmt.Errorf("sidecar: %w", err)
 		}
 	}
@@ -266,13 +294,13 @@ func New(o Options) (*Sidecar, error) {
 	s.up = &uploader{snap: s.snap, log: o.Logger, metrics: s.metrics}
 	s.drills = &drills{}
 	s.drills.m = newDrillMetrics(o.Registry, s.drills.verifiedAge, s.rpo)
-	s.drills.m.budget.Set(o.MaxRestoreTime.Seconds())
+	s.drills.m.budget.Set(o.Backups.MaxRestoreTime.Seconds())
 	s.standby = newStandbyMetrics(o.Registry)
-	if o.Secondary != nil {
+	if o.Backups.Secondary != nil {
 		s.second = newSecondary(o, o.Registry, o.Logger)
 	}
-	if o.Store != nil && o.WriteOncePeriod > 0 {
-		s.writeOnce = newWriteOnce(o.Store, o.WriteOncePeriod, o.Registry, o.Logger)
+	if o.Backups.Store != nil && o.Backups.WriteOncePeriod > 0 {
+		s.writeOnce = newWriteOnce(o.Backups.Store, o.Backups.WriteOncePeriod, o.Registry, o.Logger)
 	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
@@ -288,7 +316,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if s.defrag != nil {
 		wg.Go(func() { s.defragLoop(ctx) })
 	}
-	if s.opts.DrillPeriod > 0 && s.snap != nil {
+	if s.opts.Backups.DrillPeriod > 0 && s.snap != nil {
 		wg.Go(func() { s.drillLoop(ctx) })
 	}
 	if s.opts.Standby != nil {
@@ -300,7 +328,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	if s.writeOnce != nil {
 		wg.Go(func() { s.writeOnce.loop(ctx, s.up.active) })
 	}
-	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Follow, func(self member.Self, err error) {
+	member.Follow(ctx, s.opts.Client, s.opts.Endpoint, s.opts.Membership.Follow, func(self member.Self, err error) {
 		if ctx.Err() == nil {
 			s.observe(ctx, self, err)
 		}
@@ -353,15 +381,15 @@ func (s *Sidecar) fence(ctx context.Context) error {
 // SQL database): the sidecar that reaches it uploads, and a second one on
 // the same prefix is stopped by the uploader records
 // (snapshot.ErrNewerUploader).
-func (s *Sidecar) leaderless() bool { return s.opts.Snapshots.Source == snapshot.SourceEtcdAPI }
+func (s *Sidecar) leaderless() bool { return s.opts.Backups.Snapshots.Source == snapshot.SourceEtcdAPI }
 
 func (s *Sidecar) promote(ctx context.Context, id uint64) {
 	start := time.Now()
 	var err error
-	if len(s.opts.PromoteVia) > 0 {
-		err = startup.Promote(ctx, s.opts.Conn, s.opts.PromoteVia, id, s.opts.Promote)
+	if len(s.opts.Membership.PromoteVia) > 0 {
+		err = startup.Promote(ctx, s.opts.Membership.Conn, s.opts.Membership.PromoteVia, id, s.opts.Membership.Promote)
 	} else {
-		err = member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Promote)
+		err = member.PromoteWhenReady(ctx, s.opts.Client, id, s.opts.Membership.Promote)
 	}
 	s.ran(Operation{Name: "promote", Took: time.Since(start), Err: err})
 	if err != nil {
@@ -377,7 +405,7 @@ func (s *Sidecar) promote(ctx context.Context, id uint64) {
 // loadChain reads the latest chain's length from the store, so the
 // metrics and the compaction threshold start from what is there.
 func (s *Sidecar) loadChain(ctx context.Context) {
-	cat, err := snapshot.List(ctx, s.opts.Store)
+	cat, err := snapshot.List(ctx, s.opts.Backups.Store)
 	if err != nil {
 		return
 	}
@@ -405,7 +433,7 @@ func (s *Sidecar) result(r capture.Result) {
 	deltas, revs := s.chain.uploaded(r)
 	s.metrics.chain(deltas, revs)
 	_, overBudget := s.estimate()
-	if (s.opts.CompactAfter > 0 && revs >= s.opts.CompactAfter || overBudget) && s.up.active() && s.chain.begin() {
+	if (s.opts.Backups.CompactAfter > 0 && revs >= s.opts.Backups.CompactAfter || overBudget) && s.up.active() && s.chain.begin() {
 		select {
 		case s.compactions <- struct{}{}:
 		default:
@@ -442,9 +470,9 @@ func (s *Sidecar) compact(ctx context.Context) (compact.Result, error) {
 		return compact.Result{}, ErrNoStore
 	}
 	start := time.Now()
-	c, err := compact.Compact(ctx, s.opts.Store, compact.Options{
-		Read:    restore.ReadOptions{Codec: s.opts.Snapshots.Codec, Logger: s.log},
-		Full:    snapshot.FullOptions{Codec: s.opts.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
+	c, err := compact.Compact(ctx, s.opts.Backups.Store, compact.Options{
+		Read:    restore.ReadOptions{Codec: s.opts.Backups.Snapshots.Codec, Logger: s.log},
+		Full:    snapshot.FullOptions{Codec: s.opts.Backups.Snapshots.Codec, SpoolDir: s.opts.WorkDir, BeforeUpload: func(ctx context.Context, _ snapshot.Snapshot) error { return s.fence(ctx) }},
 		WorkDir: s.opts.WorkDir,
 	})
 	s.ran(Operation{Name: "compaction", Took: time.Since(start), Err: err})
@@ -462,7 +490,7 @@ func (s *Sidecar) compact(ctx context.Context) (compact.Result, error) {
 // Defrag defragments the cluster with the sidecar's options, dry run as
 // asked.
 func (s *Sidecar) Defrag(ctx context.Context, dryRun bool) (defrag.Result, error) {
-	o := s.opts.Defrag
+	o := s.opts.Defrag.Options
 	o.DryRun = o.DryRun || dryRun
 	if o.Logger == nil {
 		o.Logger = s.log

@@ -69,10 +69,12 @@ func (s *setup) start(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member) *ru
 	srv := httptest.NewUnstartedServer(nil)
 	s.peers[m.Name] = "http://" + srv.Listener.Addr().String()
 	sc, err := sidecar.New(sidecar.Options{
-		Client: c.Client(t), Endpoint: m.ClientURL.String(), Store: s.st,
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: cmp.Or(s.deltaPeriod, 200*time.Millisecond), RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond},
-		WorkDir:   t.TempDir(), RestoreRoot: s.root, Peers: s.peers,
-		Follow: memberFollow,
+		Client:     c.Client(t),
+		Endpoint:   m.ClientURL.String(),
+		Backups:    sidecar.BackupOptions{Store: s.st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: cmp.Or(s.deltaPeriod, 200*time.Millisecond), RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond}},
+		WorkDir:    t.TempDir(),
+		API:        sidecar.APIOptions{RestoreRoot: s.root, Peers: s.peers},
+		Membership: sidecar.MembershipOptions{Follow: memberFollow},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +144,8 @@ func TestNewChecksBeforeRegistering(t *testing.T) {
 	base := sidecar.Options{Client: cli, Endpoint: "http://127.0.0.1:1", WorkDir: t.TempDir(), Registry: reg}
 	for name, o := range map[string]sidecar.Options{
 		"standby without store": {Standby: &restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: t.TempDir()}}}},
-		"bad defrag schedule":   {Store: st, DefragSchedule: "every now and then"},
-		"bad full schedule":     {Store: st, Snapshots: capture.Options{FullSchedule: "never"}},
+		"bad defrag schedule":   {Backups: sidecar.BackupOptions{Store: st}, Defrag: sidecar.DefragOptions{Schedule: "every now and then"}},
+		"bad full schedule":     {Backups: sidecar.BackupOptions{Store: st, Snapshots: capture.Options{FullSchedule: "never"}}},
 	} {
 		o.Client, o.Endpoint, o.WorkDir, o.Registry = base.Client, base.Endpoint, base.WorkDir, base.Registry
 		for range 2 {
@@ -152,7 +154,7 @@ func TestNewChecksBeforeRegistering(t *testing.T) {
 			}
 		}
 	}
-	base.Store = st
+	base.Backups.Store = st
 	if _, err := sidecar.New(base); err != nil {
 		t.Fatalf("a good New after refused ones, on their registry: %v", err)
 	}

@@ -33,7 +33,7 @@ func newStandbyMetrics(reg prometheus.Registerer) *standbyMetrics {
 func (s *Sidecar) follow(ctx context.Context) {
 	o := *s.opts.Standby
 	if o.Restore.Read.Codec.Identities == nil {
-		o.Restore.Read.Codec = s.opts.Snapshots.Codec
+		o.Restore.Read.Codec = s.opts.Backups.Snapshots.Codec
 	}
 	if o.Restore.Read.Logger == nil {
 		o.Restore.Read.Logger = s.log
@@ -46,7 +46,7 @@ func (s *Sidecar) follow(ctx context.Context) {
 			applied(st)
 		}
 	}
-	res, err := restore.Follow(ctx, s.opts.Store, o)
+	res, err := restore.Follow(ctx, s.opts.Backups.Store, o)
 	if err != nil {
 		s.log.Error("sidecar: the warm standby stopped", "data_dir", o.Restore.Member.DataDir, "error", err)
 		return

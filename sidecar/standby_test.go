@@ -25,10 +25,12 @@ func TestSidecarKeepsAWarmStandby(t *testing.T) {
 	s := newSetup(t)
 	dataDir := filepath.Join(t.TempDir(), "standby")
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: c.Members[0].ClientURL.String(), Store: s.st, WorkDir: t.TempDir(),
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off},
-		Standby:   &restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: dataDir}}, Poll: 100 * time.Millisecond},
-		Follow:    memberFollow,
+		Client:     cli,
+		Endpoint:   c.Members[0].ClientURL.String(),
+		Backups:    sidecar.BackupOptions{Store: s.st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: capture.Off}},
+		WorkDir:    t.TempDir(),
+		Standby:    &restore.FollowOptions{Restore: restore.Options{Member: member.Spec{DataDir: dataDir}}, Poll: 100 * time.Millisecond},
+		Membership: sidecar.MembershipOptions{Follow: memberFollow},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -55,16 +55,16 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			if err != nil {
 				return err
 			}
-			if o.Snapshots.Codec, err = g.snapshotCodec(); err != nil {
+			if o.Backups.Snapshots.Codec, err = g.snapshotCodec(); err != nil {
 				return err
 			}
-			if o.Snapshots.Retention, err = ret.retention(); err != nil {
+			if o.Backups.Snapshots.Retention, err = ret.retention(); err != nil {
 				return err
 			}
 			if err := checkServeFlags(&o, deltaPeriod, gcPeriod, followInterval, shutdown, memoryLimit); err != nil {
 				return err
 			}
-			if o.Snapshots.Source, err = snapshot.ParseSourceKind(source); err != nil {
+			if o.Backups.Snapshots.Source, err = snapshot.ParseSourceKind(source); err != nil {
 				return cli.Usage(fmt.Errorf("--source: %w", err))
 			}
 			// The API serves before etcd runs: a wrapper in --init=sidecar
@@ -72,7 +72,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 			conn := g.conn(g.endpoints)
 			conn.AllowUnreachable = true
 			// kine serves no auth API: there is no root role to check.
-			conn.RequireRoot = o.Snapshots.Source == snapshot.SourceEtcd
+			conn.RequireRoot = o.Backups.Snapshots.Source == snapshot.SourceEtcd
 			etcd, err := etcdclient.New(ctx, conn)
 			if err != nil {
 				return err
@@ -87,25 +87,25 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 				}
 				// A second site that does not answer now is copied to
 				// later: it must not keep the sidecar from starting.
-				if o.Secondary, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
+				if o.Backups.Secondary, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
 					return fmt.Errorf("--secondary-store: %w", err)
 				}
 			}
-			o.Client, o.Endpoint, o.Store, o.Conn, o.Logger = etcd, memberEndpoint, st, conn, g.log
+			o.Client, o.Endpoint, o.Backups.Store, o.Membership.Conn, o.Logger = etcd, memberEndpoint, st, conn, g.log
 			// On the command line 0 is off; in the options, capture.Off.
-			o.Snapshots.FullSchedule, o.Snapshots.DeltaPeriod, o.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
-			o.Snapshots.Now = clock
-			o.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
+			o.Backups.Snapshots.FullSchedule, o.Backups.Snapshots.DeltaPeriod, o.Backups.Snapshots.DeltaMemoryLimit = fullSchedule, offIfZero(deltaPeriod), memoryLimit
+			o.Backups.Snapshots.Now = clock
+			o.Backups.Snapshots.RetentionPeriod = offIfZero(gcPeriod)
 			switch fullFrom {
 			case "member":
 			case "follower":
-				o.Snapshots.FullFrom = capture.FromFollower(etcd, conn)
+				o.Backups.Snapshots.FullFrom = capture.FromFollower(etcd, conn)
 			default:
 				return cli.Usage(fmt.Errorf("--full-from %q: want member or follower", fullFrom))
 			}
-			o.Follow = member.FollowOptions{Interval: followInterval}
-			o.PeerTLS = peerTLS
-			o.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
+			o.Membership.Follow = member.FollowOptions{Interval: followInterval}
+			o.API.PeerTLS = peerTLS
+			o.API.PeerTLS.Names = tlsfiles.Names{CA: "--sidecar-cacert", Cert: "--sidecar-cert", Key: "--sidecar-key"}
 			so := sidecar.ServeOptions{Listen: listen, Auth: sidecar.Auth{TokenFile: tokenFile}, ShutdownTimeout: shutdown, Profiling: profiling,
 				OnListening: func(addr string) {
 					g.log.Info("etcd-backup: serving", "listen", addr, "member", memberEndpoint, "store", g.storeURL)
@@ -130,7 +130,7 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 				return cli.Usage(err)
 			}
 			// The leases are this sidecar's own: it makes them when missing.
-			hb, err := leases.heartbeat(sc.Registry(), os.Getenv("POD_NAME"), o.Snapshots.DeltaPeriod, true, g.log)
+			hb, err := leases.heartbeat(sc.Registry(), os.Getenv("POD_NAME"), o.Backups.Snapshots.DeltaPeriod, true, g.log)
 			if err != nil {
 				return err
 			}
@@ -156,27 +156,27 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 	f.Int64Var(&memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")
 	f.DurationVar(&gcPeriod, "gc-period", time.Minute, "how often retention runs (0: never)")
 	ret.flags(cmd)
-	f.StringVar(&o.DefragSchedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
-	defragFlags(cmd, &o.Defrag)
+	f.StringVar(&o.Defrag.Schedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
+	defragFlags(cmd, &o.Defrag.Options)
 	f.StringVar(&g.secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the same retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
-	f.DurationVar(&o.SecondaryPeriod, "secondary-sync-period", time.Hour, "with --secondary-store: how often the second site is checked for snapshots it lacks, besides after each snapshot")
+	f.DurationVar(&o.Backups.SecondaryPeriod, "secondary-sync-period", time.Hour, "with --secondary-store: how often the second site is checked for snapshots it lacks, besides after each snapshot")
 	f.BoolVar(&profiling, "enable-profiling", false, "serve Go's runtime profiles at /debug/pprof/, behind the API's token or client certificate")
-	f.BoolVar(&o.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")
-	f.Int64Var(&o.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
-	f.DurationVar(&o.MaxRestoreTime, "max-restore-time", 0,
+	f.BoolVar(&o.Backups.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")
+	f.Int64Var(&o.Backups.CompactAfter, "compact-after", 0, "compact the chain into a new full snapshot once its deltas cover this many revisions (0: never)")
+	f.DurationVar(&o.Backups.MaxRestoreTime, "max-restore-time", 0,
 		"compact the chain into a new full snapshot once its estimated restore time on this node passes this (0: no budget)")
-	f.DurationVar(&o.DrillPeriod, "drill-period", 0,
+	f.DurationVar(&o.Backups.DrillPeriod, "drill-period", 0,
 		"restore the latest chain in the work dir this often and compare it with the live cluster; metrics etcdkit_drill_* (0: never)")
 	f.StringVar(&standby.Restore.Member.DataDir, "standby-data-dir", "", "keep a warm standby of the store's newest state beside this data dir, made a data dir at exit, as restore --follow does (empty: none)")
 	f.StringVar(&standby.Restore.Member.Name, "standby-name", member.DefaultName, "with --standby-data-dir: the standby member's name")
 	f.StringSliceVar(&standby.Restore.Member.PeerURLs, "standby-peer-urls", []string{member.DefaultPeerURL}, "with --standby-data-dir: the standby member's peer URLs")
 	f.StringVar(&o.WorkDir, "work-dir", os.TempDir(), "spool of snapshots and compactions")
-	f.StringVar(&o.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
-	cli.KeepMovedAside(f, &o.KeepMovedAside)
-	f.StringToStringVar(&o.Peers, "peers", nil, "other members' sidecars, name=URL, where mutating calls are forwarded")
-	f.DurationVar(&o.MaxBackupAge, "max-backup-age", 10*time.Minute, "/readyz answers 503 once this sidecar uploads and its backups have failed for longer")
-	f.DurationVar(&o.WriteOncePeriod, "write-once-check-period", time.Hour, "how often the uploader asks whether the store refuses deletes, with a probe object under etcdkit/lock-probe/ (/readyz write_once; 0: never)")
-	f.BoolVar(&o.RequireWriteOnce, "require-write-once", false, "/readyz answers 503 while the store deletes what it holds (no write-once lock on the bucket)")
+	f.StringVar(&o.API.RestoreRoot, "restore-root", "", "the API may restore data dirs under this directory (empty: no restores)")
+	cli.KeepMovedAside(f, &o.API.KeepMovedAside)
+	f.StringToStringVar(&o.API.Peers, "peers", nil, "other members' sidecars, name=URL, where mutating calls are forwarded")
+	f.DurationVar(&o.Backups.MaxBackupAge, "max-backup-age", 10*time.Minute, "/readyz answers 503 once this sidecar uploads and its backups have failed for longer")
+	f.DurationVar(&o.Backups.WriteOncePeriod, "write-once-check-period", time.Hour, "how often the uploader asks whether the store refuses deletes, with a probe object under etcdkit/lock-probe/ (/readyz write_once; 0: never)")
+	f.BoolVar(&o.Backups.RequireWriteOnce, "require-write-once", false, "/readyz answers 503 while the store deletes what it holds (no write-once lock on the bucket)")
 	f.DurationVar(&followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	leases.flags(f)
@@ -189,22 +189,22 @@ snapshot leases with --enable-snapshot-lease-renewal.`,
 func checkServeFlags(o *sidecar.Options, deltaPeriod, gcPeriod, followInterval, shutdown time.Duration, memoryLimit int64) error {
 	if err := (cli.Durations{
 		{"delta-period", deltaPeriod, true}, {"gc-period", gcPeriod, true}, {"follow-interval", followInterval, false},
-		{"shutdown-timeout", shutdown, false}, {"max-backup-age", o.MaxBackupAge, false},
-		{"defrag-pause", o.Defrag.Pause, true}, {"defrag-timeout", o.Defrag.Timeout, false},
-		{"max-restore-time", o.MaxRestoreTime, true}, {"drill-period", o.DrillPeriod, true}, {"write-once-check-period", o.WriteOncePeriod, true},
+		{"shutdown-timeout", shutdown, false}, {"max-backup-age", o.Backups.MaxBackupAge, false},
+		{"defrag-pause", o.Defrag.Options.Pause, true}, {"defrag-timeout", o.Defrag.Options.Timeout, false},
+		{"max-restore-time", o.Backups.MaxRestoreTime, true}, {"drill-period", o.Backups.DrillPeriod, true}, {"write-once-check-period", o.Backups.WriteOncePeriod, true},
 	}).Check(); err != nil {
 		return err
 	}
 	if err := cli.AtLeast("delta-memory-limit", memoryLimit, 1); err != nil {
 		return err
 	}
-	if err := cli.AtLeast("compact-after", o.CompactAfter, 0); err != nil {
+	if err := cli.AtLeast("compact-after", o.Backups.CompactAfter, 0); err != nil {
 		return err
 	}
-	if err := cli.AtLeast("keep-moved-aside", int64(o.KeepMovedAside), -1); err != nil {
+	if err := cli.AtLeast("keep-moved-aside", int64(o.API.KeepMovedAside), -1); err != nil {
 		return err
 	}
-	for name, u := range o.Peers {
+	for name, u := range o.API.Peers {
 		if err := cli.URLs("peers "+name, u); err != nil {
 			return err
 		}

@@ -346,15 +346,16 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	}
 	defer func() { _ = etcd.Close() }()
 	o := sidecar.Options{
-		Client: etcd, Endpoint: b.endpoints[0], Store: st, Conn: conn, WorkDir: b.store.tempDir, Logger: log,
-		Snapshots:      snaps,
-		DefragSchedule: b.defragSchedule,
-		Defrag:         defrag.Options{Timeout: b.defragTimeout},
-		Secondary:      second, SecondaryPeriod: b.syncPeriod,
-		// As serve's default: /readyz and etcdkit_store_write_once say
-		// whether the bucket's lock is really on.
-		WriteOncePeriod: time.Hour,
-		PeerTLS:         tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}},
+		Client: etcd, Endpoint: b.endpoints[0], WorkDir: b.store.tempDir, Logger: log,
+		Backups: sidecar.BackupOptions{
+			Store: st, Snapshots: snaps, Secondary: second, SecondaryPeriod: b.syncPeriod,
+			// As serve's default: /readyz and etcdkit_store_write_once say
+			// whether the bucket's lock is really on.
+			WriteOncePeriod: time.Hour,
+		},
+		Defrag:     sidecar.DefragOptions{Schedule: b.defragSchedule, Options: defrag.Options{Timeout: b.defragTimeout}},
+		API:        sidecar.APIOptions{PeerTLS: tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}}},
+		Membership: sidecar.MembershipOptions{Conn: conn},
 	}
 	c := etcdbr.Config{
 		EtcdConf: conf, Pod: pod, DataDir: b.dataDir, StorePrefix: b.store.prefix, Port: int(b.port),
@@ -370,7 +371,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	}
 	// etcd-druid makes the leases; its Role lets the pods update them, not
 	// create them.
-	hb, err := b.leases.heartbeat(srv.Sidecar().Registry(), srv.MemberName(), o.Snapshots.DeltaPeriod, false, log)
+	hb, err := b.leases.heartbeat(srv.Sidecar().Registry(), srv.MemberName(), o.Backups.Snapshots.DeltaPeriod, false, log)
 	if err != nil {
 		return err
 	}

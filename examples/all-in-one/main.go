@@ -74,8 +74,13 @@ func run(config, storeURL string, peers []string, runFor time.Duration) error {
 	defer func() { _ = cli.Close() }()
 	// One process needs no API between its parts: the sidecar runs
 	// without one, and so needs no credential.
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: capture.Options{DeltaPeriod: time.Second}})
+	sc, err := sidecar.New(sidecar.Options{
+		Client:   cli,
+		Endpoint: endpoint,
+		Backups:  sidecar.BackupOptions{Store: st, Snapshots: capture.Options{DeltaPeriod: time.Second}},
+		WorkDir:  dir,
+		Logger:   log,
+	})
 	if err != nil {
 		return err
 	}

@@ -74,9 +74,12 @@ func run() error {
 		return err
 	}
 	sc, err := sidecar.New(sidecar.Options{
-		Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off},
-		Follow:    member.FollowOptions{Interval: 100 * time.Millisecond},
+		Client:     cli,
+		Endpoint:   endpoint,
+		Backups:    sidecar.BackupOptions{Store: st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}},
+		WorkDir:    dir,
+		Logger:     log,
+		Membership: sidecar.MembershipOptions{Follow: member.FollowOptions{Interval: 100 * time.Millisecond}},
 	})
 	if err != nil {
 		return err

@@ -130,9 +130,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir,
-		Logger: log, Follow: member.FollowOptions{Interval: 100 * time.Millisecond},
-		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}})
+	sc, err := sidecar.New(sidecar.Options{
+		Client:     cli,
+		Endpoint:   endpoint,
+		Backups:    sidecar.BackupOptions{Store: st, Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}},
+		WorkDir:    dir,
+		Logger:     log,
+		Membership: sidecar.MembershipOptions{Follow: member.FollowOptions{Interval: 100 * time.Millisecond}},
+	})
 	if err != nil {
 		return err
 	}

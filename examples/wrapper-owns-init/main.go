@@ -57,8 +57,13 @@ func run() error {
 		return err
 	}
 	defer func() { _ = cli.Close() }()
-	sc, err := sidecar.New(sidecar.Options{Client: cli, Endpoint: endpoint, Store: st, WorkDir: dir, Logger: log,
-		Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}})
+	sc, err := sidecar.New(sidecar.Options{
+		Client:   cli,
+		Endpoint: endpoint,
+		Backups:  sidecar.BackupOptions{Store: st, Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}},
+		WorkDir:  dir,
+		Logger:   log,
+	})
 	if err != nil {
 		return err
 	}

@@ -129,16 +129,16 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 	if c.Startup.PeerTLS.IsZero() {
 		c.Startup.PeerTLS = c.EtcdConf.PeerTLS
 	}
-	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Store, cfg: c, self: self, log: c.Logger, state: etcdbrapi.StateNew}
+	s := &Server{cli: o.Client, endpoint: o.Endpoint, st: o.Backups.Store, cfg: c, self: self, log: c.Logger, state: etcdbrapi.StateNew}
 	s.conn = func(ctx context.Context, endpoints []string) (*clientv3.Client, error) {
 		conn := c.Startup.Conn.With(endpoints...)
 		conn.DialTimeout = 5 * time.Second
 		return etcdclient.New(ctx, conn)
 	}
-	o.PeerOf = s.peerOf
-	if o.PromoteVia == nil {
+	o.API.PeerOf = s.peerOf
+	if o.Membership.PromoteVia == nil {
 		// The sidecar's own client reaches its member only.
-		o.PromoteVia = s.endpoints()
+		o.Membership.PromoteVia = s.endpoints()
 	}
 	onOp := o.OnOperation
 	o.OnOperation = func(op sidecar.Operation) {
@@ -147,8 +147,8 @@ func New(o sidecar.Options, c Config) (*Server, error) {
 			onOp(op)
 		}
 	}
-	onResult := o.Snapshots.OnResult
-	o.Snapshots.OnResult = func(r capture.Result) {
+	onResult := o.Backups.Snapshots.OnResult
+	o.Backups.Snapshots.OnResult = func(r capture.Result) {
 		s.result(r)
 		if onResult != nil {
 			onResult(r)

@@ -89,10 +89,14 @@ func startCompat(t *testing.T, cli *clientv3.Client, endpoint string, sec *etcdt
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := sidecar.Options{Client: cli, Endpoint: endpoint, WorkDir: t.TempDir(),
-		Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond}}
+	o := sidecar.Options{
+		Client:   cli,
+		Endpoint: endpoint,
+		WorkDir:  t.TempDir(),
+		Backups:  sidecar.BackupOptions{Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off, MinBackoff: 100 * time.Millisecond}},
+	}
 	if st != nil {
-		o.Store = st
+		o.Backups.Store = st
 	}
 	c := etcdbr.Config{EtcdConf: ec, Pod: "etcd-main-0", TLS: true}
 	c.Startup.Conn.TLS = sec.TLSFiles()
