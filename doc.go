@@ -10,7 +10,8 @@
 //
 //   - store: the object store contract (Put, Get, List, Delete), opened from
 //     a URL; file:// and mem:// here, cloud backends in store/s3, store/gcs,
-//     store/azure and store/swift, registered by importing them;
+//     store/azure and store/swift, registered by importing them (store/all
+//     imports every one);
 //     store/storetest is the conformance suite every backend passes.
 //   - tlsfiles: TLS configurations from PEM files, read again when they
 //     change; etcdclient: the one way to connect to etcd (endpoints, TLS,

@@ -19,7 +19,7 @@ const module = "github.com/etcdkit/etcdkit"
 var layers = map[string]int{
 	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 3,
 	"etcdversion": 1,
-	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
+	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "store/all": 4, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
 	"restore": 4, "defrag": 4, "capture": 4,
 	"history": 5, "compact": 5, "heartbeat": 5, "startup": 5,
 	"tenant": 6, "fleet": 6, "drill": 6,

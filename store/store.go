@@ -197,7 +197,8 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 //	azblob://container/prefix?account=…&endpoint=…
 //
 // Cloud schemes are available once their package is imported, for example
-// import _ "github.com/etcdkit/etcdkit/store/s3".
+// import _ "github.com/etcdkit/etcdkit/store/s3", or every backend with
+// import _ "github.com/etcdkit/etcdkit/store/all".
 func OpenWith(ctx context.Context, rawURL string, opts Options) (Store, error) {
 	u, err := parseURL(rawURL)
 	if err != nil {

@@ -22,10 +22,7 @@ import (
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
-	_ "github.com/etcdkit/etcdkit/store/azure"
-	_ "github.com/etcdkit/etcdkit/store/gcs"
-	_ "github.com/etcdkit/etcdkit/store/s3"
-	_ "github.com/etcdkit/etcdkit/store/swift"
+	_ "github.com/etcdkit/etcdkit/store/all" // every backend's URL scheme
 )
 
 // Exit codes, as --help lists them.

@@ -22,10 +22,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/startup"
-	_ "github.com/etcdkit/etcdkit/store/azure"
-	_ "github.com/etcdkit/etcdkit/store/gcs"
-	_ "github.com/etcdkit/etcdkit/store/s3"
-	_ "github.com/etcdkit/etcdkit/store/swift"
+	_ "github.com/etcdkit/etcdkit/store/all" // every backend's URL scheme
 	"github.com/etcdkit/etcdkit/tlsfiles"
 	"github.com/etcdkit/etcdkit/wrapper"
 )
