@@ -128,9 +128,17 @@ func TestMissingSpoolDirectory(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("work dir: %v %v", fi, err)
 	}
-	req := apiCall(t, p, "POST", "/v1/snapshots/full", "")
-	if req.code != 200 {
-		t.Fatalf("a full snapshot through a fresh work dir: %d %s", req.code, req.body)
+	// The uploader answers before its Snapshotter runs: until then a
+	// full on demand is refused as not running, and asked again.
+	var code int
+	var body string
+	etcdtest.Eventually(t, "a full snapshot through a fresh work dir", 30*time.Second, func() bool {
+		req := apiCall(t, p, "POST", "/v1/snapshots/full", "")
+		code, body = req.code, req.body
+		return code != 503 || !strings.Contains(body, "not running")
+	})
+	if code != 200 {
+		t.Fatalf("a full snapshot through a fresh work dir: %d %s", code, body)
 	}
 }
 
