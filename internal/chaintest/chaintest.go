@@ -74,7 +74,9 @@ func Latest(t testing.TB, st store.Store) snapshot.Chain {
 // BackedUp is a member's backups on a file store: a full and deltas.
 func BackedUp(t *testing.T, c snapshot.Codec) (*store.File, string) {
 	t.Helper()
-	ctx := context.Background()
+	// Every call below has the test run's deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	m := etcdtest.Start(t, etcdtest.Options{})
 	cli := m.Client(t)
 	dir := t.TempDir()
