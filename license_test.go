@@ -75,6 +75,10 @@ func notice(t *testing.T) []byte {
 	} {
 		cmd := exec.Command("go", "list", "-deps", "-json=Module", list[1])
 		cmd.Dir = list[0]
+		if strings.HasPrefix(list[0], "tools/") {
+			// tools' modules are outside the workspace.
+			cmd.Env = append(os.Environ(), "GOWORK=off")
+		}
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("go list in %s: %v", list[0], err)
@@ -85,7 +89,7 @@ func notice(t *testing.T) []byte {
 			if err := dec.Decode(&p); err != nil {
 				t.Fatal(err)
 			}
-			if p.Module == nil || p.Module.Path == module {
+			if p.Module == nil || ours(p.Module.Path) {
 				continue
 			}
 			for _, name := range []string{"NOTICE", "NOTICE.txt", "NOTICE.md"} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/emulator/s3lock"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
@@ -33,7 +34,7 @@ func extendBench(ctx context.Context, cfg config) ([]row, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	if err := srv.CreateLockedS3Bucket(ctx, "locked", 1); err != nil {
+	if err := s3lock.CreateBucket(ctx, srv, "locked", 1); err != nil {
 		return nil, err
 	}
 	wire := &storetest.Wire{}

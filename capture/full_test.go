@@ -111,8 +111,8 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 		}
 	}
 	events = append(events, readDelta(t, st, d2, snapshot.Codec{})...)
-	base.apply(t, events)
-	if err := base.diff(readKeyspace(t, cli, d2.LastRevision)); err != nil {
+	base.Apply(t, events)
+	if err := base.Diff(readKeyspace(t, cli, d2.LastRevision)); err != nil {
 		t.Fatalf("full + deltas replayed: %v", err)
 	}
 

@@ -47,7 +47,7 @@ func TestFullsFromAFollower(t *testing.T) {
 	}
 	st := newStore(t)
 	s := start(t, cli, st, capture.Options{DeltaPeriod: 100 * time.Millisecond, FullFrom: fullFrom})
-	s.await(t, capture.OpFull)
+	s.Await(t, capture.OpFull)
 	res, err := (etcdtest.Workload{Ops: 300, Seed: 3, DeletePercent: 10, TxnPercent: 10, LeasePercent: 10}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestFullsFromAFollower(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 4}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	s.stop(t)
+	s.Stop(t)
 	checkChain(t, cli, st, snapshot.Codec{})
 	mu.Lock()
 	defer mu.Unlock()
@@ -82,10 +82,10 @@ func TestFullsFromAFollower(t *testing.T) {
 	mu.Unlock()
 	follower = capture.FromFollower(ocli, one.ClientConfig())
 	s = start(t, ocli, newStore(t), capture.Options{DeltaPeriod: time.Hour, FullFrom: fullFrom})
-	if r := s.await(t, capture.OpFull); r.Err != nil {
+	if r := s.Await(t, capture.OpFull); r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	s.stop(t)
+	s.Stop(t)
 	mu.Lock()
 	if len(from) != 1 || from[0] != "error: "+member.ErrNoFollower.Error() {
 		t.Fatalf("one member's full: FullFrom said %v", from)

@@ -30,8 +30,8 @@ func TestLeaseGoneBeforeItsKeyIsCaptured(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	a.await(t, capture.OpFull)
-	a.stop(t)
+	a.Await(t, capture.OpFull)
+	a.Stop(t)
 
 	l, err := cli.Grant(ctx, 5)
 	if err != nil {
@@ -45,8 +45,8 @@ func TestLeaseGoneBeforeItsKeyIsCaptured(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	first := b.await(t, capture.OpDelta)
-	b.stop(t)
+	first := b.Await(t, capture.OpDelta)
+	b.Stop(t)
 	var marked bool
 	for _, ev := range readDelta(t, st, first.Snapshot, snapshot.Codec{}) {
 		if string(ev.EtcdEvent.GetKv().GetKey()) == "/locks/leader" && ev.EtcdEvent.Type == 0 {

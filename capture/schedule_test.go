@@ -36,25 +36,25 @@ func TestFullSchedule(t *testing.T) {
 	// 10:59:59: no full yet, one at start; then the schedule's, at 11:00.
 	clock.Set(hour(10, 59, 59))
 	r := start(t, cli, st, opts)
-	if first := r.await(t, capture.OpFull); first.Reason != "no full snapshot" {
+	if first := r.Await(t, capture.OpFull); first.Reason != "no full snapshot" {
 		t.Fatalf("the first full's reason: %q", first.Reason)
 	}
 	put(10)
-	scheduled := r.await(t, capture.OpFull)
+	scheduled := r.Await(t, capture.OpFull)
 	if scheduled.Reason != "schedule" || scheduled.Snapshot.Created.Before(hour(11, 0, 0)) || scheduled.Snapshot.Created.After(hour(11, 0, 2)) {
 		t.Fatalf("the scheduled full: %q, created %s; want schedule, at 11:00", scheduled.Reason, scheduled.Snapshot.Created)
 	}
-	r.stop(t)
+	r.Stop(t)
 
 	// 11:40: the 11:00 full is the schedule's latest; a delta continues it.
 	put(10)
 	clock.Set(hour(11, 40, 0))
 	r = start(t, cli, st, opts)
-	if d := r.await(t, capture.OpDelta); d.Reason != "startup" {
+	if d := r.Await(t, capture.OpDelta); d.Reason != "startup" {
 		t.Fatalf("the first delta at 11:40: %q", d.Reason)
 	}
-	r.stop(t)
-	if fulls := r.written(capture.OpFull); len(fulls) != 0 {
+	r.Stop(t)
+	if fulls := r.Written(capture.OpFull); len(fulls) != 0 {
 		t.Fatalf("a full at 11:40 (%s), within the schedule", fulls[0].Reason)
 	}
 
@@ -62,9 +62,9 @@ func TestFullSchedule(t *testing.T) {
 	put(10)
 	clock.Set(hour(13, 5, 0))
 	r = start(t, cli, st, opts)
-	if missed := r.await(t, capture.OpFull); missed.Reason != "schedule missed" || missed.Snapshot.Created.Before(hour(13, 5, 0)) {
+	if missed := r.Await(t, capture.OpFull); missed.Reason != "schedule missed" || missed.Snapshot.Created.Before(hour(13, 5, 0)) {
 		t.Fatalf("the full at 13:05: %q, created %s; want schedule missed", missed.Reason, missed.Snapshot.Created)
 	}
-	r.stop(t)
+	r.Stop(t)
 	checkChain(t, cli, st, snapshot.Codec{})
 }

@@ -21,169 +21,6 @@ import (
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// running is a Snapshotter in its own goroutine with its results recorded.
-type running struct {
-	*capture.Snapshotter
-	cancel  context.CancelFunc
-	done    chan error
-	results chan capture.Result
-
-	mu  sync.Mutex
-	all []capture.Result
-}
-
-func start(t *testing.T, cli *clientv3.Client, st store.Store, opts capture.Options) *running {
-	t.Helper()
-	r := &running{done: make(chan error, 1), results: make(chan capture.Result, 1000)}
-	if opts.FullSchedule == "" {
-		opts.FullSchedule = "@every 1h"
-	}
-	if opts.RetentionPeriod == 0 {
-		opts.RetentionPeriod = -1
-	}
-	if opts.MinBackoff == 0 {
-		opts.MinBackoff, opts.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
-	}
-	opts.SpoolDir = t.TempDir()
-	opts.OnResult = func(res capture.Result) {
-		if res.Err != nil {
-			t.Logf("%s (%s) failed: %v", res.Op, res.Reason, res.Err)
-		}
-		r.mu.Lock()
-		r.all = append(r.all, res)
-		r.mu.Unlock()
-		r.results <- res
-	}
-	s, err := capture.New(cli, st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Snapshotter = s
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	go func() { r.done <- s.Run(ctx) }()
-	t.Cleanup(func() { r.stop(t) })
-	return r
-}
-
-// stop cancels Run and waits for it: its last delta is written then.
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	if r.cancel == nil {
-		return
-	}
-	r.cancel()
-	r.cancel = nil
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not stop")
-	}
-}
-
-// await returns the next successful result of op, failing after a minute.
-func (r *running) await(t *testing.T, op capture.Operation) capture.Result {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		select {
-		case res := <-r.results:
-			if res.Op == op && res.Err == nil {
-				return res
-			}
-		case <-deadline:
-			t.Fatalf("no %s snapshot within a minute", op)
-		}
-	}
-}
-
-func (r *running) written(op capture.Operation) []capture.Result {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []capture.Result
-	for _, res := range r.all {
-		if res.Op == op && res.Err == nil {
-			out = append(out, res)
-		}
-	}
-	return out
-}
-
-func (r *running) failed(op capture.Operation) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, res := range r.all {
-		if res.Op == op && res.Err != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// checkChain proves the store's latest chain replays to the live keyspace.
-func checkChain(t *testing.T, cli *clientv3.Client, st store.Store, c snapshot.Codec) snapshot.Chain {
-	t.Helper()
-	chain, err := chaintest.Latest(t, st).Check()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks := readKeyspace(t, cli, chain.Full.LastRevision)
-	next := chain.Full.LastRevision + 1
-	for _, d := range chain.Deltas {
-		if d.StartRevision != next {
-			t.Fatalf("%s starts at %d, want %d: a gap or a duplicate", d.Key, d.StartRevision, next)
-		}
-		events := readDelta(t, st, d, c)
-		if events[0].Revision() != d.StartRevision || events[len(events)-1].Revision() != d.LastRevision {
-			t.Fatalf("%s holds revisions %d-%d", d.Key, events[0].Revision(), events[len(events)-1].Revision())
-		}
-		ks.apply(t, events)
-		next = d.LastRevision + 1
-	}
-	if err := ks.diff(readKeyspace(t, cli, chain.LastRevision())); err != nil {
-		t.Fatalf("chain replayed to %d: %v", chain.LastRevision(), err)
-	}
-	return chain
-}
-
-func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
-	forEachStore(t, func(t *testing.T, st store.Store) {
-		ctx := ctxT(t)
-		c := etcdtest.Start(t, etcdtest.Options{})
-		cli := c.Client(t)
-		if _, err := (etcdtest.Workload{Ops: 200, Seed: 4}).Run(ctx, cli); err != nil {
-			t.Fatal(err)
-		}
-		codec := snapshot.Codec{Compression: snapshot.Zstd}
-		r := start(t, cli, st, capture.Options{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
-		if res := r.await(t, capture.OpFull); res.Reason != "no full snapshot" {
-			t.Fatalf("first full: reason %q", res.Reason)
-		}
-		var res etcdtest.Result
-		for i := range 2 {
-			var err error
-			res, err = (etcdtest.Workload{Ops: 150, Seed: 5 + uint64(i), TxnPercent: 20, DeletePercent: 10, LeasePercent: 10}).Run(ctx, cli)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for r.Status().LastRevision < res.LastRevision {
-				if d := r.await(t, capture.OpDelta); d.Reason != "period" {
-					t.Fatalf("delta written for %q", d.Reason)
-				}
-			}
-		}
-		r.stop(t)
-		chain := checkChain(t, cli, st, codec)
-		if chain.LastRevision() != res.LastRevision || len(chain.Deltas) < 2 {
-			t.Fatalf("chain ends at %d with %d deltas; the workload ended at %d", chain.LastRevision(), len(chain.Deltas), res.LastRevision)
-		}
-	})
-}
-
 func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	ctx := ctxT(t)
 	c := etcdtest.Start(t, etcdtest.Options{})
@@ -191,7 +28,7 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	st := newStore(t)
 	const limit = 64 << 10
 	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour, DeltaMemoryLimit: limit})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 
 	value := string(make([]byte, 2048))
 	var bigTxn, lastPut int64
@@ -228,9 +65,9 @@ func TestSnapshotterMemoryLimitNeverSplitsARevision(t *testing.T) {
 	if _, err := r.TakeDelta(ctx); !errors.Is(err, capture.ErrNoEvents) {
 		t.Fatalf("second on-demand delta: %v, want ErrNoEvents", err)
 	}
-	r.stop(t)
+	r.Stop(t)
 
-	deltas := r.written(capture.OpDelta)
+	deltas := r.Written(capture.OpDelta)
 	if len(deltas) < 5 {
 		t.Fatalf("%d deltas for about 1 MiB of events at a 64 KiB limit", len(deltas))
 	}
@@ -278,13 +115,13 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	st := newStore(t)
 
 	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	a.await(t, capture.OpFull)
+	a.Await(t, capture.OpFull)
 	before, err := (etcdtest.Workload{Ops: 100, Seed: 6}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.stop(t)
-	last := a.written(capture.OpDelta)
+	a.Stop(t)
+	last := a.Written(capture.OpDelta)
 	if len(last) != 1 || last[0].Reason != "stop" || last[0].Snapshot.LastRevision != before.LastRevision {
 		t.Fatalf("stopping wrote %+v, want one delta up to %d", last, before.LastRevision)
 	}
@@ -297,18 +134,18 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if st := again.Status(); st.LastDelta.Key != last[0].Snapshot.Key {
 		t.Fatalf("after restart the last delta is %q, the store's is %s", st.LastDelta.Key, last[0].Snapshot.Key)
 	}
-	again.stop(t)
+	again.Stop(t)
 
 	while, err := (etcdtest.Workload{Ops: 100, Seed: 7, TxnPercent: 30}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	first := b.await(t, capture.OpDelta)
+	first := b.Await(t, capture.OpDelta)
 	if first.Reason != "startup" || first.Snapshot.StartRevision != before.LastRevision+1 || first.Snapshot.LastRevision != while.LastRevision {
 		t.Fatalf("first delta after restart: %s (%s), want %d-%d", first.Snapshot.Key, first.Reason, before.LastRevision+1, while.LastRevision)
 	}
-	if fulls := b.written(capture.OpFull); len(fulls) != 0 {
+	if fulls := b.Written(capture.OpFull); len(fulls) != 0 {
 		t.Fatalf("restart took a full snapshot: %+v", fulls)
 	}
 	full, err := b.TakeFull(ctx)
@@ -321,7 +158,7 @@ func TestSnapshotterResumesAfterRestart(t *testing.T) {
 	if err != nil || !final.Final || !strings.HasSuffix(final.Key, ".final") || final.LastRevision != while.LastRevision {
 		t.Fatalf("final full: %s (final %v), %v", final.Key, final.Final, err)
 	}
-	b.stop(t)
+	b.Stop(t)
 	checkChain(t, cli, st, snapshot.Codec{})
 }
 
@@ -332,8 +169,8 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 	st := newStore(t)
 
 	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	a.await(t, capture.OpFull)
-	a.stop(t)
+	a.Await(t, capture.OpFull)
+	a.Stop(t)
 	res, err := (etcdtest.Workload{Ops: 50, Seed: 8}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +179,7 @@ func TestSnapshotterTakesAFullWhenHistoryIsCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	full := b.await(t, capture.OpFull)
+	full := b.Await(t, capture.OpFull)
 	if full.Reason != "compacted" || full.Snapshot.LastRevision != res.LastRevision {
 		t.Fatalf("full after compaction: %s (%s)", full.Snapshot.Key, full.Reason)
 	}
@@ -406,10 +243,10 @@ func TestSnapshotterRefusesAnotherClustersChain(t *testing.T) {
 			}
 
 			r := start(t, fresh.Client(t), st, capture.Options{AllowNewChain: true, DeltaPeriod: time.Hour})
-			if full := r.await(t, capture.OpFull); full.Reason != "new timeline" {
+			if full := r.Await(t, capture.OpFull); full.Reason != "new timeline" {
 				t.Fatalf("allowed a new chain: %s (%s)", full.Snapshot.Key, full.Reason)
 			}
-			r.stop(t)
+			r.Stop(t)
 			cat, err := snapshot.List(ctx, st)
 			if err != nil {
 				t.Fatal(err)
@@ -460,8 +297,8 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 			return nil
 		},
 	})
-	full := r.await(t, capture.OpFull)
-	if failed := r.failed(capture.OpFull); failed != 2 {
+	full := r.Await(t, capture.OpFull)
+	if failed := r.Failed(capture.OpFull); failed != 2 {
 		t.Fatalf("%d failed full snapshots before %s, want the 2 fenced ones", failed, full.Snapshot.Key)
 	}
 	if cat, _ := snapshot.List(ctx, st); len(cat.Snapshots) != 1 {
@@ -474,13 +311,13 @@ func TestSnapshotterRetriesWithoutLosingEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	for r.Status().LastRevision < res.LastRevision {
-		r.await(t, capture.OpDelta)
+		r.Await(t, capture.OpDelta)
 	}
 	if f := r.Status().Failures; f != 0 {
 		t.Fatalf("%d failures still counted after success", f)
 	}
-	r.stop(t)
-	if failed := r.failed(capture.OpDelta); failed != 3 {
+	r.Stop(t)
+	if failed := r.Failed(capture.OpDelta); failed != 3 {
 		t.Fatalf("%d failed deltas, want the 3 injected", failed)
 	}
 	checkChain(t, cli, st, snapshot.Codec{})
@@ -508,7 +345,7 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
-	first := r.await(t, capture.OpFull)
+	first := r.Await(t, capture.OpFull)
 	res, err := (etcdtest.Workload{Ops: 80, Seed: 12}).Run(ctx, cli)
 	if err != nil {
 		t.Fatal(err)
@@ -517,7 +354,7 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.stop(t)
+	r.Stop(t)
 	cat, err := snapshot.List(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -532,7 +369,7 @@ func TestSnapshotterClosesTheChainBeforeAFull(t *testing.T) {
 		}
 	}
 	var before int
-	for _, d := range r.written(capture.OpDelta) {
+	for _, d := range r.Written(capture.OpDelta) {
 		if d.Reason == "before full" {
 			before++
 			if d.Snapshot.LastRevision > second.LastRevision {
@@ -566,7 +403,7 @@ func TestAFailedDeltaBeforeAFullCountsAsAFailure(t *testing.T) {
 			return nil
 		},
 	})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 	if _, err := (etcdtest.Workload{Ops: 40, Seed: 13}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +421,7 @@ func TestAFailedDeltaBeforeAFullCountsAsAFailure(t *testing.T) {
 		t.Fatalf("after the full %s and the failed delta before it: failures %d, failing since %v (full asked at %v), last full %s",
 			full.Key, st2.Failures, st2.FailingSince, before, st2.LastFull.Key)
 	}
-	if f := r.failed(capture.OpDelta); f != 1 {
+	if f := r.Failed(capture.OpDelta); f != 1 {
 		t.Fatalf("%d failed deltas reported, want the one before the full", f)
 	}
 }
@@ -599,7 +436,7 @@ func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
 	cli := c.Client(t)
 	st := newStore(t)
 	r := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 	cat, err := snapshot.List(ctx, st)
 	if err != nil {
 		t.Fatal(err)
@@ -660,7 +497,7 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	r := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, Logger: log,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, ProbeInterval: 20 * time.Millisecond})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 	st.out.Store(true)
 	if _, err := cli.Put(ctx, "/during", "x"); err != nil {
 		t.Fatal(err)
@@ -670,7 +507,7 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	etcdtest.Eventually(t, "the backoff grows", 30*time.Second, func() bool { return r.Status().Failures >= 6 })
 	st.out.Store(false)
 	for {
-		res := r.await(t, capture.OpDelta)
+		res := r.Await(t, capture.OpDelta)
 		if res.Snapshot.LastRevision >= 2 {
 			if res.Reason != "answers again" {
 				t.Fatalf("the delta after the outage came from %q, not from the probe", res.Reason)
@@ -756,7 +593,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	cli := c.Client(t)
 	st := chaintest.NewHeldFulls(newStore(t))
 	r := start(t, cli, st, capture.Options{DeltaPeriod: capture.Off})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 	type answer struct {
 		snap snapshot.Snapshot
 		err  error
@@ -778,7 +615,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 	if a.err != nil || b.err != nil || a.snap.Key != b.snap.Key {
 		t.Fatalf("the first got %s (%v), the one asked during its upload (%s) %s (%v)", a.snap.Key, a.err, held, b.snap.Key, b.err)
 	}
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 
 	// A caller that gave up while its full ran asks again after its end.
 	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
@@ -793,7 +630,7 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 		t.Fatalf("the caller that gave up: %v", c.err)
 	}
 	st.Release <- struct{}{}
-	held = r.await(t, capture.OpFull).Snapshot.Key
+	held = r.Await(t, capture.OpFull).Snapshot.Key
 	again, err := r.TakeFull(ctx)
 	if err != nil || again.Key != held {
 		t.Fatalf("the repeat of a request that gave up: %s (%v), want %s", again.Key, err, held)

@@ -12,13 +12,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/drill"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/fleet"
-	"github.com/etcdkit/etcdkit/history"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/metricslist"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
@@ -40,39 +38,7 @@ func (c *counting) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	return c.Store.Get(ctx, key)
 }
 
-// backUp writes a full and a delta of the cluster under prefix, and with
-// sidecar a drill record of the chain's digest as a sidecar's drill
-// writes it (digest: "" for the live one).
-func backUp(t *testing.T, ctx context.Context, cli *clientv3.Client, bucket store.Store, prefix string, digest string) store.Store {
-	t.Helper()
-	st, err := store.WithPrefix(bucket, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, "/k/"+prefix, "v"); err != nil {
-		t.Fatal(err)
-	}
-	deltas, err := capture.Delta(ctx, cli, st, full.LastRevision, capture.DeltaOptions{})
-	if err != nil || len(deltas) != 1 {
-		t.Fatalf("delta: %v, %v", deltas, err)
-	}
-	live, err := history.LiveDigest(ctx, cli, deltas[0].LastRevision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if digest != "" {
-		live.SHA256 = digest
-	}
-	if _, err := snapshot.WriteDrill(ctx, st, snapshot.DrillRecord{At: time.Now(), Source: snapshot.DrillBySidecar, Result: snapshot.DrillOK,
-		Full: full.Key, Revision: live.Revision, Keys: live.Keys, SHA256: live.SHA256, Compared: true}); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+var backUp = chaintest.BackUp
 
 // One bucket holding three clusters' backups, one of them silent for
 // days, and an object that is no backup: the scan finds each prefix with

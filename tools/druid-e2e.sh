@@ -19,6 +19,9 @@
 # By hand only: building the node's binaries and the images takes minutes,
 # the scenario about ten more, past what CI's budget holds.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=$here/bin

@@ -23,6 +23,9 @@
 # and each image's, which adds Debian's CA bundle and names the image by
 # digest, as sbom/<image>[-etcd<release>]_<os>_<arch>.cdx.json.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/toolchain.sh"
 root=$(dirname "$here")
@@ -53,8 +56,8 @@ fi
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=auto
 for platform in ${platforms//,/ }; do
   for name in etcd-wrapper etcd-backup; do
-    (cd "$root" && GOOS=${platform%/*} GOARCH=${platform#*/} go build -trimpath -ldflags='-s -w' \
-      -o "$out/bin/${platform%/*}_${platform#*/}/$name" "./cmd/$name")
+    (cd "$root/cmd" && GOOS=${platform%/*} GOARCH=${platform#*/} go build -trimpath -ldflags='-s -w' \
+      -o "$out/bin/${platform%/*}_${platform#*/}/$name" "./$name")
   done
 done
 # The etcd servers the wrapper runs as its child, one wrapper image each

@@ -10,6 +10,9 @@
 # Idempotent: an emulator already installed at the pinned version is left
 # alone.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 
 VERSITYGW_VERSION=v1.8.0       # S3 (Apache-2.0); checks signatures like AWS
 FAKE_GCS_VERSION=v1.56.1       # GCS

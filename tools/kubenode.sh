@@ -16,6 +16,9 @@
 # Host-wide state it changes: iptables rules (kube-proxy's and the CNI's),
 # the cni0 bridge and network namespaces; down removes them.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 bin=$here/bin

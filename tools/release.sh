@@ -24,6 +24,9 @@
 # finds a known vulnerability in the code, with this toolchain's standard
 # library.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
 source "$here/toolchain.sh"
@@ -47,8 +50,20 @@ if [[ -n $(git status --porcelain) ]]; then
   echo "release.sh: the work tree has changes; a release is built from a commit, clean" >&2
   exit 1
 fi
-if [[ $(git tag --points-at HEAD) != *"$version"* ]]; then
-  echo "release.sh: HEAD is not tagged $version: git tag -a $version -m 'etcdkit $version' first (CONTRIBUTING.md)" >&2
+# Every module go.work lists is released at the version, each with the tag
+# Go looks for: vX.Y.Z for the library, <directory>/vX.Y.Z for the others.
+tags=()
+for m in $(sed -n 's/^\t\(\.[^ ]*\)$/\1/p' go.work); do
+  m=${m#./}; [[ $m == . ]] && m=
+  tags+=("${m:+$m/}$version")
+done
+missing=()
+for t in "${tags[@]}"; do
+  git tag --points-at HEAD | grep -qx "$t" || missing+=("$t")
+done
+if ((${#missing[@]})); then
+  echo "release.sh: HEAD is not tagged ${missing[*]}: tag each module first (CONTRIBUTING.md):" >&2
+  for t in "${missing[@]}"; do echo "  git tag -a $t -m 'etcdkit $version'" >&2; done
   exit 1
 fi
 if ! grep -q "^## \[${version#v}\]" CHANGELOG.md; then
@@ -75,7 +90,7 @@ for platform in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
   dir=$stage/$name
   mkdir -p "$dir/man"
   for cmd in etcd-wrapper etcd-backup; do
-    GOOS=$goos GOARCH=$goarch go build -trimpath -ldflags='-s -w' -o "$dir/$cmd" "./cmd/$cmd"
+    (cd cmd && GOOS=$goos GOARCH=$goarch go build -trimpath -ldflags='-s -w' -o "$dir/$cmd" "./$cmd")
   done
   cp LICENSE NOTICE README.md JSON.md "$dir/"
   if [[ ${goos}_${goarch} == "$host" ]]; then

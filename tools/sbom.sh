@@ -11,6 +11,9 @@
 # classification for four binaries). No timestamp or serial number: the
 # same commit makes the same files.
 set -euo pipefail
+# Each go command here works in one module outside the workspace (tools'
+# modules, or the library's or the binaries' module as it is released).
+export GOWORK=off
 here=$(cd "$(dirname "$0")" && pwd)
 licenses=()
 if [[ ${1:-} == --licenses ]]; then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs the pinned store emulators when they
-# are missing, then runs every test of the module, and of deploy/monitoring
+# are missing, then runs every test of every module go.work lists (the
+# library, the light leaves, the cloud stores, heartbeat, the binaries,
+# the examples, the bench and the soak), and of deploy/monitoring
 # (a module of its own: it checks the alerting rules and the dashboard with
 # Prometheus' own parsers, which stay out of etcdkit's dependencies). Extra
 # arguments go to go test (for example -run Conformance -v).
@@ -25,10 +27,14 @@ export ETCDKIT_REQUIRE_EMULATORS=1
 # the S3 backend's, and under the race detector they only slowed the tier.
 # Nor does defrag (one member after another): it is not in the raced list.
 raced='store|snapshot|restore|sidecar|startup|heartbeat|member|etcdclient|tlsfiles|internal|fleet'
-module=$(go list -m)
+# One go test over the workspace: a pattern of the module path matches the
+# packages of every module go.work lists (./... would match the root
+# module's alone).
+module=github.com/etcdkit/etcdkit
 unraced=("$module/internal/soak" "$module/store/gcs" "$module/store/azure")
-mapfile -t race < <(go list ./... | grep -E "^$module/($raced)(/|$)" | grep -v -x -F "${unraced[@]/#/-e}")
-mapfile -t plain < <(go list ./... | grep -v -E "^$module/($raced)(/|$)"; printf '%s\n' "${unraced[@]}")
+mapfile -t all < <(go list "$module/...")
+mapfile -t race < <(printf '%s\n' "${all[@]}" | grep -E "^$module/($raced)(/|$)" | grep -v -x -F "${unraced[@]/#/-e}")
+mapfile -t plain < <(printf '%s\n' "${all[@]}" | grep -v -E "^$module/($raced)(/|$)"; printf '%s\n' "${unraced[@]}")
 # The tiers run side by side: their tests mostly wait (on etcd's fsyncs, on
 # processes, on timers), and one tier alone keeps the two cores about two
 # thirds busy. Their test processes pick ports from slots of their own
@@ -47,4 +53,4 @@ go test -race "${timeout[@]}" "${race[@]}" "$@" || status=1
 wait $plainrun || status=1
 cat "$plainout"
 [[ $status == 0 ]]
-(cd deploy/monitoring && go test ./...)
+(cd deploy/monitoring && GOWORK=off go test ./...)

@@ -3,7 +3,7 @@
 # standard library of the toolchain it is built with (tools/toolchain.sh).
 # It fails on a known vulnerability in code that can be reached.
 #
-# It reads the call graph of every package of the module and of the etcd
+# It reads the call graph of every package of every module and of the etcd
 # 3.5 and 3.6 servers the wrapper's images carry (tools/etcd35,
 # tools/etcd36), from source, without building them. A vulnerability in a
 # dependency the code does not call is listed by -show verbose only.
@@ -22,7 +22,7 @@ root=$(dirname "$here")
 source "$here/toolchain.sh"
 vulndb=v0.0.0-20261105234957-e22db6528018
 sum=h1:mfngRv0Yoh0VApsXKEN82CjD99kl7mtparN3bs3JnqI=
-got=$(cd "$here/audit" && go mod download -json "golang.org/x/vulndb@$vulndb")
+got=$(cd "$here/audit" && GOWORK=off go mod download -json "golang.org/x/vulndb@$vulndb")
 if [[ $got != *"\"Sum\": \"$sum\""* ]]; then
   echo "vulncheck: golang.org/x/vulndb@$vulndb is not the pinned $sum:" >&2
   echo "$got" >&2
@@ -30,18 +30,24 @@ if [[ $got != *"\"Sum\": \"$sum\""* ]]; then
 fi
 dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$got")
 db=file://$dir/data/osv
-govulncheck() { go tool -modfile="$here/audit/go.mod" govulncheck -db "$db" "$@"; }
+# Built from tools/audit's module (outside the workspace), run over the
+# workspace: every module go.work lists, with the versions its build
+# selects.
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+(cd "$here/audit" && GOWORK=off go build -o "$bin/" golang.org/x/vuln/cmd/govulncheck)
+govulncheck() { "$bin/govulncheck" -db "$db" "$@"; }
 
 # The canary calls a function with a known vulnerability: a scan that does
 # not find it read no database, and would pass anything.
 status=0
-out=$(govulncheck -C "$here/audit/testdata/canary" ./... 2>&1) || status=$?
+out=$(GOWORK=off govulncheck -C "$here/audit/testdata/canary" ./... 2>&1) || status=$?
 if [[ $status != 3 || $out != *GO-2021-0113* ]]; then
   echo "vulncheck: the canary's GO-2021-0113 was not found (exit $status): the database at $db was not read" >&2
   echo "$out" >&2
   exit 1
 fi
-govulncheck -C "$root" ./...
+govulncheck -C "$root" github.com/etcdkit/etcdkit/...
 for minor in 35 36; do
-  govulncheck -C "$here/etcd$minor" go.etcd.io/etcd/server/v3
+  GOWORK=off govulncheck -C "$here/etcd$minor" go.etcd.io/etcd/server/v3
 done

@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/emulator/s3lock"
 )
 
 // The operator commands on an S3 bucket with Object Lock and a day's
@@ -195,7 +196,7 @@ func lockedBucket(t *testing.T, days int32) (*emulator.Server, string) {
 	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
 	bucket := emulator.Bucket(t)
-	if err := srv.CreateLockedS3Bucket(ctx, bucket, days); err != nil {
+	if err := s3lock.CreateBucket(ctx, srv, bucket, days); err != nil {
 		t.Fatal(err)
 	}
 	return srv, bucket

@@ -12,7 +12,8 @@
 // ETCDKIT_REQUIRE_EMULATORS=1, as the project's test command sets, and skips
 // with the command to run otherwise), and waiting until a server answers.
 //
-// It does not create buckets, talk the store protocols or make Kubernetes
+// It does not create buckets (but for s3lock, a module of its own that
+// creates buckets with Object Lock through the AWS SDK), talk the store protocols or make Kubernetes
 // objects: tests do that with the real SDKs, client-go and kubectl (but for
 // a Swift container, which its readiness probe makes over HTTP anyway).
 package emulator

@@ -26,6 +26,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/emulator/s3lock"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -135,7 +136,7 @@ func TestObjectLock(t *testing.T) {
 	defer cancel()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if err := srv.CreateLockedS3Bucket(ctx, "locked", 1); err != nil {
+	if err := s3lock.CreateBucket(ctx, srv, "locked", 1); err != nil {
 		t.Fatal(err)
 	}
 	spy := &checksumSpy{}
@@ -672,7 +673,7 @@ func TestLockFor(t *testing.T) {
 	defer cancel()
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if err := srv.CreateLockedS3Bucket(ctx, "lockfor", 0); err != nil {
+	if err := s3lock.CreateBucket(ctx, srv, "lockfor", 0); err != nil {
 		t.Fatal(err)
 	}
 	createBucket(t, srv, "unlockable")

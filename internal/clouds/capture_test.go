@@ -1,4 +1,4 @@
-package capture_test
+package clouds_test
 
 import (
 	"strings"
@@ -24,7 +24,7 @@ func TestTwoUploadersOnOnePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
-		first.await(t, capture.OpFull)
+		first.Await(t, capture.OpFull)
 		second := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond})
 		etcdtest.Eventually(t, "the second uploader starts", 30*time.Second, func() bool { return second.Status().LastRevision > 0 })
 		res, err := (etcdtest.Workload{Ops: 150, Seed: 51, DeletePercent: 10}).Run(ctx, cli)
@@ -40,10 +40,44 @@ func TestTwoUploadersOnOnePrefix(t *testing.T) {
 		if st := second.Status(); st.Refused != "" || st.LastError != "" {
 			t.Fatalf("the second uploader: %+v", st)
 		}
-		first.stop(t)
-		second.stop(t)
+		first.Stop(t)
+		second.Stop(t)
 		if chain := checkChain(t, cli, st, snapshot.Codec{}); chain.LastRevision() < res.LastRevision {
 			t.Fatalf("the chain ends at %d, the workload at %d", chain.LastRevision(), res.LastRevision)
+		}
+	})
+}
+
+func TestSnapshotterFullThenDeltasByPeriod(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		ctx := ctxT(t)
+		c := etcdtest.Start(t, etcdtest.Options{})
+		cli := c.Client(t)
+		if _, err := (etcdtest.Workload{Ops: 200, Seed: 4}).Run(ctx, cli); err != nil {
+			t.Fatal(err)
+		}
+		codec := snapshot.Codec{Compression: snapshot.Zstd}
+		r := start(t, cli, st, capture.Options{DeltaPeriod: 200 * time.Millisecond, Codec: codec})
+		if res := r.Await(t, capture.OpFull); res.Reason != "no full snapshot" {
+			t.Fatalf("first full: reason %q", res.Reason)
+		}
+		var res etcdtest.Result
+		for i := range 2 {
+			var err error
+			res, err = (etcdtest.Workload{Ops: 150, Seed: 5 + uint64(i), TxnPercent: 20, DeletePercent: 10, LeasePercent: 10}).Run(ctx, cli)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Status().LastRevision < res.LastRevision {
+				if d := r.Await(t, capture.OpDelta); d.Reason != "period" {
+					t.Fatalf("delta written for %q", d.Reason)
+				}
+			}
+		}
+		r.Stop(t)
+		chain := checkChain(t, cli, st, codec)
+		if chain.LastRevision() != res.LastRevision || len(chain.Deltas) < 2 {
+			t.Fatalf("chain ends at %d with %d deltas; the workload ended at %d", chain.LastRevision(), len(chain.Deltas), res.LastRevision)
 		}
 	})
 }

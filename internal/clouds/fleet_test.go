@@ -1,4 +1,4 @@
-package fleet_test
+package clouds_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/fleet"
+	"github.com/etcdkit/etcdkit/internal/chaintest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
@@ -80,7 +81,7 @@ func clusterBackups(t *testing.T, ctx context.Context) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backUp(t, ctx, c.Client(t), mem, "etcd-main", "")
+	chaintest.BackUp(t, ctx, c.Client(t), mem, "etcd-main", "")
 	objs, err := mem.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)

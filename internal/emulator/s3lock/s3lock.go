@@ -1,4 +1,8 @@
-package emulator
+// Package s3lock creates S3 buckets with Object Lock in the tests' S3
+// emulator, through the AWS SDK. It is a module of its own so that the
+// SDK stays out of the library's go.mod: only the tests of the S3 store,
+// the binaries, the cloud tests and the bench import it.
+package s3lock
 
 import (
 	"context"
@@ -8,12 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/etcdkit/etcdkit/internal/emulator"
 )
 
-// CreateLockedS3Bucket creates a bucket with Object Lock (and so
+// CreateBucket creates a bucket with Object Lock (and so
 // versioning) in the S3 emulator; with defaultDays above 0 every object
 // written there is locked that many days in compliance mode.
-func (s *Server) CreateLockedS3Bucket(ctx context.Context, name string, defaultDays int32) error {
+func CreateBucket(ctx context.Context, s *emulator.Server, name string, defaultDays int32) error {
 	cli := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
 	if _, err := cli.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(name), ObjectLockEnabledForBucket: aws.Bool(true)}); err != nil {

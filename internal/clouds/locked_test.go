@@ -1,4 +1,4 @@
-package capture_test
+package clouds_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/internal/emulator"
+	"github.com/etcdkit/etcdkit/internal/emulator/s3lock"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -34,7 +35,7 @@ func objectLockBucket(t *testing.T, defaultDays int32, lockFor time.Duration) st
 	defer cancel()
 	srv := emulator.Shared(t, emulator.S3)
 	bucket := emulator.Bucket(t)
-	if err := srv.CreateLockedS3Bucket(ctx, bucket, defaultDays); err != nil {
+	if err := s3lock.CreateBucket(ctx, srv, bucket, defaultDays); err != nil {
 		t.Fatal(err)
 	}
 	return opened(t)(store.Opened(s3.New(ctx, s3.Config{Bucket: bucket, Prefix: "etcd/main", Endpoint: srv.Endpoint, PathStyle: true,
@@ -52,7 +53,7 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 	cli := c.Client(t)
 	r := start(t, cli, st, capture.Options{DeltaPeriod: 100 * time.Millisecond, RetentionPeriod: 100 * time.Millisecond,
 		Retention: snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}})
-	first := r.await(t, capture.OpFull).Snapshot
+	first := r.Await(t, capture.OpFull).Snapshot
 	var ends []int64
 	for i := range 3 {
 		res, err := (etcdtest.Workload{Ops: 60, Seed: 70 + uint64(i)}).Run(ctx, cli)
@@ -61,7 +62,7 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 		}
 		ends = append(ends, res.LastRevision)
 		for r.Status().LastRevision < res.LastRevision {
-			r.await(t, capture.OpDelta)
+			r.Await(t, capture.OpDelta)
 		}
 		if i < 2 {
 			if _, err := r.TakeFull(ctx); err != nil {
@@ -71,13 +72,13 @@ func TestSnapshotterOnALockedBucket(t *testing.T) {
 	}
 	// The first two fulls are expired; the lock keeps them.
 	for {
-		gc := r.await(t, capture.OpGC)
+		gc := r.Await(t, capture.OpGC)
 		if slices.ContainsFunc(gc.Locked, func(s snapshot.Snapshot) bool { return s.Key == first.Key }) && len(gc.Locked) >= 2 {
 			break
 		}
 	}
-	r.stop(t)
-	for _, res := range r.all {
+	r.Stop(t)
+	for _, res := range r.All() {
 		if res.Err != nil {
 			t.Fatalf("%s (%s) failed on a write-once bucket: %v", res.Op, res.Reason, res.Err)
 		}
@@ -123,7 +124,7 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 	lockedKeys := map[string]bool{}
 	for !deletedAfterLock || fulls < 12 {
 		select {
-		case res := <-r.results:
+		case res := <-r.Next():
 			switch {
 			case res.Err != nil:
 				t.Fatalf("%s (%s) failed on a bucket of locked objects: %v", res.Op, res.Reason, res.Err)
@@ -148,8 +149,8 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 	if err := <-writes; err != nil {
 		t.Fatal(err)
 	}
-	r.stop(t)
-	for _, res := range r.all {
+	r.Stop(t)
+	for _, res := range r.All() {
 		// A retention run the stop cut short is the stop's, not a failure.
 		if res.Err != nil && (res.Op != capture.OpGC || !errors.Is(res.Err, context.Canceled)) {
 			t.Fatalf("%s (%s) failed: %v", res.Op, res.Reason, res.Err)
@@ -175,7 +176,7 @@ func TestADayOnABucketOfLockedObjects(t *testing.T) {
 		}
 	}
 	t.Logf("%d fulls, %d deltas, %d retention runs (%d met a lock), no failure; %d chains on the store, each restored",
-		fulls, len(r.written(capture.OpDelta)), len(r.written(capture.OpGC)), lockedRuns, len(chains))
+		fulls, len(r.Written(capture.OpDelta)), len(r.Written(capture.OpGC)), lockedRuns, len(chains))
 }
 
 // A second site on a locked bucket: the chains are copied there (again:
@@ -188,7 +189,7 @@ func TestCopyToALockedBucket(t *testing.T) {
 	cli := c.Client(t)
 	src := newStore(t)
 	r := start(t, cli, src, capture.Options{DeltaPeriod: 100 * time.Millisecond})
-	r.await(t, capture.OpFull)
+	r.Await(t, capture.OpFull)
 	var end int64
 	for i := range 2 {
 		res, err := (etcdtest.Workload{Ops: 40, Seed: 80 + uint64(i)}).Run(ctx, cli)
@@ -197,7 +198,7 @@ func TestCopyToALockedBucket(t *testing.T) {
 		}
 		end = res.LastRevision
 		for r.Status().LastRevision < end {
-			r.await(t, capture.OpDelta)
+			r.Await(t, capture.OpDelta)
 		}
 		if i == 0 {
 			if _, err := r.TakeFull(ctx); err != nil {
@@ -205,7 +206,7 @@ func TestCopyToALockedBucket(t *testing.T) {
 			}
 		}
 	}
-	r.stop(t)
+	r.Stop(t)
 	first, err := snapshot.Copy(ctx, src, dst, snapshot.CopyOptions{})
 	if err != nil || len(first.Copied) == 0 {
 		t.Fatalf("copy to a locked bucket: %+v, %v", first, err)

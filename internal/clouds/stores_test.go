@@ -1,4 +1,4 @@
-package capture_test
+package clouds_test
 
 import (
 	"context"

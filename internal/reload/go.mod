@@ -1,0 +1,3 @@
+module github.com/etcdkit/etcdkit/internal/reload
+
+go 1.26.0

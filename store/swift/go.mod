@@ -1,0 +1,27 @@
+module github.com/etcdkit/etcdkit/store/swift
+
+go 1.26.0
+
+replace github.com/etcdkit/etcdkit => ../..
+
+replace github.com/etcdkit/etcdkit/internal/reload => ../../internal/reload
+
+replace github.com/etcdkit/etcdkit/internal/scratch => ../../internal/scratch
+
+replace github.com/etcdkit/etcdkit/sidecar/api => ../../sidecar/api
+
+replace github.com/etcdkit/etcdkit/store => ../../store
+
+replace github.com/etcdkit/etcdkit/tlsfiles => ../../tlsfiles
+
+require (
+	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
+	github.com/gophercloud/gophercloud/v2 v2.16.0
+)
+
+require (
+	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

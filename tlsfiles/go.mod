@@ -1,0 +1,18 @@
+module github.com/etcdkit/etcdkit/tlsfiles
+
+go 1.26.0
+
+replace github.com/etcdkit/etcdkit => ..
+
+replace github.com/etcdkit/etcdkit/internal/reload => ../internal/reload
+
+replace github.com/etcdkit/etcdkit/internal/scratch => ../internal/scratch
+
+replace github.com/etcdkit/etcdkit/sidecar/api => ../sidecar/api
+
+replace github.com/etcdkit/etcdkit/store => ../store
+
+require (
+	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000
+)
