@@ -4,11 +4,14 @@ go 1.26.0
 
 require (
 	filippo.io/age v1.3.2
+	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000
 	github.com/klauspost/compress v1.20.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/robfig/cron/v3 v3.0.1
@@ -87,3 +90,9 @@ replace github.com/etcdkit/etcdkit/sidecar/api => ././sidecar/api
 replace github.com/etcdkit/etcdkit/store => ././store
 
 replace github.com/etcdkit/etcdkit/tlsfiles => ././tlsfiles
+
+replace github.com/etcdkit/etcdkit/etcdversion => ././etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ././internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ././validate

@@ -38,6 +38,7 @@ require (
 	github.com/etcdkit/etcdkit/store/azure v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/gcs v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/s3 v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000
 	github.com/klauspost/compress v1.20.2
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -88,7 +89,9 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
@@ -166,3 +169,9 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../validate

@@ -34,6 +34,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/heartbeat v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/emulator/s3lock v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000
@@ -41,6 +42,7 @@ require (
 	github.com/etcdkit/etcdkit/store/all v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/s3 v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
@@ -103,6 +105,7 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/store/azure v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/store/gcs v0.0.0-00010101000000-000000000000 // indirect
@@ -193,3 +196,9 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../validate

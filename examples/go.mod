@@ -24,6 +24,7 @@ require (
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/s3 v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
@@ -58,7 +59,9 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -112,3 +115,9 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../validate

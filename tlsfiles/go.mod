@@ -16,3 +16,9 @@ require (
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../validate

@@ -93,18 +93,24 @@ install_kine &
 kine=$!
 install_etcd 36 &
 etcd36=$!
-# etcd 3.7: the release the module embeds, built from the module itself,
-# with the flags its tests build with: the same code as the wrapper's
-# embedded etcd, and seconds of linking from the build cache the tests
-# fill, where a module of its own compiled every dependency again.
+# etcd 3.7: the release the library embeds, built from tools/etcd (whose
+# etcdctl and etcdutl the bench compares against), which pins the same
+# etcd version as the library's go.mod: the library's module no longer
+# requires everything etcd's main package imports.
 install_etcd37() {
-  local name=etcd-3.7 want
-  want=$(cd "$here/.." && cat go.mod go.sum | sha256sum | cut -d' ' -f1)
+  local name=etcd-3.7 want have dir=$here/etcd
+  want=$(cd "$here/.." && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+  have=$(cd "$dir" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+  if [[ $want != "$have" ]]; then
+    echo "install-emulators: tools/etcd pins etcd server $have, the library $want: raise tools/etcd (go get -tool go.etcd.io/etcd/server/v3@$want)" >&2
+    return 1
+  fi
+  want=$(cd "$dir" && cat go.mod go.sum | sha256sum | cut -d' ' -f1)
   if [[ -x "$bin/$name" && -f "$bin/.$name.version" && "$(cat "$bin/.$name.version")" == "$want" ]]; then
     return
   fi
-  echo "installing $name $(cd "$here/.." && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" >&2
-  (cd "$here/.." && GOFLAGS=-buildvcs=false go build -o "$bin/$name" go.etcd.io/etcd/server/v3)
+  echo "installing $name $have" >&2
+  (cd "$dir" && GOFLAGS=-buildvcs=false go build -o "$bin/$name" go.etcd.io/etcd/server/v3)
   echo "$want" >"$bin/.$name.version"
 }
 install_etcd37 &

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/version"
-
 	"github.com/etcdkit/etcdkit/etcdversion"
 
 	bolt "go.etcd.io/bbolt"
@@ -138,7 +136,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 		opts.LockTimeout = time.Second
 	}
 	if opts.Etcd.IsZero() {
-		opts.Etcd = etcdversion.MustParse(version.Version)
+		opts.Etcd = etcdversion.Linked()
 	}
 	r := &Report{Etcd: opts.Etcd}
 	var mu sync.Mutex

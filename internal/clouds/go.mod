@@ -84,7 +84,9 @@ require (
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
+	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
@@ -165,3 +167,9 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../validate

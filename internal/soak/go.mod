@@ -57,6 +57,7 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
@@ -71,3 +72,9 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
 	google.golang.org/grpc v1.84.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../validate

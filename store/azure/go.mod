@@ -46,3 +46,9 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../validate

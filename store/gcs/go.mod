@@ -70,3 +70,9 @@ require (
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../validate

@@ -46,3 +46,9 @@ require (
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../validate

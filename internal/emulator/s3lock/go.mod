@@ -33,3 +33,9 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/etcdversion => ../../../etcdversion
+
+replace github.com/etcdkit/etcdkit/internal/revision => ../../../internal/revision
+
+replace github.com/etcdkit/etcdkit/validate => ../../../validate

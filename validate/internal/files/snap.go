@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"google.golang.org/protobuf/encoding/protowire"
+	"github.com/etcdkit/etcdkit/validate/internal/wire"
 )
 
 // SnapshotRecord is a WAL snapshot record (etcd's walpb.Snapshot): the
@@ -64,11 +64,11 @@ func checkSnap(b []byte) error {
 		crc  uint64
 		data []byte
 	)
-	err := fields(b, func(num protowire.Number, typ protowire.Type, v uint64, bytes []byte) error {
+	err := fields(b, func(num wire.Number, typ wire.Type, v uint64, bytes []byte) error {
 		switch {
-		case num == 1 && typ == protowire.VarintType:
+		case num == 1 && typ == wire.VarintType:
 			crc = v
-		case num == 2 && typ == protowire.BytesType:
+		case num == 2 && typ == wire.BytesType:
 			data = bytes
 		}
 		return nil
@@ -82,9 +82,9 @@ func checkSnap(b []byte) error {
 	if crc32.Update(0, castagnoli, data) != uint32(crc) {
 		return errSnapCRC
 	}
-	if err := message(data, map[protowire.Number]func([]byte) error{
+	if err := message(data, map[wire.Number]func([]byte) error{
 		2: func(metadata []byte) error {
-			return message(metadata, map[protowire.Number]func([]byte) error{1: confState})
+			return message(metadata, map[wire.Number]func([]byte) error{1: confState})
 		},
 	}); err != nil {
 		return fmt.Errorf("raft snapshot: %w", err)
@@ -94,9 +94,9 @@ func checkSnap(b []byte) error {
 
 // message walks a message whose embedded messages are the fields of
 // nested, each checked by its own function.
-func message(b []byte, nested map[protowire.Number]func([]byte) error) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, _ uint64, bytes []byte) error {
-		if check := nested[num]; check != nil && typ == protowire.BytesType {
+func message(b []byte, nested map[wire.Number]func([]byte) error) error {
+	return fields(b, func(num wire.Number, typ wire.Type, _ uint64, bytes []byte) error {
+		if check := nested[num]; check != nil && typ == wire.BytesType {
 			return check(bytes)
 		}
 		return nil
@@ -106,14 +106,14 @@ func message(b []byte, nested map[protowire.Number]func([]byte) error) error {
 // confState checks a raftpb.ConfState: its four lists of member IDs
 // (fields 1 to 4) come packed or one varint at a time.
 func confState(b []byte) error {
-	return fields(b, func(num protowire.Number, typ protowire.Type, _ uint64, packed []byte) error {
-		if num > 4 || typ != protowire.BytesType {
+	return fields(b, func(num wire.Number, typ wire.Type, _ uint64, packed []byte) error {
+		if num > 4 || typ != wire.BytesType {
 			return nil
 		}
 		for len(packed) > 0 {
-			_, n := protowire.ConsumeVarint(packed)
+			_, n := wire.ConsumeVarint(packed)
 			if n < 0 {
-				return protowire.ParseError(n)
+				return wire.ParseError(n)
 			}
 			packed = packed[n:]
 		}
@@ -122,12 +122,13 @@ func confState(b []byte) error {
 }
 
 // fields walks a message's fields, giving each with its varint value or
-// its bytes; a field that does not parse is an error.
-func fields(b []byte, each func(num protowire.Number, typ protowire.Type, v uint64, bytes []byte) error) error {
+// its bytes (with each nil, only checks that they parse); a field that
+// does not parse is an error.
+func fields(b []byte, each func(num wire.Number, typ wire.Type, v uint64, bytes []byte) error) error {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
-			return protowire.ParseError(n)
+			return wire.ParseError(n)
 		}
 		b = b[n:]
 		var (
@@ -135,17 +136,20 @@ func fields(b []byte, each func(num protowire.Number, typ protowire.Type, v uint
 			bytes []byte
 		)
 		switch typ {
-		case protowire.VarintType:
-			v, n = protowire.ConsumeVarint(b)
-		case protowire.BytesType:
-			bytes, n = protowire.ConsumeBytes(b)
+		case wire.VarintType:
+			v, n = wire.ConsumeVarint(b)
+		case wire.BytesType:
+			bytes, n = wire.ConsumeBytes(b)
 		default:
-			n = protowire.ConsumeFieldValue(num, typ, b)
+			n = wire.ConsumeFieldValue(num, typ, b)
 		}
 		if n < 0 {
-			return protowire.ParseError(n)
+			return wire.ParseError(n)
 		}
 		b = b[n:]
+		if each == nil {
+			continue
+		}
 		if err := each(num, typ, v, bytes); err != nil {
 			return err
 		}

@@ -13,9 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
+	"github.com/etcdkit/etcdkit/validate/internal/wire"
 )
 
 // WAL is what reading the WAL found.
@@ -90,7 +88,7 @@ func ReadWAL(dir string, cindex uint64, whole bool) (WAL, error) {
 			return WAL{}, fmt.Errorf("wal %s: %w", name, err)
 		}
 	}
-	w := WAL{Snapshot: d.snapshot, Torn: d.torn, MemberID: d.meta.GetNodeID(), ClusterID: d.meta.GetClusterID()}
+	w := WAL{Snapshot: d.snapshot, Torn: d.torn, MemberID: d.meta.nodeID, ClusterID: d.meta.clusterID}
 	// etcd replays only the entries past the newest snapshot: those
 	// before it are in the database already, however old the segment
 	// that still holds them (segments go only when a newer one is full).
@@ -142,7 +140,7 @@ type walDecoder struct {
 	// v2 are the entries of v2 requests, by index, until the newest
 	// snapshot says which of them etcd replays.
 	v2   []v2Entry
-	meta *etcdserverpb.Metadata
+	meta metadata
 }
 
 // v2Entry is an entry of a v2 request (classify): foreign, in etcd 3.5's
@@ -240,20 +238,20 @@ func (d *walDecoder) decode(r io.Reader, size int64, lastFile bool) error {
 			}
 			d.last = index
 		case metadataType:
-			m := &etcdserverpb.Metadata{}
-			if err := proto.Unmarshal(payload, m); err != nil {
+			m, err := readMetadata(payload)
+			if err != nil {
 				return fmt.Errorf("metadata record at offset %d: %w", off, err)
 			}
 			d.meta = m
 		case snapshotType:
 			var s SnapshotRecord
-			err := fields(payload, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+			err := fields(payload, func(num wire.Number, typ wire.Type, v uint64, b []byte) error {
 				switch {
-				case num == 1 && typ == protowire.VarintType:
+				case num == 1 && typ == wire.VarintType:
 					s.Index = v
-				case num == 2 && typ == protowire.VarintType:
+				case num == 2 && typ == wire.VarintType:
 					s.Term = v
-				case num == 3 && typ == protowire.BytesType:
+				case num == 3 && typ == wire.BytesType:
 					return confState(b)
 				}
 				return nil
@@ -309,34 +307,34 @@ func tornWrite(data []byte, fileOff int64) bool {
 // copying its data.
 func parseRecord(b []byte) (typ int64, crc uint32, data []byte, err error) {
 	for len(b) > 0 {
-		num, wt, n := protowire.ConsumeTag(b)
+		num, wt, n := wire.ConsumeTag(b)
 		if n < 0 {
-			return 0, 0, nil, protowire.ParseError(n)
+			return 0, 0, nil, wire.ParseError(n)
 		}
 		b = b[n:]
 		switch {
-		case num == 1 && wt == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+		case num == 1 && wt == wire.VarintType:
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
-				return 0, 0, nil, protowire.ParseError(n)
+				return 0, 0, nil, wire.ParseError(n)
 			}
 			typ, b = int64(v), b[n:]
-		case num == 2 && wt == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+		case num == 2 && wt == wire.VarintType:
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
-				return 0, 0, nil, protowire.ParseError(n)
+				return 0, 0, nil, wire.ParseError(n)
 			}
 			crc, b = uint32(v), b[n:]
-		case num == 3 && wt == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+		case num == 3 && wt == wire.BytesType:
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
-				return 0, 0, nil, protowire.ParseError(n)
+				return 0, 0, nil, wire.ParseError(n)
 			}
 			data, b = v, b[n:]
 		default:
-			n := protowire.ConsumeFieldValue(num, wt, b)
+			n := wire.ConsumeFieldValue(num, wt, b)
 			if n < 0 {
-				return 0, 0, nil, protowire.ParseError(n)
+				return 0, 0, nil, wire.ParseError(n)
 			}
 			b = b[n:]
 		}
@@ -349,16 +347,16 @@ func parseRecord(b []byte) (typ int64, crc uint32, data []byte, err error) {
 func entryFields(b []byte) (index uint64, normal bool, data []byte, err error) {
 	normal = true
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
-			return 0, false, nil, protowire.ParseError(n)
+			return 0, false, nil, wire.ParseError(n)
 		}
 		b = b[n:]
 		switch {
-		case (num == 1 || num == 3) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+		case (num == 1 || num == 3) && typ == wire.VarintType:
+			v, n := wire.ConsumeVarint(b)
 			if n < 0 {
-				return 0, false, nil, protowire.ParseError(n)
+				return 0, false, nil, wire.ParseError(n)
 			}
 			if num == 3 {
 				index = v
@@ -367,17 +365,17 @@ func entryFields(b []byte) (index uint64, normal bool, data []byte, err error) {
 			}
 			b = b[n:]
 			continue
-		case num == 4 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+		case num == 4 && typ == wire.BytesType:
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
-				return 0, false, nil, protowire.ParseError(n)
+				return 0, false, nil, wire.ParseError(n)
 			}
 			data, b = v, b[n:]
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n = wire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
-			return 0, false, nil, protowire.ParseError(n)
+			return 0, false, nil, wire.ParseError(n)
 		}
 		b = b[n:]
 	}
@@ -393,11 +391,42 @@ func applies(data []byte) bool {
 	if hasHeader(data) {
 		return true
 	}
-	var r etcdserverpb.InternalRaftRequest
-	if err := proto.Unmarshal(data, &r); err != nil {
-		return false
-	}
-	return r.ID != 0 || r.Header != nil
+	var id uint64
+	header := false
+	// InternalRaftRequest: ID = 1, the header = 100, every other field a
+	// request message. As protobuf's unmarshalling, a known field of
+	// another wire type is taken for an unknown one, and what does not
+	// parse, at the top or in a request, fails.
+	err := fields(data, func(num wire.Number, typ wire.Type, v uint64, b []byte) error {
+		switch {
+		case num == 1 && typ == wire.VarintType:
+			id = v
+		case num == 100 && typ == wire.BytesType:
+			header = true
+			return fields(b, nil)
+		case typ == wire.BytesType && num != 1:
+			return fields(b, nil)
+		}
+		return nil
+	})
+	return err == nil && (id != 0 || header)
+}
+
+// metadata is etcdserverpb.Metadata: NodeID = 1, ClusterID = 2.
+type metadata struct{ nodeID, clusterID uint64 }
+
+func readMetadata(b []byte) (metadata, error) {
+	var m metadata
+	err := fields(b, func(num wire.Number, typ wire.Type, v uint64, _ []byte) error {
+		switch {
+		case num == 1 && typ == wire.VarintType:
+			m.nodeID = v
+		case num == 2 && typ == wire.VarintType:
+			m.clusterID = v
+		}
+		return nil
+	})
+	return m, err
 }
 
 // classify says whether a normal entry's request is in etcd 3.5's v2 form
@@ -423,15 +452,15 @@ func classify(data []byte) (foreign, custom bool) {
 // every request etcd 3.6 and later writes does.
 func hasHeader(data []byte) bool {
 	for b := data; len(b) > 0; {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
-		if num == 100 && typ == protowire.BytesType {
+		if num == 100 && typ == wire.BytesType {
 			return true
 		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		if n = wire.ConsumeFieldValue(num, typ, b); n < 0 {
 			return false
 		}
 		b = b[n:]
@@ -464,13 +493,13 @@ var httpMethods = map[string]bool{"PUT": true, "POST": true, "DELETE": true, "GE
 // 2's bytes, which may be a message of its own.
 func v2Fields(b []byte) (method, path string, nested []byte) {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
+		num, typ, n := wire.ConsumeTag(b)
 		if n < 0 {
 			return
 		}
 		b = b[n:]
-		if (num == 2 || num == 3) && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
+		if (num == 2 || num == 3) && typ == wire.BytesType {
+			v, n := wire.ConsumeBytes(b)
 			if n < 0 {
 				return
 			}
@@ -482,7 +511,7 @@ func v2Fields(b []byte) (method, path string, nested []byte) {
 			b = b[n:]
 			continue
 		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		if n = wire.ConsumeFieldValue(num, typ, b); n < 0 {
 			return
 		}
 		b = b[n:]

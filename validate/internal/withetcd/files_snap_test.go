@@ -1,4 +1,4 @@
-package files
+package withetcd_test
 
 import (
 	"hash/crc32"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/etcdkit/etcdkit/validate/internal/files"
 
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/raft/v3/raftpb"
@@ -34,13 +36,13 @@ func TestCheckSnapAgreesWithEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkSnap(good); err != nil {
+	if err := files.CheckSnap(good); err != nil {
 		t.Fatalf("etcd's own snap file: %v", err)
 	}
-	if file, err := CheckSnaps(dir, &SnapshotRecord{Index: index, Term: term}); err != nil {
+	if file, err := files.CheckSnaps(dir, &files.SnapshotRecord{Index: index, Term: term}); err != nil {
 		t.Fatalf("the newest record's file: %s: %v", file, err)
 	}
-	if _, err := CheckSnaps(dir, &SnapshotRecord{Index: index + 1, Term: term}); err == nil {
+	if _, err := files.CheckSnaps(dir, &files.SnapshotRecord{Index: index + 1, Term: term}); err == nil {
 		t.Fatal("a snapshot record without its snap file passed")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
@@ -63,7 +65,7 @@ func TestCheckSnapAgreesWithEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, etcdErr := snap.Read(zap.NewNop(), damaged)
-		ours := checkSnap(b)
+		ours := files.CheckSnap(b)
 		if (etcdErr == nil) != (ours == nil) {
 			t.Fatalf("trial %d: etcd's snap.Read says %v, checkSnap says %v", trial, etcdErr, ours)
 		}
@@ -88,14 +90,14 @@ func TestCheckSnapAgreesWithEtcd(t *testing.T) {
 		} else {
 			d = d[:r.IntN(len(d))+1]
 		}
-		crc := crc32.Update(0, castagnoli, d)
+		crc := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), d)
 		b := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(crc))
 		b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), d)
 		if err := os.WriteFile(damaged, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		_, etcdErr := snap.Read(zap.NewNop(), damaged)
-		ours := checkSnap(b)
+		ours := files.CheckSnap(b)
 		if (etcdErr == nil) != (ours == nil) {
 			t.Fatalf("trial %d under a good CRC: etcd's snap.Read says %v, checkSnap says %v", trial, etcdErr, ours)
 		}

@@ -1,10 +1,12 @@
-package files
+package withetcd_test
 
 import (
 	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/etcdkit/etcdkit/validate/internal/files"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/server/v3/storage/wal"
@@ -43,7 +45,7 @@ func seedDB(f *testing.F) []byte {
 	if err != nil {
 		f.Fatal(err)
 	}
-	pages, err := Reachable(path)
+	pages, err := files.Reachable(path)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func seedDB(f *testing.F) []byte {
 	for id := range pages {
 		end = max(end, id+3)
 	}
-	return b[:min(uint64(len(b)), end*defaultBoltPge)]
+	return b[:min(uint64(len(b)), end*4096)] // bbolt's default page size, which the seed database has
 }
 
 // The page walker reads damaged files without panicking: its errors are
@@ -59,7 +61,7 @@ func seedDB(f *testing.F) []byte {
 func FuzzWalkPages(f *testing.F) {
 	f.Add(seedDB(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_ = walk(b, nil)
+		_ = files.Walk(b)
 	})
 }
 
@@ -96,7 +98,7 @@ func FuzzReadWAL(f *testing.F) {
 	f.Add(seedWAL(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, last := range []bool{true, false} {
-			_ = (&walDecoder{}).decode(bytes.NewReader(b), int64(len(b)), last)
+			_ = files.DecodeWAL(bytes.NewReader(b), int64(len(b)), last)
 		}
 	})
 }

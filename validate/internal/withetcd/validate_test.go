@@ -1,4 +1,4 @@
-package validate_test
+package withetcd_test
 
 import (
 	"context"
@@ -208,7 +208,7 @@ func TestFreelistAndOneMetaPage(t *testing.T) {
 // database is sound; etcd 3.5 starts on it.
 func TestEtcd35DataDirIsNamed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.CopyFS(dir, os.DirFS("testdata/etcd35")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS("../../testdata/etcd35")); err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
@@ -300,7 +300,7 @@ func TestRemovedMember(t *testing.T) {
 // a writer forever.
 func TestDatabaseFIFO(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	if err := os.CopyFS(dir, os.DirFS("testdata/etcd35")); err != nil {
+	if err := os.CopyFS(dir, os.DirFS("../../testdata/etcd35")); err != nil {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "member", "snap", "db")

@@ -1,4 +1,4 @@
-package files
+package withetcd_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/etcdkit/etcdkit/validate/internal/files"
+
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/storage/wal"
@@ -18,6 +20,9 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
+
+// sectorSize is the unit a torn write of etcd's WAL is made of.
+const sectorSize = 512
 
 // The member and cluster IDs the test WALs' metadata names, as etcd
 // writes it.
@@ -138,7 +143,7 @@ func TestReadWALAgreesWithEtcd(t *testing.T) {
 			t.Fatal(err)
 		}
 		damaged, torn, last := etcdRead(t, path)
-		w, err := ReadWAL(dir, 0, true)
+		w, err := files.ReadWAL(dir, 0, true)
 		if (err != nil) != damaged || w.Torn != torn || (err == nil && uint64(w.Unapplied) != last) {
 			t.Fatalf("trial %d (%s): etcd says damaged=%v torn=%v last=%d; ours err=%v torn=%v last=%d",
 				trial, what, damaged, torn, last, err, w.Torn, w.Unapplied)
@@ -188,11 +193,11 @@ func TestReadWALSegments(t *testing.T) {
 		t.Fatalf("%d segments, want at least 4", len(names))
 	}
 	for _, cindex := range []uint64{0, 250, 300, 400} {
-		all, err := ReadWAL(dir, cindex, true)
+		all, err := files.ReadWAL(dir, cindex, true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, err := ReadWAL(dir, cindex, false)
+		last, err := files.ReadWAL(dir, cindex, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -226,7 +231,7 @@ func TestReadWALSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, whole := range []bool{true, false} {
-			if _, err := ReadWAL(d, 0, whole); err == nil {
+			if _, err := files.ReadWAL(d, 0, whole); err == nil {
 				t.Errorf("whole=%v: no error", whole)
 			} else {
 				t.Log(err)
@@ -238,7 +243,7 @@ func TestReadWALSegments(t *testing.T) {
 		if err := os.Truncate(segs[1], 5000); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ReadWAL(d, 0, true); err == nil {
+		if _, err := files.ReadWAL(d, 0, true); err == nil {
 			t.Error("no error")
 		} else {
 			t.Log(err)
@@ -250,7 +255,7 @@ func TestReadWALSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, whole := range []bool{true, false} {
-			w, err := ReadWAL(d, 0, whole)
+			w, err := files.ReadWAL(d, 0, whole)
 			if err != nil || !w.Torn || w.Unapplied >= 300 {
 				t.Errorf("whole=%v: torn=%v unapplied=%d err=%v; want torn, fewer than 300", whole, w.Torn, w.Unapplied, err)
 			}
@@ -294,7 +299,7 @@ func TestReadWALEntriesSkipAheadAfterALeaderSnapshot(t *testing.T) {
 		t.Fatalf("etcd reads %d entries after the snapshot, %v; want 10", len(ents), err)
 	}
 	_ = r.Close()
-	got, err := ReadWAL(dir, 0, true)
+	got, err := files.ReadWAL(dir, 0, true)
 	if err != nil {
 		t.Fatalf("ReadWAL: %v", err)
 	}
@@ -349,7 +354,7 @@ func TestReadWALTellsV2Entries(t *testing.T) {
 		}
 	}
 	_ = w.Close()
-	got, err := ReadWAL(dir, 0, true)
+	got, err := files.ReadWAL(dir, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
