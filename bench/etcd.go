@@ -50,6 +50,9 @@ func etcdTools(ctx context.Context, dir string) (etcdctl, etcdutl string, err er
 func goOutput(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
+	// Each module alone: tools/etcd is outside the workspace, and the
+	// library's etcd is what its own go.mod pins.
+	cmd.Env = append(os.Environ(), "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)

@@ -114,22 +114,11 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	var restored restoreResult
 	dataDir := filepath.Join(cfg.dir, "large-restored")
-	var took []time.Duration
-	for i := range cfg.runs {
-		if i > 0 {
-			if err := os.RemoveAll(dataDir); err != nil {
-				return nil, err
-			}
-		}
-		syscall.Sync()
-		if err := runChild(ctx, &restored, "restore", "-store", storeDir, "-data-dir", dataDir); err != nil {
-			return nil, err
-		}
-		took = append(took, restored.Took)
+	restored, restoreTook, err := restoreRuns(ctx, cfg, storeDir, dataDir)
+	if err != nil {
+		return nil, err
 	}
-	restoreTook := median(took)
 	rows = append(rows, row{
 		Subject: "restore, zstd full + chain", Op: fmt.Sprintf("zstd full + %d revisions → data dir", restored.Revisions), Bytes: dbBytes,
 		Ours: restoreTook, Ref: write + decode, Time: true,
@@ -153,9 +142,51 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 		return nil, err
 	}
 
-	// verify, get and diff each replay the chain in a scratch directory,
-	// as a restore does, and read some of it: all of it, one key, the
-	// deltas' keys at two revisions (one replay, since the chain holds both).
+	hr, err := historyRows(ctx, cfg, st, restored, restoreTook, dbBytes)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, hr...)
+
+	// zstd, as etcd-backup compact writes a chain of zstd deltas.
+	var c compactResult
+	if err := runChild(ctx, &c, "compact", "-store", storeDir, "-compression", "zstd"); err != nil {
+		return nil, err
+	}
+	return append(rows, row{
+		Subject: "compaction", Op: fmt.Sprintf("zstd full + %d revisions → one zstd full", restored.Revisions), Bytes: dbBytes,
+		Ours: c.Took, Ref: restoreTook * 3 / 2, Reference: "goal: 1.5 × the restore", Time: true,
+		Note: fmt.Sprintf("%v (goal: anonymous ≤ 256 MiB); %d MiB in, %d MiB out; the restore %.2fs; a zstd full of the restored database from its file, alone: %.2fs",
+			c.Memory, c.InputBytes>>20, c.OutputBytes>>20, restoreTook.Seconds(), refull.Seconds()),
+	}), nil
+}
+
+// restoreRuns restores the chain into dataDir cfg.runs times, each in a
+// child process after a sync: the last run's result and the median time.
+func restoreRuns(ctx context.Context, cfg config, storeDir, dataDir string) (restoreResult, time.Duration, error) {
+	var restored restoreResult
+	var took []time.Duration
+	for i := range cfg.runs {
+		if i > 0 {
+			if err := os.RemoveAll(dataDir); err != nil {
+				return restoreResult{}, 0, err
+			}
+		}
+		syscall.Sync()
+		if err := runChild(ctx, &restored, "restore", "-store", storeDir, "-data-dir", dataDir); err != nil {
+			return restoreResult{}, 0, err
+		}
+		took = append(took, restored.Took)
+	}
+	return restored, median(took), nil
+}
+
+// historyRows time verify, get and diff, each replaying the chain in a
+// scratch directory, as a restore does, and reading some of it: all of it,
+// one key, the deltas' keys at two revisions (one replay, since the chain
+// holds both).
+func historyRows(ctx context.Context, cfg config, st store.Store, restored restoreResult, restoreTook time.Duration, dbBytes int64) ([]row, error) {
+	var rows []row
 	half := restored.Revision - restored.Revisions/2
 	part := history.StateOptions{WorkDir: cfg.dir, Keys: history.Keys{Key: "/chain/", Prefix: true}}
 	reads := []struct {
@@ -194,17 +225,7 @@ func largeBench(ctx context.Context, cfg config) ([]row, error) {
 		})
 	}
 
-	// zstd, as etcd-backup compact writes a chain of zstd deltas.
-	var c compactResult
-	if err := runChild(ctx, &c, "compact", "-store", storeDir, "-compression", "zstd"); err != nil {
-		return nil, err
-	}
-	return append(rows, row{
-		Subject: "compaction", Op: fmt.Sprintf("zstd full + %d revisions → one zstd full", restored.Revisions), Bytes: dbBytes,
-		Ours: c.Took, Ref: restoreTook * 3 / 2, Reference: "goal: 1.5 × the restore", Time: true,
-		Note: fmt.Sprintf("%v (goal: anonymous ≤ 256 MiB); %d MiB in, %d MiB out; the restore %.2fs; a zstd full of the restored database from its file, alone: %.2fs",
-			c.Memory, c.InputBytes>>20, c.OutputBytes>>20, restoreTook.Seconds(), refull.Seconds()),
-	}), nil
+	return rows, nil
 }
 
 // captureOnto captures revisions revisions of 256 B puts over ebrDeltaKeys

@@ -79,43 +79,11 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 			if err := c.bucket(name); err != nil {
 				return err
 			}
-			isKey := bytes.Equal(name, schema.Key.Name())
-			isLease := bytes.Equal(name, schema.Lease.Name())
-			// Roles before users: buckets are in name order.
-			isRoles, isUsers := bytes.Equal(name, schema.AuthRoles.Name()), bytes.Equal(name, schema.AuthUsers.Name())
+			pick := entries(name, last, keep)
 			return b.ForEach(func(k, v []byte) error {
-				switch {
-				case isKey:
-					if len(k) < revBytesLen || mvcc.IsTombstone(k) {
-						return nil
-					}
-					key, err := kvKey(v)
-					if err != nil {
-						return fmt.Errorf("revision %x: %w", k, err)
-					}
-					if last[keyHash(key)] != revOf(k) {
-						return nil
-					}
-					if keep != nil {
-						var ok bool
-						if v, ok, err = keep.kv(v); err != nil || !ok {
-							return err
-						}
-					}
-				case isLease && keep != nil && len(k) == 8:
-					if !keep.leases[int64(binary.BigEndian.Uint64(k))] {
-						return nil
-					}
-				case isRoles && keep != nil:
-					var ok bool
-					if v, ok, err = keep.role(v); err != nil || !ok {
-						return err
-					}
-				case isUsers && keep != nil:
-					var ok bool
-					if v, ok, err = keep.user(v); err != nil || !ok {
-						return err
-					}
+				v, ok, err := pick(k, v)
+				if err != nil || !ok {
+					return err
 				}
 				return c.put(ctx, k, v)
 			})
@@ -134,6 +102,45 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 		}
 		return c.w.Commit()
 	})
+}
+
+// entries returns what the copy of bucket name keeps of each entry, and
+// as what: of the keys, each one's last revision, no tombstone (as
+// picked by keep, when set); of the leases, users and roles, those keep
+// picks.
+func entries(name []byte, last map[[16]byte][2]int64, keep *keyPick) func(k, v []byte) ([]byte, bool, error) {
+	all := func(_, v []byte) ([]byte, bool, error) { return v, true, nil }
+	switch {
+	case bytes.Equal(name, schema.Key.Name()):
+		return func(k, v []byte) ([]byte, bool, error) {
+			if len(k) < revBytesLen || mvcc.IsTombstone(k) {
+				return nil, false, nil
+			}
+			key, err := kvKey(v)
+			if err != nil {
+				return nil, false, fmt.Errorf("revision %x: %w", k, err)
+			}
+			if last[keyHash(key)] != revOf(k) {
+				return nil, false, nil
+			}
+			if keep != nil {
+				return keep.kv(v)
+			}
+			return v, true, nil
+		}
+	case keep == nil:
+		return all
+	case bytes.Equal(name, schema.Lease.Name()):
+		return func(k, v []byte) ([]byte, bool, error) {
+			return v, len(k) != 8 || keep.leases[int64(binary.BigEndian.Uint64(k))], nil
+		}
+	// Roles before users: buckets are in name order.
+	case bytes.Equal(name, schema.AuthRoles.Name()):
+		return func(_, v []byte) ([]byte, bool, error) { return keep.role(v) }
+	case bytes.Equal(name, schema.AuthUsers.Name()):
+		return func(_, v []byte) ([]byte, bool, error) { return keep.user(v) }
+	}
+	return all
 }
 
 // keyPick picks the keys under a prefix for compactCopy, renames them,

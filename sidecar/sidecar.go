@@ -215,17 +215,8 @@ type observed struct {
 
 // New checks the options and returns a Sidecar; Run starts it.
 func New(o Options) (*Sidecar, error) {
-	if o.Client == nil || o.Endpoint == "" {
-		return nil, errors.New("sidecar: a client and the member's endpoint are required")
-	}
-	if o.Standby != nil && o.Backups.Store == nil {
-		return nil, errors.New("sidecar: a warm standby needs a store to follow")
-	}
-	if o.Backups.Snapshots.Source == snapshot.SourceEtcdAPI && (o.Defrag.Schedule != "" || o.Backups.DrillPeriod > 0) {
-		return nil, errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
-	}
-	if o.Backups.Secondary != nil && o.Backups.Store == nil {
-		return nil, errors.New("sidecar: a second site needs a store to copy from")
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	if o.WorkDir == "" {
 		o.WorkDir = os.TempDir()
@@ -264,29 +255,8 @@ func New(o Options) (*Sidecar, error) {
 		}
 		s.defrag = sched
 	}
-	so := o.Backups.Snapshots
-	so.Logger = o.Logger
-	if so.SpoolDir == "" {
-		so.SpoolDir = o.WorkDir
-	}
-	before, after := so.BeforeUpload, so.OnResult
-	so.BeforeUpload = func(ctx context.Context, sn snapshot.Snapshot) error {
-		if err := s.fence(ctx); err != nil {
-			return err
-		}
-		if before != nil {
-			return before(ctx, sn)
-		}
-		return nil
-	}
-	so.OnResult = func(r capture.Result) {
-		s.result(r)
-		if after != nil {
-			after(r)
-		}
-	}
 	if o.Backups.Store != nil {
-		if s.snap, err = capture.New(o.Client, o.Backups.Store, so); err != nil {
+		if s.snap, err = capture.New(o.Client, o.Backups.Store, s.snapshotOptions()); err != nil {
 			return nil, fmt.Errorf("sidecar: %w", err)
 		}
 	}
@@ -304,6 +274,49 @@ func New(o Options) (*Sidecar, error) {
 	}
 	s.metrics.failures.WithLabelValues("drill")
 	return s, nil
+}
+
+// check refuses options that cannot work together.
+func (o Options) check() error {
+	switch {
+	case o.Client == nil || o.Endpoint == "":
+		return errors.New("sidecar: a client and the member's endpoint are required")
+	case o.Standby != nil && o.Backups.Store == nil:
+		return errors.New("sidecar: a warm standby needs a store to follow")
+	case o.Backups.Snapshots.Source == snapshot.SourceEtcdAPI && (o.Defrag.Schedule != "" || o.Backups.DrillPeriod > 0):
+		return errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
+	case o.Backups.Secondary != nil && o.Backups.Store == nil:
+		return errors.New("sidecar: a second site needs a store to copy from")
+	}
+	return nil
+}
+
+// snapshotOptions are the Snapshotter's options as the sidecar runs it:
+// its logger and work dir, every upload fenced by the uploader's lease,
+// every result recorded, before the caller's own hooks.
+func (s *Sidecar) snapshotOptions() capture.Options {
+	so := s.opts.Backups.Snapshots
+	so.Logger = s.opts.Logger
+	if so.SpoolDir == "" {
+		so.SpoolDir = s.opts.WorkDir
+	}
+	before, after := so.BeforeUpload, so.OnResult
+	so.BeforeUpload = func(ctx context.Context, sn snapshot.Snapshot) error {
+		if err := s.fence(ctx); err != nil {
+			return err
+		}
+		if before != nil {
+			return before(ctx, sn)
+		}
+		return nil
+	}
+	so.OnResult = func(r capture.Result) {
+		s.result(r)
+		if after != nil {
+			after(r)
+		}
+	}
+	return so
 }
 
 // Run follows the member until ctx ends: it runs the Snapshotter while

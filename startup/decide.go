@@ -243,6 +243,8 @@ func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error)
 
 // decide is Decide's table, apart from the network. wipe is
 // Options.WipeOnCorrupt.
+//
+//nolint:gocyclo // a decision table: one case per verdict on the data dir and state of the cluster, read in order (decide_test.go holds every row)
 func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 	verdict := chk.Verdict
 	running := len(c.answered) > 0

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/etcdversion"
@@ -49,33 +50,7 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 	if err != nil {
 		return Report{}, fmt.Errorf("upgrade: list the members at %s: %w", strings.Join(cli.Endpoints(), ","), err)
 	}
-	v2, all := members{}, true
-	type told struct {
-		subject string
-		st      *clientv3.StatusResponse
-	}
-	var answered []told
-	var versions []etcdversion.Version
-	for _, m := range list.Members {
-		v2[m.ID] = m.Name
-		subject := fmt.Sprintf("member %x (%s)", m.ID, m.Name)
-		if len(m.ClientURLs) == 0 {
-			all = false
-			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject,
-				Detail: "it has not started: it publishes no client URL", Fix: "start it, or remove it, and check again"})
-			continue
-		}
-		st, why := memberStatus(ctx, cli, m.ID, m.ClientURLs, o.Timeout)
-		if why != "" {
-			all = false
-			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject, Detail: why, Fix: "bring it back, and check again"})
-			continue
-		}
-		answered = append(answered, told{subject, st})
-		if v, err := etcdversion.Parse(st.Version); err == nil {
-			versions = append(versions, v)
-		}
-	}
+	answered, versions, v2, all := r.askMembers(ctx, cli, list.Members, o.Timeout)
 	sf, from, to := step(versions, o.Step)
 	r.add(sf)
 	if !from.IsZero() {
@@ -131,6 +106,41 @@ func Live(ctx context.Context, cli *clientv3.Client, o LiveOptions) (Report, err
 	r.add(freelist(o.Step))
 	r.decide()
 	return r, nil
+}
+
+// answer is a member's status, with how the findings name it.
+type answer struct {
+	subject string
+	st      *clientv3.StatusResponse
+}
+
+// askMembers asks each member its status, adding a finding for each that
+// does not answer: the answers, the versions they told, the membership by
+// ID, and whether every member answered.
+func (r *Report) askMembers(ctx context.Context, cli *clientv3.Client, list []*etcdserverpb.Member, timeout time.Duration) (
+	answered []answer, versions []etcdversion.Version, v2 members, all bool) {
+	v2, all = members{}, true
+	for _, m := range list {
+		v2[m.ID] = m.Name
+		subject := fmt.Sprintf("member %x (%s)", m.ID, m.Name)
+		if len(m.ClientURLs) == 0 {
+			all = false
+			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject,
+				Detail: "it has not started: it publishes no client URL", Fix: "start it, or remove it, and check again"})
+			continue
+		}
+		st, why := memberStatus(ctx, cli, m.ID, m.ClientURLs, timeout)
+		if why != "" {
+			all = false
+			r.add(Finding{Check: CheckVersion, Status: Unread, Subject: subject, Detail: why, Fix: "bring it back, and check again"})
+			continue
+		}
+		answered = append(answered, answer{subject, st})
+		if v, err := etcdversion.Parse(st.Version); err == nil {
+			versions = append(versions, v)
+		}
+	}
+	return answered, versions, v2, all
 }
 
 // storage is the storage finding of a member for a step down to to:

@@ -129,15 +129,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return Report{}, err
 	}
-	if opts.Mode == "" {
-		opts.Mode = Sanity
-	}
-	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = time.Second
-	}
-	if opts.Etcd.IsZero() {
-		opts.Etcd = etcdversion.Linked()
-	}
+	opts = opts.withDefaults()
 	r := &Report{Etcd: opts.Etcd}
 	var mu sync.Mutex
 	timed := func(name string, f func() error) error {
@@ -161,7 +153,7 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	}
 	for _, p := range []string{filepath.Join(member, "snap"), walDir} {
 		if info, err := os.Stat(p); err != nil || !info.IsDir() {
-			return r.verdict(Corrupt, p, "layout: %s is missing or not a directory", p), nil //nolint:nilerr // damage is a verdict
+			return r.verdict(Corrupt, p, "layout: %s is missing or not a directory", p), nil
 		}
 	}
 	if v, file, reason := checkGuard(dir, opts.Name, opts.Token); v != "" {
@@ -225,17 +217,23 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 			return r.verdict(Corrupt, file, "%v", err), nil
 		}
 	}
+	return r.judge(facts, w, dbPath, opts), nil
+}
+
+// judge gives the verdict on a data dir whose files read: membership
+// first, then the release, then how far its revision reaches.
+func (r *Report) judge(facts dbFacts, w files.WAL, dbPath string, opts Options) Report {
 	// A member the cluster removed stays out, whatever else holds: it is
 	// read before the release, which a removed member's data may be of.
 	id := fmt.Sprintf("%x", r.MemberID)
 	switch {
 	case facts.removedErr != nil:
-		return r.verdict(Removed, dbPath, "whether the cluster removed member %s cannot be told: %v; it stays out (move the data dir aside by hand to let it join again)", id, facts.removedErr), nil
+		return r.verdict(Removed, dbPath, "whether the cluster removed member %s cannot be told: %v; it stays out (move the data dir aside by hand to let it join again)", id, facts.removedErr)
 	case facts.removed[id]:
-		return r.verdict(Removed, dbPath, "the cluster removed member %s on purpose (its data dir's members_removed bucket lists it): it stays out; a member that is to come back joins with an empty data dir", id), nil
+		return r.verdict(Removed, dbPath, "the cluster removed member %s on purpose (its data dir's members_removed bucket lists it): it stays out; a member that is to come back joins with an empty data dir", id)
 	}
 	if why := r.Release.Refuses(opts.Etcd); why != "" {
-		return r.verdict(OtherVersion, dbPath, "%s; etcd %s is to run it", why, opts.Etcd), nil
+		return r.verdict(OtherVersion, dbPath, "%s; etcd %s is to run it", why, opts.Etcd)
 	}
 	sound := "the database and the WAL are sound"
 	if w.Torn {
@@ -246,13 +244,27 @@ func DataDir(ctx context.Context, dir string, opts Options) (Report, error) {
 	}
 
 	if opts.MultiMember {
-		return r.verdict(Valid, "", "%s; peers bring a member of a multi-member cluster up to date", sound), nil
+		return r.verdict(Valid, "", "%s; peers bring a member of a multi-member cluster up to date", sound)
 	}
 	r.BackupRevision = opts.BackupRevision
 	if r.BackupRevision > r.Revision+r.WALEntries {
-		return r.verdict(Behind, dbPath, "the database is at revision %d with %d WAL entries to apply; the backups reach revision %d", r.Revision, r.WALEntries, r.BackupRevision), nil
+		return r.verdict(Behind, dbPath, "the database is at revision %d with %d WAL entries to apply; the backups reach revision %d", r.Revision, r.WALEntries, r.BackupRevision)
 	}
-	return r.verdict(Valid, "", "%s", sound), nil
+	return r.verdict(Valid, "", "%s", sound)
+}
+
+// withDefaults fills the zero values of o as Options documents them.
+func (o Options) withDefaults() Options {
+	if o.Mode == "" {
+		o.Mode = Sanity
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = time.Second
+	}
+	if o.Etcd.IsZero() {
+		o.Etcd = etcdversion.Linked()
+	}
+	return o
 }
 
 // holdsWAL says whether dir holds WAL segments.

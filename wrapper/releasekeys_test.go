@@ -74,13 +74,14 @@ func TestReleaseKeys(t *testing.T) {
 func embedSource(minor string) (string, error) {
 	mod := filepath.Join("..", "tools", "etcd"+strings.ReplaceAll(minor, ".", ""))
 	if minor == restoreModule().MinorString() {
-		// The release this module embeds: tools/install-emulators.sh
-		// builds its server from this module.
-		mod = ".."
+		// The release the library embeds: tools/install-emulators.sh
+		// builds its server from tools/etcd, at the library's version.
+		mod = filepath.Join("..", "tools", "etcd")
 	}
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "go.etcd.io/etcd/server/v3")
 	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	// tools' modules are outside the workspace.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.Output()
 	dir := strings.TrimSpace(string(out))
 	if err != nil {

@@ -44,23 +44,12 @@ changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (ex
 			if dataDir != "" && backup {
 				return cli.Usage(fmt.Errorf("--data-dir and --backup: check one of them"))
 			}
-			o := upgrade.Options{}
-			if etcdConfig != "" {
-				b, err := os.ReadFile(etcdConfig)
-				if err != nil {
-					return cli.Usage(fmt.Errorf("--etcd-config: %w", err))
-				}
-				conf := map[string]any{}
-				if err := yaml.Unmarshal(b, &conf); err != nil {
-					return cli.Usage(fmt.Errorf("--etcd-config %s: %w", etcdConfig, err))
-				}
-				o = upgrade.ConfigOptions(conf)
+			o, err := stepOptions(etcdConfig)
+			if err != nil {
+				return err
 			}
 			o.To = to
-			var (
-				r   upgrade.Report
-				err error
-			)
+			var r upgrade.Report
 			switch {
 			case dataDir != "":
 				r, err = upgrade.DataDir(ctx, dataDir, walDir, o)
@@ -77,18 +66,7 @@ changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (ex
 			if err != nil {
 				return err
 			}
-			if err := g.print(r, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "%s\t%s\n", r.Source, r.Verdict)
-				if r.From != "" || r.To != "" {
-					fmt.Fprintf(w, "step\tfrom %s\tto %s\n", orUnknown(r.From), orUnknown(r.To))
-				}
-				for _, f := range r.Findings {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Status, f.Check, f.Subject, f.Detail)
-					if f.Fix != "" {
-						fmt.Fprintf(w, "\t\t\tfix: %s\n", f.Fix)
-					}
-				}
-			}); err != nil {
+			if err := g.print(r, func(w *tabwriter.Writer) { upgradeTable(w, r) }); err != nil {
 				return err
 			}
 			switch r.Verdict {
@@ -109,6 +87,37 @@ changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (ex
 	f.StringVar(&workDir, "work-dir", "", "where a database is held while it is read (default the system's temporary dir)")
 	f.DurationVar(&streamTimeout, "stream-timeout", 10*time.Minute, "bound on streaming the live cluster's database for its v3 membership")
 	return cmd
+}
+
+// stepOptions are the members' settings a step checks, read from the
+// etcd.conf.yaml the members run with, none without one.
+func stepOptions(etcdConfig string) (upgrade.Options, error) {
+	if etcdConfig == "" {
+		return upgrade.Options{}, nil
+	}
+	b, err := os.ReadFile(etcdConfig)
+	if err != nil {
+		return upgrade.Options{}, cli.Usage(fmt.Errorf("--etcd-config: %w", err))
+	}
+	conf := map[string]any{}
+	if err := yaml.Unmarshal(b, &conf); err != nil {
+		return upgrade.Options{}, cli.Usage(fmt.Errorf("--etcd-config %s: %w", etcdConfig, err))
+	}
+	return upgrade.ConfigOptions(conf), nil
+}
+
+// upgradeTable prints a report a finding a row, each with its fix.
+func upgradeTable(w *tabwriter.Writer, r upgrade.Report) {
+	fmt.Fprintf(w, "%s\t%s\n", r.Source, r.Verdict)
+	if r.From != "" || r.To != "" {
+		fmt.Fprintf(w, "step\tfrom %s\tto %s\n", orUnknown(r.From), orUnknown(r.To))
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Status, f.Check, f.Subject, f.Detail)
+		if f.Fix != "" {
+			fmt.Fprintf(w, "\t\t\tfix: %s\n", f.Fix)
+		}
+	}
 }
 
 // checkBackup checks the newest full of the store.

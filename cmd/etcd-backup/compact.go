@@ -107,24 +107,11 @@ compressed as the chain's last snapshot is.`,
 				return err
 			}
 			if leases != nil {
-				// The snapshot is on the store: a lease not written is a
-				// warning, as in etcd-backup-restore's compaction.
-				if err := leases.UpdateFull(ctx, br.leases.fullName, c.Snapshot.LastRevision, c.Snapshot.Created); err != nil {
-					g.log.Warn("etcd-backup compact: the full snapshot lease is not updated", "error", err)
-				} else {
-					g.log.Info("etcd-backup compact: full snapshot lease updated", "lease", br.leases.fullName, "revision", c.Snapshot.LastRevision)
-				}
+				updateFullLease(ctx, g, leases, br.leases.fullName, c.Snapshot)
 			}
-			out := map[string]any{"snapshot": c.Snapshot.Key, "revision": c.Snapshot.LastRevision, "replayed": c.Revisions,
-				"input_bytes": c.InputBytes, "output_bytes": c.OutputBytes, "took_seconds": c.Took.Seconds(), "unchanged": c.Unchanged}
-			return g.print(out, func(w *tabwriter.Writer) {
-				if c.Unchanged {
-					fmt.Fprintf(w, "nothing to compact: the latest chain is %s alone, with no deltas\n", c.Snapshot.Key)
-					return
-				}
-				fmt.Fprintf(w, "new full snapshot\t%s\nrevision\t%d\nreplayed\t%d revisions\nsize\t%s, from %s\n",
-					c.Snapshot.Key, c.Snapshot.LastRevision, c.Revisions, size(c.OutputBytes), size(c.InputBytes))
-			})
+			out := compactResult{InputBytes: c.InputBytes, OutputBytes: c.OutputBytes, Replayed: c.Revisions, Revision: c.Snapshot.LastRevision,
+				Snapshot: c.Snapshot.Key, TookSeconds: c.Took.Seconds(), Unchanged: c.Unchanged}
+			return g.print(out, out.table)
 		},
 	}
 	cmd.Flags().StringVar(&workDir, "work-dir", os.TempDir(), "where the chain is replayed")
@@ -134,6 +121,37 @@ compressed as the chain's last snapshot is.`,
 	br.flags(fs)
 	fs.VisitAll(func(f *pflag.Flag) { _ = cmd.Flags().MarkHidden(f.Name) })
 	return cmd
+}
+
+// updateFullLease writes the new full's revision to etcd-druid's full
+// snapshot lease. The snapshot is on the store: a lease not written is a
+// warning, as in etcd-backup-restore's compaction.
+func updateFullLease(ctx context.Context, g *globals, leases *heartbeat.Leases, name string, full snapshot.Snapshot) {
+	if err := leases.UpdateFull(ctx, name, full.LastRevision, full.Created); err != nil {
+		g.log.Warn("etcd-backup compact: the full snapshot lease is not updated", "error", err)
+		return
+	}
+	g.log.Info("etcd-backup compact: full snapshot lease updated", "lease", name, "revision", full.LastRevision)
+}
+
+// compactResult is what compact prints.
+type compactResult struct {
+	InputBytes  int64   `json:"input_bytes"`
+	OutputBytes int64   `json:"output_bytes"`
+	Replayed    int64   `json:"replayed"`
+	Revision    int64   `json:"revision"`
+	Snapshot    string  `json:"snapshot"`
+	TookSeconds float64 `json:"took_seconds"`
+	Unchanged   bool    `json:"unchanged"`
+}
+
+func (r compactResult) table(w *tabwriter.Writer) {
+	if r.Unchanged {
+		fmt.Fprintf(w, "nothing to compact: the latest chain is %s alone, with no deltas\n", r.Snapshot)
+		return
+	}
+	fmt.Fprintf(w, "new full snapshot\t%s\nrevision\t%d\nreplayed\t%d revisions\nsize\t%s, from %s\n",
+		r.Snapshot, r.Revision, r.Replayed, size(r.OutputBytes), size(r.InputBytes))
 }
 
 // apply turns etcd-backup-restore's store flags into --store, and its

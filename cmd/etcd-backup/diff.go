@@ -58,12 +58,6 @@ and prints every key created (+), deleted (-) or put again (~) in between.`,
 
 func printDiff(g *globals, a, b history.State, prefix string, sum summary) error {
 	changes := history.Diff(a, b)
-	type changeJSON struct {
-		Key    string   `json:"key"`
-		Change string   `json:"change"`
-		From   *keyJSON `json:"from,omitempty"`
-		To     *keyJSON `json:"to,omitempty"`
-	}
 	list := make([]changeJSON, len(changes))
 	for i, ch := range changes {
 		kind := "changed"
@@ -76,7 +70,7 @@ func printDiff(g *globals, a, b history.State, prefix string, sum summary) error
 		list[i] = changeJSON{Key: ch.Key, Change: kind, From: keyOut(ch.From), To: keyOut(ch.To)}
 	}
 	subs := history.SummarizeDiff(prefix, sum.depth, a, b)
-	out := map[string]any{"from": a.Revision, "to": b.Revision, "changes": list, "sub_prefixes": subs}
+	out := diffResult{Changes: list, From: a.Revision, SubPrefixes: subPrefixes(subs), To: b.Revision}
 	return g.print(out, func(w *tabwriter.Writer) {
 		fmt.Fprintf(w, "# from revision %d to %d: %d keys changed\n", a.Revision, b.Revision, len(list))
 		if sum.on {
@@ -94,4 +88,20 @@ func printDiff(g *globals, a, b history.State, prefix string, sum summary) error
 			}
 		}
 	})
+}
+
+// changeJSON is a key's change between the two states.
+type changeJSON struct {
+	Key    string   `json:"key"`
+	Change string   `json:"change"`
+	From   *keyJSON `json:"from,omitempty"`
+	To     *keyJSON `json:"to,omitempty"`
+}
+
+// diffResult is what diff prints.
+type diffResult struct {
+	Changes     []changeJSON        `json:"changes"`
+	From        int64               `json:"from"`
+	SubPrefixes []history.SubPrefix `json:"sub_prefixes"`
+	To          int64               `json:"to"`
 }

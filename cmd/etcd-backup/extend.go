@@ -63,8 +63,8 @@ etcd-backup-restore's "extend-snapshot-immutability", with its store flags (--st
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"from": res.From.Key, "to": res.To.Key, "revision": res.To.LastRevision, "on_server": res.OnServer,
-				"deltas_after": res.DeltasAfter, "deleted": snapshotKeys(res.Deleted), "locked": snapshotKeys(res.Locked), "took_seconds": res.Took.Seconds()}
+			out := extendResult{Deleted: snapshotKeys(res.Deleted), DeltasAfter: res.DeltasAfter, From: res.From.Key, Locked: snapshotKeys(res.Locked),
+				OnServer: res.OnServer, Revision: res.To.LastRevision, To: res.To.Key, TookSeconds: res.Took.Seconds()}
 			return g.print(out, func(w *tabwriter.Writer) {
 				how := "on the store's server"
 				if !res.OnServer {
@@ -107,4 +107,16 @@ func snapshotKeys(snaps []snapshot.Snapshot) []string {
 		keys = append(keys, s.Key)
 	}
 	return keys
+}
+
+// extendResult is what extend prints.
+type extendResult struct {
+	Deleted     []string `json:"deleted"`
+	DeltasAfter int      `json:"deltas_after"`
+	From        string   `json:"from"`
+	Locked      []string `json:"locked"`
+	OnServer    bool     `json:"on_server"`
+	Revision    int64    `json:"revision"`
+	To          string   `json:"to"`
+	TookSeconds float64  `json:"took_seconds"`
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -155,13 +156,16 @@ func fleetServeCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// fleetDrill is fleet drill's flags and what it does with them.
+type fleetDrill struct {
+	prefix string
+	sample int
+	index  int
+	work   string
+}
+
 func fleetDrillCmd(g *globals) *cobra.Command {
-	var (
-		prefix string
-		sample int
-		index  int
-		work   string
-	)
+	var d fleetDrill
 	cmd := &cobra.Command{
 		Use:   "drill --store URL-OF-THE-BUCKET (--prefix P | --sample N [--index I])",
 		Short: "Restore one prefix, or one of the day's sample, far from its cluster and check it against its recorded digest",
@@ -175,85 +179,110 @@ day) and the one at --index is drilled: a Kubernetes Indexed Job runs N of these
 with its JOB_COMPLETION_INDEX, as parallel as it allows (deploy/kubernetes/fleet.yaml).
 Exit 3 when the backup does not match its recorded digest.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if (prefix == "") == (sample == 0) {
-				return cli.Usage(errors.New("give --prefix, or --sample N with --index"))
-			}
-			if !cmd.Flags().Changed("index") {
-				if v := os.Getenv("JOB_COMPLETION_INDEX"); v != "" {
-					n, err := strconv.Atoi(v)
-					if err != nil {
-						return cli.Usage(fmt.Errorf("JOB_COMPLETION_INDEX %q: %w", v, err))
-					}
-					index = n
-				}
-			}
-			if err := errors.Join(cli.AtLeast("sample", int64(sample), 0), cli.AtLeast("index", int64(index), 0)); err != nil {
-				return err
-			}
-			bucket, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			if sample > 0 {
-				f, err := fleet.Scan(ctx, bucket, fleet.ScanOptions{Logger: g.log})
-				if err != nil {
-					return err
-				}
-				var all []string
-				for _, c := range f.Clusters {
-					all = append(all, c.Prefix)
-				}
-				picked := fleet.Sample(all, sample, time.Now())
-				if index >= len(picked) {
-					g.log.Info("fleet drill: the day's sample is smaller than this index; nothing to drill", "index", index, "sample", len(picked))
-					return nil
-				}
-				prefix = picked[index]
-			}
-			st, err := store.WithPrefix(bucket, prefix)
-			if err != nil {
-				return cli.Usage(fmt.Errorf("--prefix: %w", err))
-			}
-			codec, err := g.snapshotCodec()
-			if err != nil {
-				return err
-			}
-			out, err := drill.Far(ctx, st, drill.Options{WorkDir: work,
-				Read: restore.ReadOptions{Codec: codec, Logger: g.log, Progress: g.progress.Update}})
-			g.progress.Done()
-			if err != nil {
-				return err
-			}
-			rec := out.Record
-			err = g.print(map[string]any{"prefix": prefix, "record": rec.Key, "result": rec.Result, "compared": rec.Compared, "revision": rec.Revision,
-				"keys": rec.Keys, "sha256": rec.SHA256, "error": rec.Error, "took_seconds": rec.TookSeconds}, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "prefix\t%s\nresult\t%s\n", prefix, rec.Result)
-				if rec.Compared {
-					fmt.Fprintf(w, "checked\t%d keys at revision %d against the digest its sidecar recorded\n", rec.Keys, rec.Revision)
-				} else {
-					fmt.Fprintf(w, "checked\tthe latest chain replays whole, to revision %d (no digest recorded to compare)\n", rec.Revision)
-				}
-				if rec.Error != "" {
-					fmt.Fprintf(w, "why\t%s\n", rec.Error)
-				}
-				fmt.Fprintf(w, "recorded\t%s\n", rec.Key)
-			})
-			switch {
-			case err != nil:
-				return err
-			case rec.Result == snapshot.DrillMismatch:
-				return fmt.Errorf("%w: %s", errMismatch, rec.Error)
-			case rec.Result != snapshot.DrillOK:
-				return fmt.Errorf("fleet drill of %s: %s", prefix, rec.Error)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return d.run(cmd, g) },
 	}
-	cmd.Flags().StringVar(&prefix, "prefix", "", "the prefix to drill, under the bucket --store names")
-	cmd.Flags().IntVar(&sample, "sample", 0, "drill one of the day's sample of this many prefixes")
-	cmd.Flags().IntVar(&index, "index", 0, "which of the sample (default: $JOB_COMPLETION_INDEX)")
-	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
+	cmd.Flags().StringVar(&d.prefix, "prefix", "", "the prefix to drill, under the bucket --store names")
+	cmd.Flags().IntVar(&d.sample, "sample", 0, "drill one of the day's sample of this many prefixes")
+	cmd.Flags().IntVar(&d.index, "index", 0, "which of the sample (default: $JOB_COMPLETION_INDEX)")
+	cmd.Flags().StringVar(&d.work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
 	return cmd
+}
+
+func (d *fleetDrill) run(cmd *cobra.Command, g *globals) error {
+	ctx := cmd.Context()
+	if (d.prefix == "") == (d.sample == 0) {
+		return cli.Usage(errors.New("give --prefix, or --sample N with --index"))
+	}
+	if !cmd.Flags().Changed("index") {
+		if v := os.Getenv("JOB_COMPLETION_INDEX"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return cli.Usage(fmt.Errorf("JOB_COMPLETION_INDEX %q: %w", v, err))
+			}
+			d.index = n
+		}
+	}
+	if err := errors.Join(cli.AtLeast("sample", int64(d.sample), 0), cli.AtLeast("index", int64(d.index), 0)); err != nil {
+		return err
+	}
+	bucket, err := g.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	if d.sample > 0 {
+		if d.prefix, err = d.picked(ctx, g, bucket); err != nil || d.prefix == "" {
+			return err
+		}
+	}
+	st, err := store.WithPrefix(bucket, d.prefix)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--prefix: %w", err))
+	}
+	codec, err := g.snapshotCodec()
+	if err != nil {
+		return err
+	}
+	out, err := drill.Far(ctx, st, drill.Options{WorkDir: d.work,
+		Read: restore.ReadOptions{Codec: codec, Logger: g.log, Progress: g.progress.Update}})
+	g.progress.Done()
+	if err != nil {
+		return err
+	}
+	rec := out.Record
+	res := fleetDrillResult{Compared: rec.Compared, Error: rec.Error, Keys: rec.Keys, Prefix: d.prefix, Record: rec.Key, Result: rec.Result,
+		Revision: rec.Revision, SHA256: rec.SHA256, TookSeconds: rec.TookSeconds}
+	switch err := g.print(res, res.table); {
+	case err != nil:
+		return err
+	case rec.Result == snapshot.DrillMismatch:
+		return fmt.Errorf("%w: %s", errMismatch, rec.Error)
+	case rec.Result != snapshot.DrillOK:
+		return fmt.Errorf("fleet drill of %s: %s", d.prefix, rec.Error)
+	}
+	return nil
+}
+
+// picked is the prefix at --index of the day's sample, "" when the sample
+// is smaller.
+func (d *fleetDrill) picked(ctx context.Context, g *globals, bucket store.Store) (string, error) {
+	f, err := fleet.Scan(ctx, bucket, fleet.ScanOptions{Logger: g.log})
+	if err != nil {
+		return "", err
+	}
+	var all []string
+	for _, c := range f.Clusters {
+		all = append(all, c.Prefix)
+	}
+	picked := fleet.Sample(all, d.sample, time.Now())
+	if d.index >= len(picked) {
+		g.log.Info("fleet drill: the day's sample is smaller than this index; nothing to drill", "index", d.index, "sample", len(picked))
+		return "", nil
+	}
+	return picked[d.index], nil
+}
+
+// fleetDrillResult is what fleet drill prints.
+type fleetDrillResult struct {
+	Compared    bool                 `json:"compared"`
+	Error       string               `json:"error"`
+	Keys        int64                `json:"keys"`
+	Prefix      string               `json:"prefix"`
+	Record      string               `json:"record"`
+	Result      snapshot.DrillResult `json:"result"`
+	Revision    int64                `json:"revision"`
+	SHA256      string               `json:"sha256"`
+	TookSeconds float64              `json:"took_seconds"`
+}
+
+func (r fleetDrillResult) table(w *tabwriter.Writer) {
+	fmt.Fprintf(w, "prefix\t%s\nresult\t%s\n", r.Prefix, r.Result)
+	if r.Compared {
+		fmt.Fprintf(w, "checked\t%d keys at revision %d against the digest its sidecar recorded\n", r.Keys, r.Revision)
+	} else {
+		fmt.Fprintf(w, "checked\tthe latest chain replays whole, to revision %d (no digest recorded to compare)\n", r.Revision)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "why\t%s\n", r.Error)
+	}
+	fmt.Fprintf(w, "recorded\t%s\n", r.Record)
 }

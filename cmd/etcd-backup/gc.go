@@ -90,7 +90,7 @@ func gcCmd(g *globals) *cobra.Command {
 			for i, a := range res.SetAside {
 				aside[i] = setAsideView{SnapshotView: sidecar.ViewOf(a.Snapshot), Why: a.Why.Error()}
 			}
-			out := map[string]any{"dry_run": dryRun, "snapshots": views, "locked": locked, "kept_for_lock": kept, "set_aside": aside}
+			out := gcResult{DryRun: dryRun, KeptForLock: kept, Locked: locked, SetAside: aside, Snapshots: views}
 			if perr := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "%d snapshots %s\n", len(views), verb)
 				if len(locked) > 0 {
@@ -135,4 +135,13 @@ func viewsOf(snaps []snapshot.Snapshot) []api.SnapshotView {
 		views = append(views, sidecar.ViewOf(s))
 	}
 	return views
+}
+
+// gcResult is what gc prints.
+type gcResult struct {
+	DryRun      bool               `json:"dry_run"`
+	KeptForLock []api.SnapshotView `json:"kept_for_lock"`
+	Locked      []api.SnapshotView `json:"locked"`
+	SetAside    []setAsideView     `json:"set_aside"`
+	Snapshots   []api.SnapshotView `json:"snapshots"`
 }

@@ -77,13 +77,12 @@ key, as they were then. The cluster is never contacted.`,
 				return err
 			}
 			subs := history.Summarize(opts.Keys.Key, sum.depth, state.KVs)
-			out := map[string]any{"revision": state.Revision, "full": state.Chain.Full.Key, "deltas": len(state.Chain.Deltas), "count": len(state.KVs),
-				"bytes": totalBytes(subs), "sub_prefixes": subs}
 			kvs := make([]*keyJSON, len(state.KVs))
 			for i, kv := range state.KVs {
 				kvs[i] = keyOut(kv)
 			}
-			out["kvs"] = kvs
+			out := getResult{Bytes: totalBytes(subs), Count: len(state.KVs), Deltas: len(state.Chain.Deltas), Full: state.Chain.Full.Key,
+				KVs: kvs, Revision: state.Revision, SubPrefixes: subPrefixes(subs)}
 			return g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "# revision %d, from %s and %d deltas: %d keys, %s\n", state.Revision, state.Chain.Full.Key, len(state.Chain.Deltas), len(kvs), size(totalBytes(subs)))
 				if sum.on {
@@ -103,4 +102,23 @@ key, as they were then. The cluster is never contacted.`,
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
 	g.secondaryFlag(cmd)
 	return cmd
+}
+
+// getResult is what get prints.
+type getResult struct {
+	Bytes       int64               `json:"bytes"`
+	Count       int                 `json:"count"`
+	Deltas      int                 `json:"deltas"`
+	Full        string              `json:"full"`
+	KVs         []*keyJSON          `json:"kvs"`
+	Revision    int64               `json:"revision"`
+	SubPrefixes []history.SubPrefix `json:"sub_prefixes"`
+}
+
+// subPrefixes is s, or an empty list for JSON's [].
+func subPrefixes(s []history.SubPrefix) []history.SubPrefix {
+	if s == nil {
+		return []history.SubPrefix{}
+	}
+	return s
 }

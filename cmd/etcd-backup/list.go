@@ -34,164 +34,218 @@ when a chain cannot be restored whole. --check also asks whether the store refus
 (write-once): it deletes a probe object under etcdkit/lock-probe/, written for the question
 unless an earlier one is still there; a lock that refuses keeps it, a few bytes, until it ends.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			st, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			if e, ok := st.(store.Exister); ok {
-				switch exists, err := e.Exists(ctx); {
-				case err != nil:
-					return err
-				case !exists:
-					return fmt.Errorf("store %s: the directory does not exist: nothing was ever backed up there (check --store)", st)
-				}
-			}
-			cat, err := snapshot.List(ctx, st)
-			if err != nil {
-				return err
-			}
-			codec, err := g.snapshotCodec()
-			if err != nil {
-				return err
-			}
-			type chainOut struct {
-				api.ChainView
-				Problem string `json:"problem,omitempty"`
-				// EstimatedRestore is restore.EstimateRestore at the
-				// bench machine's speed: a sidecar's drills measure its own.
-				EstimatedRestore float64 `json:"estimated_restore_seconds"`
-				// Source and Logical: a chain of a datastore behind etcd's
-				// API, whose full holds its keys at one revision alone.
-				Source  snapshot.SourceKind `json:"source,omitempty"`
-				Logical *snapshot.Logical   `json:"logical,omitempty"`
-			}
-			chains := []chainOut{}
-			for _, c := range cat.AllChains() {
-				out := chainOut{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
-				if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
-					out.ClusterID, out.Source, out.Logical = id.ClusterID, id.Source, id.Logical
-				}
-				if _, err := c.Check(); err != nil {
-					out.Problem = err.Error()
-				}
-				if check && out.Problem == "" {
-					if out.Problem, err = damage(ctx, st, c, codec); err != nil {
-						return err
-					}
-				}
-				chains = append(chains, out)
-			}
-			var views []*api.SnapshotView
-			for i := range chains {
-				views = append(views, &chains[i].Full)
-				for j := range chains[i].Deltas {
-					views = append(views, &chains[i].Deltas[j])
-				}
-			}
-			locked, err := lockedUntil(ctx, st, views)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			problems := 0
-			for _, c := range chains {
-				if c.Problem != "" {
-					problems++
-				}
-			}
-			switch {
-			case len(chains) == 0 && len(cat.Excluded) > 0:
-				fmt.Fprintf(os.Stderr, "no snapshots in %s: all %d, such as %s, are taken out of the backups with %s; remove the mark from those to restore from\n",
-					st, len(cat.Excluded), cat.Excluded[len(cat.Excluded)-1].Key, snapshot.ExcludeMark)
-			case len(chains) == 0:
-				fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
-			}
-			timelines := sidecar.TimelineViewsOf(cat)
-			out := map[string]any{"chains": chains, "timelines": timelines}
-			writeOnce := ""
-			if check {
-				p, perr := snapshot.ProbeProtection(ctx, st)
-				switch {
-				case perr != nil:
-					writeOnce = "unknown: " + perr.Error()
-				case p.DeletesRefused:
-					writeOnce = "yes: the store refused to delete " + p.Probe
-				case lockedViews(views) > 0:
-					// Per-object locks (--lock-for) hold on what the
-					// backups wrote; this command's probe had none.
-					writeOnce = fmt.Sprintf("partly: the store deleted %s, written without a lock: the bucket has no default lock, "+
-						"and %d of %d snapshots carry a lock of their own (--lock-for); give list the --lock-for the backups use to probe as they write",
-						p.Probe, lockedViews(views), len(views))
-				default:
-					writeOnce = "no: the store deleted " + p.Probe + "; nothing locks what it holds"
-				}
-				out["write_once"] = map[string]any{"deletes_refused": p.DeletesRefused, "probe": p.Probe, "error": errString(perr),
-					"locked_snapshots": lockedViews(views)}
-			}
-			err = g.print(out, func(w *tabwriter.Writer) {
-				// The lock's column only where the store tells of one, so the
-				// table of an unlocked store stays as it was.
-				lockCol, lockHead := func(api.SnapshotView) string { return "" }, ""
-				if locked {
-					lockHead = "LOCKED UNTIL\t"
-					lockCol = func(v api.SnapshotView) string {
-						if v.LockedUntil.IsZero() {
-							return "-\t"
-						}
-						return v.LockedUntil.UTC().Format(lockTime) + "\t"
-					}
-				}
-				fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\t"+lockHead+"KEY")
-				for i, c := range chains {
-					cluster := cmp.Or(c.ClusterID, "-")
-					row := func(v api.SnapshotView) {
-						fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s%s\n", c.Timeline, i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
-							size(v.Size), age(now.Sub(v.Created)), codecOf(v), lockCol(v), v.Key)
-					}
-					row(c.Full)
-					for _, d := range c.Deltas {
-						row(d)
-					}
-					// Every row has every column, so the table stays aligned
-					// across chains.
-					blank := "\t\t\t\t\t"
-					if locked {
-						blank += "\t"
-					}
-					if c.Logical != nil {
-						fmt.Fprintf(w, "%s\t%d\t%s\t~%slogical full of a datastore behind etcd's API (%s): %s\n", c.Timeline, i+1, cluster, blank,
-							c.Source, strings.Join(c.Logical.Limits, "; "))
-					}
-					if c.Problem != "" {
-						fmt.Fprintf(w, "%s\t%d\t%s\t!%s%s\n", c.Timeline, i+1, cluster, blank, c.Problem)
-					} else {
-						fmt.Fprintf(w, "%s\t%d\t%s\t~%srestores in about %s\n", c.Timeline, i+1, cluster, blank, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
-					}
-				}
-				if len(timelines) > 1 {
-					// Without tabs: the legend is no part of the table.
-					_ = w.Flush()
-					fmt.Fprintln(w)
-					for _, t := range timelines {
-						fmt.Fprintln(w, timelineLine(t))
-					}
-				}
-				if writeOnce != "" {
-					_ = w.Flush()
-					fmt.Fprintln(w, "\nwrite-once: "+writeOnce)
-				}
-			})
-			if err == nil && problems > 0 {
-				// Scripts and alerts read the exit code, not the table.
-				err = fmt.Errorf("%d of %d chains cannot be restored whole (the rows marked !)", problems, len(chains))
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runList(cmd.Context(), g, check) },
 	}
 	cmd.Flags().BoolVar(&check, "check", false, "read every object through its checksum, and mark the chains whose objects do not hold")
 	return cmd
+}
+
+// listChain is a chain as list shows it.
+type listChain struct {
+	api.ChainView
+	Problem string `json:"problem,omitempty"`
+	// EstimatedRestore is restore.EstimateRestore at the bench machine's
+	// speed: a sidecar's drills measure its own.
+	EstimatedRestore float64 `json:"estimated_restore_seconds"`
+	// Source and Logical: a chain of a datastore behind etcd's API, whose
+	// full holds its keys at one revision alone.
+	Source  snapshot.SourceKind `json:"source,omitempty"`
+	Logical *snapshot.Logical   `json:"logical,omitempty"`
+}
+
+// listResult is what list prints.
+type listResult struct {
+	Chains    []listChain        `json:"chains"`
+	Timelines []api.TimelineView `json:"timelines"`
+	// WriteOnce: with --check, what the store's answer to a delete says.
+	WriteOnce *writeOnceProbe `json:"write_once,omitempty"`
+
+	locked bool      // a snapshot shown is under a write-once lock
+	now    time.Time // the ages are of this moment
+}
+
+// writeOnceProbe is list --check's question to the store, answered.
+type writeOnceProbe struct {
+	DeletesRefused  bool   `json:"deletes_refused"`
+	Error           string `json:"error"`
+	LockedSnapshots int    `json:"locked_snapshots"`
+	Probe           string `json:"probe"`
+
+	said string // the table's line
+}
+
+func runList(ctx context.Context, g *globals, check bool) error {
+	st, err := g.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	if err := mustExist(ctx, st); err != nil {
+		return err
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		return err
+	}
+	codec, err := g.snapshotCodec()
+	if err != nil {
+		return err
+	}
+	res := listResult{Chains: []listChain{}, Timelines: sidecar.TimelineViewsOf(cat), now: time.Now()}
+	if res.Timelines == nil {
+		res.Timelines = []api.TimelineView{}
+	}
+	for _, c := range cat.AllChains() {
+		lc, err := listChainOf(ctx, st, c, codec, check)
+		if err != nil {
+			return err
+		}
+		res.Chains = append(res.Chains, lc)
+	}
+	views := res.views()
+	if res.locked, err = lockedUntil(ctx, st, views); err != nil {
+		return err
+	}
+	switch {
+	case len(res.Chains) == 0 && len(cat.Excluded) > 0:
+		fmt.Fprintf(os.Stderr, "no snapshots in %s: all %d, such as %s, are taken out of the backups with %s; remove the mark from those to restore from\n",
+			st, len(cat.Excluded), cat.Excluded[len(cat.Excluded)-1].Key, snapshot.ExcludeMark)
+	case len(res.Chains) == 0:
+		fmt.Fprintf(os.Stderr, "no snapshots in %s\n", st)
+	}
+	if check {
+		res.WriteOnce = probeWriteOnce(ctx, st, views)
+	}
+	if err := g.print(res, res.table); err != nil {
+		return err
+	}
+	problems := 0
+	for _, c := range res.Chains {
+		if c.Problem != "" {
+			problems++
+		}
+	}
+	if problems > 0 {
+		// Scripts and alerts read the exit code, not the table.
+		return fmt.Errorf("%d of %d chains cannot be restored whole (the rows marked !)", problems, len(res.Chains))
+	}
+	return nil
+}
+
+// mustExist refuses a file store whose directory does not exist: nothing
+// was ever backed up there, and an empty list would hide the typo.
+func mustExist(ctx context.Context, st store.Store) error {
+	e, ok := st.(store.Exister)
+	if !ok {
+		return nil
+	}
+	switch exists, err := e.Exists(ctx); {
+	case err != nil:
+		return err
+	case !exists:
+		return fmt.Errorf("store %s: the directory does not exist: nothing was ever backed up there (check --store)", st)
+	}
+	return nil
+}
+
+// listChainOf is chain c as list shows it, its objects read through their
+// checksums with check.
+func listChainOf(ctx context.Context, st store.Store, c snapshot.Chain, codec snapshot.Codec, check bool) (listChain, error) {
+	out := listChain{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
+	if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
+		out.ClusterID, out.Source, out.Logical = id.ClusterID, id.Source, id.Logical
+	}
+	if _, err := c.Check(); err != nil {
+		out.Problem = err.Error()
+	}
+	if check && out.Problem == "" {
+		var err error
+		if out.Problem, err = damage(ctx, st, c, codec); err != nil {
+			return listChain{}, err
+		}
+	}
+	return out, nil
+}
+
+// views are every snapshot shown, to be told their locks.
+func (r *listResult) views() []*api.SnapshotView {
+	var views []*api.SnapshotView
+	for i := range r.Chains {
+		views = append(views, &r.Chains[i].Full)
+		for j := range r.Chains[i].Deltas {
+			views = append(views, &r.Chains[i].Deltas[j])
+		}
+	}
+	return views
+}
+
+// probeWriteOnce asks the store whether it refuses deletes.
+func probeWriteOnce(ctx context.Context, st store.Store, views []*api.SnapshotView) *writeOnceProbe {
+	p, err := snapshot.ProbeProtection(ctx, st)
+	w := &writeOnceProbe{DeletesRefused: p.DeletesRefused, Probe: p.Probe, Error: errString(err), LockedSnapshots: lockedViews(views)}
+	switch {
+	case err != nil:
+		w.said = "unknown: " + err.Error()
+	case p.DeletesRefused:
+		w.said = "yes: the store refused to delete " + p.Probe
+	case w.LockedSnapshots > 0:
+		// Per-object locks (--lock-for) hold on what the backups wrote;
+		// this command's probe had none.
+		w.said = fmt.Sprintf("partly: the store deleted %s, written without a lock: the bucket has no default lock, "+
+			"and %d of %d snapshots carry a lock of their own (--lock-for); give list the --lock-for the backups use to probe as they write",
+			p.Probe, w.LockedSnapshots, len(views))
+	default:
+		w.said = "no: the store deleted " + p.Probe + "; nothing locks what it holds"
+	}
+	return w
+}
+
+// table prints the chains a row per snapshot, then the timelines and the
+// write-once answer.
+func (r listResult) table(w *tabwriter.Writer) {
+	// The lock's column only where the store tells of one, so the table
+	// of an unlocked store stays as it was.
+	lockCol, lockHead := func(api.SnapshotView) string { return "" }, ""
+	// Every row has every column, so the table stays aligned across
+	// chains.
+	blank := "\t\t\t\t\t"
+	if r.locked {
+		lockHead, blank = "LOCKED UNTIL\t", blank+"\t"
+		lockCol = func(v api.SnapshotView) string {
+			if v.LockedUntil.IsZero() {
+				return "-\t"
+			}
+			return v.LockedUntil.UTC().Format(lockTime) + "\t"
+		}
+	}
+	fmt.Fprintln(w, "TIMELINE\tCHAIN\tCLUSTER\tKIND\tREVISIONS\tSIZE\tAGE\tCODEC\t"+lockHead+"KEY")
+	for i, c := range r.Chains {
+		cluster := cmp.Or(c.ClusterID, "-")
+		for _, v := range append([]api.SnapshotView{c.Full}, c.Deltas...) {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d-%d\t%s\t%s\t%s\t%s%s\n", c.Timeline, i+1, cluster, v.Kind, v.StartRevision, v.LastRevision,
+				size(v.Size), age(r.now.Sub(v.Created)), codecOf(v), lockCol(v), v.Key)
+		}
+		if c.Logical != nil {
+			fmt.Fprintf(w, "%s\t%d\t%s\t~%slogical full of a datastore behind etcd's API (%s): %s\n", c.Timeline, i+1, cluster, blank,
+				c.Source, strings.Join(c.Logical.Limits, "; "))
+		}
+		if c.Problem != "" {
+			fmt.Fprintf(w, "%s\t%d\t%s\t!%s%s\n", c.Timeline, i+1, cluster, blank, c.Problem)
+		} else {
+			fmt.Fprintf(w, "%s\t%d\t%s\t~%srestores in about %s\n", c.Timeline, i+1, cluster, blank, time.Duration(c.EstimatedRestore*float64(time.Second)).Round(100*time.Millisecond))
+		}
+	}
+	if len(r.Timelines) > 1 {
+		// Without tabs: the legend is no part of the table.
+		_ = w.Flush()
+		fmt.Fprintln(w)
+		for _, t := range r.Timelines {
+			fmt.Fprintln(w, timelineLine(t))
+		}
+	}
+	if r.WriteOnce != nil {
+		_ = w.Flush()
+		fmt.Fprintln(w, "\nwrite-once: "+r.WriteOnce.said)
+	}
 }
 
 // damage reads each object of the chain through its checksum and says

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"reflect"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -89,33 +88,9 @@ Exit codes:
   2  the command line is wrong
   3  verify found the backup and the cluster differ; check-upgrade found something to fix first
   4  check-upgrade could not check everything (a member did not answer)`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cli.Bind(cmd, "config"); err != nil {
-				return cli.Usage(err)
-			}
-			var warnings []string
-			g.fromEtcdctl, warnings = cli.BindEtcdctl(cmd)
-			g.endpoints = cli.Schemes(g.endpoints, g.secure())
-			if err := g.etcd.Check(); err != nil {
-				return cli.Usage(err)
-			}
-			// Before the command does anything: a format given wrong must
-			// not fail it after it deleted or moved something.
-			if g.output != "table" && g.output != "json" {
-				return cli.Usage(fmt.Errorf("--output (-o, -w) %q: table or json", g.output))
-			}
-			var err error
-			g.progress = cli.NewProgress(os.Stderr)
-			if g.log, err = g.logFlags.Logger(g.progress); err != nil {
-				return cli.Usage(err)
-			}
-			for _, w := range warnings {
-				g.log.Warn(w)
-			}
-			return nil
-		},
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		PersistentPreRunE: g.bind,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.config, "config", "", "YAML file of flag values")
@@ -136,7 +111,11 @@ Exit codes:
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err := root.ExecuteContext(ctx)
+	return exitCode(root.ExecuteContext(ctx))
+}
+
+// exitCode is the exit code of a command's error, said on stderr.
+func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
@@ -152,6 +131,35 @@ Exit codes:
 	}
 	fmt.Fprintf(os.Stderr, "etcd-backup: %v\n", err)
 	return exitFailed
+}
+
+// bind fills the flags from the environment, the config file and
+// etcdctl's variables, and checks what every command reads, before the
+// command runs.
+func (g *globals) bind(cmd *cobra.Command, _ []string) error {
+	if err := cli.Bind(cmd, "config"); err != nil {
+		return cli.Usage(err)
+	}
+	var warnings []string
+	g.fromEtcdctl, warnings = cli.BindEtcdctl(cmd)
+	g.endpoints = cli.Schemes(g.endpoints, g.secure())
+	if err := g.etcd.Check(); err != nil {
+		return cli.Usage(err)
+	}
+	// Before the command does anything: a format given wrong must
+	// not fail it after it deleted or moved something.
+	if g.output != "table" && g.output != "json" {
+		return cli.Usage(fmt.Errorf("--output (-o, -w) %q: table or json", g.output))
+	}
+	var err error
+	g.progress = cli.NewProgress(os.Stderr)
+	if g.log, err = g.logFlags.Logger(g.progress); err != nil {
+		return cli.Usage(err)
+	}
+	for _, w := range warnings {
+		g.log.Warn(w)
+	}
+	return nil
 }
 
 // openStore opens --store.
@@ -249,26 +257,14 @@ func (g *globals) conn(endpoints []string) etcdclient.Config {
 	return c
 }
 
-// emptyLists makes each nil slice of m an empty one: in the JSON a list
-// is [] when it holds nothing, never null (JSON.md).
-func emptyLists(m map[string]any) {
-	for k, v := range m {
-		if r := reflect.ValueOf(v); r.Kind() == reflect.Slice && r.IsNil() {
-			m[k] = reflect.MakeSlice(r.Type(), 0, 0).Interface()
-		}
-	}
-}
-
 // secure says whether an endpoint without a scheme is https: with a CA
 // or a client certificate, as in etcdctl.
 func (g *globals) secure() bool { return g.etcd.CACert != "" || g.etcd.Cert != "" }
 
-// print writes v as JSON with --output json, or calls table otherwise.
+// print writes a command's result v as JSON with --output json (its lists
+// [] when empty, never null: JSON.md), or calls table otherwise.
 func (g *globals) print(v any, table func(w *tabwriter.Writer)) error {
 	if g.output == "json" {
-		if m, ok := v.(map[string]any); ok {
-			emptyLists(m)
-		}
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)

@@ -17,7 +17,6 @@ import (
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
-	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // target is the --timeline, --revision and --time flags.
@@ -80,17 +79,20 @@ func (b *revisionBump) Set(s string) error {
 
 func (b *revisionBump) Type() string { return "auto|N" }
 
+// restoreRun is restore's flags and what it does with them.
+type restoreRun struct {
+	t      target
+	opts   restore.Options
+	follow struct {
+		on                 bool
+		poll, catchUpAfter time.Duration
+	}
+	tn      tenantFlags
+	etcdutl etcdutlFlags
+}
+
 func restoreCmd(g *globals) *cobra.Command {
-	var (
-		t      target
-		opts   restore.Options
-		follow struct {
-			on                 bool
-			poll, catchUpAfter time.Duration
-		}
-		tn      tenantFlags
-		etcdutl etcdutlFlags
-	)
+	var r restoreRun
 	cmd := &cobra.Command{
 		Use:   "restore (--data-dir DIR | --prefix P --to ENDPOINTS) [--revision R | --time T | --follow]",
 		Short: "Rebuild a member's data dir from the backups; an existing data dir is moved aside",
@@ -109,146 +111,213 @@ so a concurrent writer is never overwritten. --to is a dry run until --apply; --
 also deletes the live keys under the prefix that the past did not hold; --rename P=Q
 writes the keys under another prefix.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			if err := etcdutl.check(cmd); err != nil {
-				return err
-			}
-			if err := tn.check(cmd, opts.Member.DataDir, follow.on); err != nil {
-				return err
-			}
-			if len(tn.to) > 0 {
-				return tn.run(cmd, g, t)
-			}
-			if opts.Member.DataDir == "" {
-				return cli.Usage(errors.New("--data-dir is required (or --prefix P --to ENDPOINTS for a tenant's keys in a live cluster)"))
-			}
-			opts.Prefix, opts.Rename = tn.prefix, tn.rename
-			// A restore replays as a compaction does: its heap stays flat in
-			// the revisions under the same limit, where without one it grows
-			// to twice what is live (bench/README.md, the growth rows).
-			if os.Getenv("GOMEMLIMIT") == "" {
-				debug.SetMemoryLimit(compact.ReplayMemory)
-			}
-			var err error
-			if opts.Read.Target, err = t.target(cmd); err != nil {
-				return err
-			}
-			switch {
-			case opts.Read.UnknownLeaseTTL < 0:
-				return cli.Usage(errors.New("--unknown-lease-ttl is a duration of 0 or more"))
-			case opts.Read.UnknownLeaseTTL == 0:
-				opts.Read.UnknownLeaseTTL = restore.NoLease
-			}
-			if err := errors.Join(cli.AtLeast("keep-moved-aside", int64(opts.KeepMovedAside), -1),
-				cli.AtLeast("concurrency", int64(opts.Read.Concurrency), 1)); err != nil {
-				return err
-			}
-			if follow.on && (t.revision != 0 || t.at != "") {
-				return cli.Usage(errors.New("--follow keeps the newest state: it takes no --revision or --time"))
-			}
-			st, p, err := g.source(ctx, &opts.Read)
-			if err != nil {
-				return err
-			}
-			var res restore.Result
-			if follow.on {
-				// The standby follows the first site, and each poll reads
-				// the second while the first has no whole chain.
-				res, err = restore.Follow(ctx, st, restore.FollowOptions{Restore: opts, Poll: follow.poll, CatchUpAfter: follow.catchUpAfter,
-					Applied: func(s restore.Standby) {
-						p.Done()
-						g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
-					}})
-			} else {
-				res, err = restore.Restore(ctx, st, opts)
-			}
-			p.Done()
-			if err != nil {
-				return err
-			}
-			release := cmp.Or(opts.Release, restore.Module)
-			if !cmd.Flags().Changed("name") && !cmd.Flags().Changed("initial-cluster") {
-				g.log.Warn("restore: the data dir is built for etcd's default member: start etcd with these, or restore again with --name, --peer-urls and --initial-cluster-token as the member starts",
-					"name", opts.Member.Name, "peer-urls", strings.Join(opts.Member.PeerURLs, ","), "initial-cluster-token", opts.Member.Token)
-			}
-			out := map[string]any{"data_dir": opts.Member.DataDir, "revision": res.Revision, "replayed": res.Revisions,
-				"full": res.Chain.Full.Key, "deltas": len(res.Chain.Deltas), "moved_aside": res.MovedAside, "wal_moved_aside": res.WALMovedAside, "revision_bump": res.RevisionBump,
-				"granted_leases": res.GrantedLeases, "guessed_leases": res.GuessedLeases, "dropped_leases": res.DroppedLeases,
-				"auth_restored": res.AuthRestored, "users_without_password": res.UsersWithoutPassword, "beyond": beyondOf(res.Beyond), "prefix": opts.Prefix,
-				"users_left_out": res.UsersLeftOut, "roles_left_out": res.RolesLeftOut, "etcd_version": release.MinorString()}
-			return g.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "restored\t%s\nfor etcd\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.Member.DataDir, release.MinorString(), res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
-				if opts.Prefix != "" {
-					under := ""
-					if opts.Rename != (restore.Rename{}) {
-						under = fmt.Sprintf(", renamed %s → %s", opts.Rename.From, opts.Rename.To)
-					}
-					fmt.Fprintf(w, "keys\tonly those under %s%s, each at its last revision, with its lease; every other key left out\n", opts.Prefix, under)
-					if n := len(res.UsersLeftOut) + len(res.RolesLeftOut); n > 0 {
-						fmt.Fprintf(w, "users and roles left out\tusers %s, roles %s: granted more than %s\n",
-							cmp.Or(strings.Join(res.UsersLeftOut, ", "), "none"), cmp.Or(strings.Join(res.RolesLeftOut, ", "), "none"), opts.Prefix)
-					}
-				}
-				if end := lastCreated(res); !opts.Read.Target.Time.IsZero() && end.Before(opts.Read.Target.Time) {
-					fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
-				}
-				for _, b := range res.Beyond {
-					fmt.Fprintf(w, "note\t%s holds backups up to revision %d, past the %d restored here from the newest timeline, %s (list says why it began): --timeline %s restores from it\n",
-						b.Timeline, b.LastRevision, res.Revision, res.Followed.ID, b.Timeline.ID)
-				}
-				if res.RevisionBump > 0 {
-					fmt.Fprintf(w, "revision bump\t%d (the member starts at revision %d, marked compacted)\n", res.RevisionBump, res.Revision+int64(res.RevisionBump))
-				}
-				if res.MovedAside != "" {
-					fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
-				}
-				if res.WALMovedAside != "" {
-					fmt.Fprintf(w, "old WAL\t%s\n", res.WALMovedAside)
-				}
-				if n := res.GrantedLeases + res.GuessedLeases; n > 0 {
-					fmt.Fprintf(w, "leases granted again\t%d (%d with the TTL recorded, %d with --unknown-lease-ttl)\n", n, res.GrantedLeases, res.GuessedLeases)
-				}
-				if res.AuthRestored {
-					fmt.Fprintf(w, "users and roles\tas the deltas recorded them, changed since the full\n")
-				}
-				if len(res.UsersWithoutPassword) > 0 {
-					fmt.Fprintf(w, "users without a password\t%s (the full snapshot holds no password of theirs: set one with etcdctl user passwd)\n", strings.Join(res.UsersWithoutPassword, ", "))
-				}
-				if res.DroppedLeases > 0 {
-					fmt.Fprintf(w, "keys without their lease\t%d (no TTL recorded and --unknown-lease-ttl=0)\n", res.DroppedLeases)
-				}
-			})
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return r.run(cmd, g) },
 	}
-	t.flags(cmd)
+	r.t.flags(cmd)
 	f := cmd.Flags()
-	f.StringVar(&opts.Member.DataDir, "data-dir", "", "the member's data dir to build")
-	f.StringVar(&opts.WorkDir, "work-dir", "", "where downloaded deltas wait to be replayed (default: beside the data dir)")
-	f.StringVar(&opts.Member.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
-	f.StringVar(&opts.Member.Name, "name", member.DefaultName, "the member's name")
-	f.StringSliceVar(&opts.Member.PeerURLs, "peer-urls", []string{member.DefaultPeerURL}, "the member's advertised peer URLs")
-	f.StringVar(&opts.Member.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
-	f.StringVar(&opts.Member.Token, "initial-cluster-token", member.DefaultToken, "the new cluster's token")
-	cli.Release(f, &opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
-	f.Var(&revisionBump{opts: &opts}, "revision-bump",
+	f.StringVar(&r.opts.Member.DataDir, "data-dir", "", "the member's data dir to build")
+	f.StringVar(&r.opts.WorkDir, "work-dir", "", "where downloaded deltas wait to be replayed (default: beside the data dir)")
+	f.StringVar(&r.opts.Member.WALDir, "wal-dir", "", "etcd's wal-dir, when the member keeps its WAL outside the data dir: the WAL is built there (an old one moved aside)")
+	f.StringVar(&r.opts.Member.Name, "name", member.DefaultName, "the member's name")
+	f.StringSliceVar(&r.opts.Member.PeerURLs, "peer-urls", []string{member.DefaultPeerURL}, "the member's advertised peer URLs")
+	f.StringVar(&r.opts.Member.InitialCluster, "initial-cluster", "", "the new cluster's --initial-cluster (default: this member alone)")
+	f.StringVar(&r.opts.Member.Token, "initial-cluster-token", member.DefaultToken, "the new cluster's token")
+	cli.Release(f, &r.opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
+	f.Var(&revisionBump{opts: &r.opts}, "revision-bump",
 		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")
-	f.IntVar(&opts.Read.Concurrency, "concurrency", 4, "parallel downloads")
-	f.DurationVar(&opts.Read.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
+	f.IntVar(&r.opts.Read.Concurrency, "concurrency", 4, "parallel downloads")
+	f.DurationVar(&r.opts.Read.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
-	cli.KeepMovedAside(f, &opts.KeepMovedAside)
-	f.BoolVar(&follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")
-	f.DurationVar(&follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
-	f.DurationVar(&follow.catchUpAfter, "catch-up-after", 30*time.Second,
+	cli.KeepMovedAside(f, &r.opts.KeepMovedAside)
+	f.BoolVar(&r.follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")
+	f.DurationVar(&r.follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
+	f.DurationVar(&r.follow.catchUpAfter, "catch-up-after", 30*time.Second,
 		"with --follow: how long the deltas may stop short of a newer full snapshot before the standby is built again from it")
 	// etcdutl snapshot restore's names, typed by habit.
 	cli.Alias(f, "peer-urls", "initial-advertise-peer-urls", "", "etcdutl")
 	cli.Alias(f, "revision-bump", "bump-revision", "", "etcdutl")
-	f.BoolVar(&etcdutl.markCompacted, "mark-compacted", false, "etcdutl's flag of --bump-revision: a raised revision is always marked compacted")
-	f.BoolVar(&etcdutl.skipHashCheck, "skip-hash-check", false, "etcdutl's flag: refused, every snapshot's integrity is checked")
-	tn.flags(cmd)
+	f.BoolVar(&r.etcdutl.markCompacted, "mark-compacted", false, "etcdutl's flag of --bump-revision: a raised revision is always marked compacted")
+	f.BoolVar(&r.etcdutl.skipHashCheck, "skip-hash-check", false, "etcdutl's flag: refused, every snapshot's integrity is checked")
+	r.tn.flags(cmd)
 	g.secondaryFlag(cmd)
 	return cmd
+}
+
+// check refuses flags that do not go together, and fills the options the
+// flags give.
+func (r *restoreRun) check(cmd *cobra.Command) error {
+	if r.opts.Member.DataDir == "" {
+		return cli.Usage(errors.New("--data-dir is required (or --prefix P --to ENDPOINTS for a tenant's keys in a live cluster)"))
+	}
+	r.opts.Prefix, r.opts.Rename = r.tn.prefix, r.tn.rename
+	var err error
+	if r.opts.Read.Target, err = r.t.target(cmd); err != nil {
+		return err
+	}
+	switch {
+	case r.opts.Read.UnknownLeaseTTL < 0:
+		return cli.Usage(errors.New("--unknown-lease-ttl is a duration of 0 or more"))
+	case r.opts.Read.UnknownLeaseTTL == 0:
+		r.opts.Read.UnknownLeaseTTL = restore.NoLease
+	}
+	if err := errors.Join(cli.AtLeast("keep-moved-aside", int64(r.opts.KeepMovedAside), -1),
+		cli.AtLeast("concurrency", int64(r.opts.Read.Concurrency), 1)); err != nil {
+		return err
+	}
+	if r.follow.on && (r.t.revision != 0 || r.t.at != "") {
+		return cli.Usage(errors.New("--follow keeps the newest state: it takes no --revision or --time"))
+	}
+	return nil
+}
+
+func (r *restoreRun) run(cmd *cobra.Command, g *globals) error {
+	ctx := cmd.Context()
+	if err := r.etcdutl.check(cmd); err != nil {
+		return err
+	}
+	if err := r.tn.check(cmd, r.opts.Member.DataDir, r.follow.on); err != nil {
+		return err
+	}
+	if len(r.tn.to) > 0 {
+		return r.tn.run(cmd, g, r.t)
+	}
+	if err := r.check(cmd); err != nil {
+		return err
+	}
+	// A restore replays as a compaction does: its heap stays flat in the
+	// revisions under the same limit, where without one it grows to twice
+	// what is live (bench/README.md, the growth rows).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(compact.ReplayMemory)
+	}
+	st, p, err := g.source(ctx, &r.opts.Read)
+	if err != nil {
+		return err
+	}
+	var res restore.Result
+	if r.follow.on {
+		// The standby follows the first site, and each poll reads the
+		// second while the first has no whole chain.
+		res, err = restore.Follow(ctx, st, restore.FollowOptions{Restore: r.opts, Poll: r.follow.poll, CatchUpAfter: r.follow.catchUpAfter,
+			Applied: func(s restore.Standby) {
+				p.Done()
+				g.log.Info("standby", "revision", s.Revision, "full", s.Full, "delta", s.Delta, "replayed", s.Revisions, "resumed", s.Resumed)
+			}})
+	} else {
+		res, err = restore.Restore(ctx, st, r.opts)
+	}
+	p.Done()
+	if err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("name") && !cmd.Flags().Changed("initial-cluster") {
+		g.log.Warn("restore: the data dir is built for etcd's default member: start etcd with these, or restore again with --name, --peer-urls and --initial-cluster-token as the member starts",
+			"name", r.opts.Member.Name, "peer-urls", strings.Join(r.opts.Member.PeerURLs, ","), "initial-cluster-token", r.opts.Member.Token)
+	}
+	out := restoreResultOf(r.opts, res)
+	return g.print(out, out.table)
+}
+
+// restoreResult is what restore prints.
+type restoreResult struct {
+	AuthRestored         bool              `json:"auth_restored"`
+	Beyond               []timelineEndView `json:"beyond"`
+	DataDir              string            `json:"data_dir"`
+	Deltas               int               `json:"deltas"`
+	DroppedLeases        int64             `json:"dropped_leases"`
+	EtcdVersion          string            `json:"etcd_version"`
+	Full                 string            `json:"full"`
+	GrantedLeases        int64             `json:"granted_leases"`
+	GuessedLeases        int64             `json:"guessed_leases"`
+	MovedAside           string            `json:"moved_aside"`
+	Prefix               string            `json:"prefix"`
+	Replayed             int64             `json:"replayed"`
+	Revision             int64             `json:"revision"`
+	RevisionBump         uint64            `json:"revision_bump"`
+	RolesLeftOut         []string          `json:"roles_left_out"`
+	UsersLeftOut         []string          `json:"users_left_out"`
+	UsersWithoutPassword []string          `json:"users_without_password"`
+	WALMovedAside        string            `json:"wal_moved_aside"`
+
+	opts restore.Options
+	res  restore.Result
+}
+
+// timelineEndView is a restore.Result's Beyond for JSON.
+type timelineEndView struct {
+	LastRevision int64  `json:"last_revision"`
+	Timeline     string `json:"timeline"`
+}
+
+func restoreResultOf(opts restore.Options, res restore.Result) restoreResult {
+	out := restoreResult{AuthRestored: res.AuthRestored, Beyond: []timelineEndView{}, DataDir: opts.Member.DataDir, Deltas: len(res.Chain.Deltas),
+		DroppedLeases: res.DroppedLeases, EtcdVersion: cmp.Or(opts.Release, restore.Module).MinorString(), Full: res.Chain.Full.Key,
+		GrantedLeases: res.GrantedLeases, GuessedLeases: res.GuessedLeases, MovedAside: res.MovedAside, Prefix: opts.Prefix,
+		Replayed: res.Revisions, Revision: res.Revision, RevisionBump: res.RevisionBump, RolesLeftOut: nonNil(res.RolesLeftOut),
+		UsersLeftOut: nonNil(res.UsersLeftOut), UsersWithoutPassword: nonNil(res.UsersWithoutPassword), WALMovedAside: res.WALMovedAside,
+		opts: opts, res: res}
+	for _, e := range res.Beyond {
+		out.Beyond = append(out.Beyond, timelineEndView{LastRevision: e.LastRevision, Timeline: e.Timeline.ID})
+	}
+	return out
+}
+
+// nonNil is s, or an empty list for JSON's [].
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (o restoreResult) table(w *tabwriter.Writer) {
+	opts, res := o.opts, o.res
+	fmt.Fprintf(w, "restored\t%s\nfor etcd\t%s\nrevision\t%d\nfrom\t%s and %d deltas (%d revisions replayed)\n", opts.Member.DataDir, o.EtcdVersion, res.Revision, res.Chain.Full.Key, len(res.Chain.Deltas), res.Revisions)
+	if opts.Prefix != "" {
+		under := ""
+		if opts.Rename != (restore.Rename{}) {
+			under = fmt.Sprintf(", renamed %s → %s", opts.Rename.From, opts.Rename.To)
+		}
+		fmt.Fprintf(w, "keys\tonly those under %s%s, each at its last revision, with its lease; every other key left out\n", opts.Prefix, under)
+		if n := len(res.UsersLeftOut) + len(res.RolesLeftOut); n > 0 {
+			fmt.Fprintf(w, "users and roles left out\tusers %s, roles %s: granted more than %s\n",
+				cmp.Or(strings.Join(res.UsersLeftOut, ", "), "none"), cmp.Or(strings.Join(res.RolesLeftOut, ", "), "none"), opts.Prefix)
+		}
+	}
+	if end := lastCreated(res); !opts.Read.Target.Time.IsZero() && end.Before(opts.Read.Target.Time) {
+		fmt.Fprintf(w, "backups end\t%s, before --time: writes after it are in no backup\n", end.UTC().Format(time.RFC3339))
+	}
+	for _, b := range res.Beyond {
+		fmt.Fprintf(w, "note\t%s holds backups up to revision %d, past the %d restored here from the newest timeline, %s (list says why it began): --timeline %s restores from it\n",
+			b.Timeline, b.LastRevision, res.Revision, res.Followed.ID, b.Timeline.ID)
+	}
+	o.tableNotes(w)
+}
+
+// tableNotes are the lines of what the restore changed beside the keys.
+func (o restoreResult) tableNotes(w *tabwriter.Writer) {
+	res := o.res
+	if res.RevisionBump > 0 {
+		fmt.Fprintf(w, "revision bump\t%d (the member starts at revision %d, marked compacted)\n", res.RevisionBump, res.Revision+int64(res.RevisionBump))
+	}
+	if res.MovedAside != "" {
+		fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
+	}
+	if res.WALMovedAside != "" {
+		fmt.Fprintf(w, "old WAL\t%s\n", res.WALMovedAside)
+	}
+	if n := res.GrantedLeases + res.GuessedLeases; n > 0 {
+		fmt.Fprintf(w, "leases granted again\t%d (%d with the TTL recorded, %d with --unknown-lease-ttl)\n", n, res.GrantedLeases, res.GuessedLeases)
+	}
+	if res.AuthRestored {
+		fmt.Fprintf(w, "users and roles\tas the deltas recorded them, changed since the full\n")
+	}
+	if len(res.UsersWithoutPassword) > 0 {
+		fmt.Fprintf(w, "users without a password\t%s (the full snapshot holds no password of theirs: set one with etcdctl user passwd)\n", strings.Join(res.UsersWithoutPassword, ", "))
+	}
+	if res.DroppedLeases > 0 {
+		fmt.Fprintf(w, "keys without their lease\t%d (no TTL recorded and --unknown-lease-ttl=0)\n", res.DroppedLeases)
+	}
 }
 
 // etcdutlFlags are etcdutl snapshot restore's flags that etcdkit takes to
@@ -267,15 +336,6 @@ func (e etcdutlFlags) check(cmd *cobra.Command) error {
 		return cli.Usage(errors.New("--mark-compacted marks a raised revision compacted: give --bump-revision N (N > 0, or auto) too, as etcdutl asks"))
 	}
 	return nil
-}
-
-// beyondOf is Result.Beyond for JSON.
-func beyondOf(ends []snapshot.TimelineEnd) []map[string]any {
-	out := []map[string]any{}
-	for _, e := range ends {
-		out = append(out, map[string]any{"timeline": e.Timeline.ID, "last_revision": e.LastRevision})
-	}
-	return out
 }
 
 // lastCreated is when the newest object of the chain restored was written.

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
@@ -284,50 +285,17 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if b.configFile != "" {
 		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
 	}
-	storeURL, err := b.store.url("STORAGE_CONTAINER")
+	st, storeURL, err := b.openStores(ctx, g, log)
 	if err != nil {
-		return cli.Usage(err)
-	}
-	if storeURL != "" {
-		// etcd-backup-restore has no per-object lock: ETCDKIT_LOCK_FOR
-		// and ETCDKIT_LOCK_MODE give one.
-		if storeURL, err = g.lock.URL(storeURL); err != nil {
-			return err
-		}
-	}
-	var st store.Store
-	if storeURL == "" {
-		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
-	} else if st, err = cli.OpenStore(ctx, storeURL, g.storeTimeout, log); err != nil {
 		return err
 	}
-	var second store.Store
-	if b.syncSecondary {
-		secondURL, err := b.secondary.urlFor("SECONDARY_STORAGE_CONTAINER", "SECONDARY_")
-		switch {
-		case err != nil:
-			return cli.Usage(fmt.Errorf("the second site: %w", err))
-		case secondURL == "":
-			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --secondary-storage-provider"))
-		case st == nil:
-			return cli.Usage(errors.New("--secondary-backup-sync-enabled needs --storage-provider: the second site copies the first"))
-		case secondURL == storeURL:
-			return cli.Usage(errors.New("--secondary-backup-sync-enabled: the second site is the first store; name another"))
-		}
-		// A second site that does not answer now is copied to later: it
-		// must not keep the sidecar from starting.
-		if second, err = cli.OpenSite(ctx, secondURL, g.storeTimeout, log); err != nil {
-			return fmt.Errorf("the second site: %w", err)
-		}
-	}
-	snaps, note, err := etcdbr.Snapshotting{Schedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
-		GCPeriod: b.gcPeriod, GCPolicy: b.gcPolicy, MaxBackups: int(b.maxBackups), DeltaRetention: b.deltaRetention,
-		Compress: b.compress, Compression: b.compression}.Options()
+	second, err := b.openSecondary(ctx, g, log, st, storeURL)
 	if err != nil {
-		return cli.Usage(err)
+		return err
 	}
-	if note != "" {
-		log.Warn("etcd-backup server: "+note, "compression-policy", b.compression)
+	snaps, err := b.snapshotting(log)
+	if err != nil {
+		return err
 	}
 	conn, err := b.conn(log)
 	if err != nil {
@@ -375,22 +343,93 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return err
 	}
+	so, err := b.serveOptions(log, storeURL)
+	if err != nil {
+		return err
+	}
+	err = withHeartbeat(ctx, hb, srv.Sidecar(), func(ctx context.Context) error { return srv.Serve(ctx, so) })
+	log.Info("etcd-backup server: stopped")
+	return err
+}
+
+// snapshotting is the Snapshotter's options etcd-backup-restore's
+// flags mean (etcdbr.Snapshotting).
+func (b *brServer) snapshotting(log *slog.Logger) (capture.Options, error) {
+	snaps, note, err := etcdbr.Snapshotting{Schedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
+		GCPeriod: b.gcPeriod, GCPolicy: b.gcPolicy, MaxBackups: int(b.maxBackups), DeltaRetention: b.deltaRetention,
+		Compress: b.compress, Compression: b.compression}.Options()
+	if err != nil {
+		return capture.Options{}, cli.Usage(err)
+	}
+	if note != "" {
+		log.Warn("etcd-backup server: "+note, "compression-policy", b.compression)
+	}
+	return snaps, nil
+}
+
+// serveOptions are the protocol server's: its address and TLS.
+func (b *brServer) serveOptions(log *slog.Logger, storeURL string) (sidecar.ServeOptions, error) {
 	// etcd-backup-restore listens on every interface; ETCDKIT_LISTEN
 	// (serve's --listen) narrows it, where sidecars share a host.
 	listen := cmp.Or(os.Getenv(cli.EnvName("listen")), fmt.Sprintf(":%d", b.port))
 	so := sidecar.ServeOptions{Listen: listen, Profiling: b.profiling, OnListening: func(addr string) {
 		log.Info("etcd-backup server: serving etcd-backup-restore's protocol", "listen", addr, "member", b.endpoints[0], "store", storeURL,
-			"tls", c.TLS)
+			"tls", b.serverCert != "")
 	}}
 	if b.serverCert != "" || b.serverKey != "" {
 		files := tlsfiles.Files{Cert: b.serverCert, Key: b.serverKey, Names: tlsfiles.Names{Cert: "--server-cert", Key: "--server-key"}}
+		var err error
 		if so.TLS, err = files.NewServer(log); err != nil {
-			return cli.Usage(err)
+			return so, cli.Usage(err)
 		}
 	}
-	err = withHeartbeat(ctx, hb, srv.Sidecar(), func(ctx context.Context) error { return srv.Serve(ctx, so) })
-	log.Info("etcd-backup server: stopped")
-	return err
+	return so, nil
+}
+
+// openStores opens the store the flags name, none without
+// --storage-provider: the sidecar then only initializes, defragments and
+// serves its protocol.
+func (b *brServer) openStores(ctx context.Context, g *globals, log *slog.Logger) (store.Store, string, error) {
+	storeURL, err := b.store.url("STORAGE_CONTAINER")
+	if err != nil {
+		return nil, "", cli.Usage(err)
+	}
+	if storeURL == "" {
+		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
+		return nil, "", nil
+	}
+	// etcd-backup-restore has no per-object lock: ETCDKIT_LOCK_FOR and
+	// ETCDKIT_LOCK_MODE give one.
+	if storeURL, err = g.lock.URL(storeURL); err != nil {
+		return nil, "", err
+	}
+	st, err := cli.OpenStore(ctx, storeURL, g.storeTimeout, log)
+	return st, storeURL, err
+}
+
+// openSecondary opens the second site when the flags sync one; one that
+// does not answer now is copied to later: it must not keep the sidecar
+// from starting.
+func (b *brServer) openSecondary(ctx context.Context, g *globals, log *slog.Logger, st store.Store, storeURL string) (store.Store, error) {
+	if !b.syncSecondary {
+		return nil, nil
+	}
+	secondURL, err := b.secondary.urlFor("SECONDARY_STORAGE_CONTAINER", "SECONDARY_")
+	switch {
+	case err != nil:
+		return nil, cli.Usage(fmt.Errorf("the second site: %w", err))
+	case secondURL == "":
+		return nil, cli.Usage(errors.New("--secondary-backup-sync-enabled needs --secondary-storage-provider"))
+	case st == nil:
+		return nil, cli.Usage(errors.New("--secondary-backup-sync-enabled needs --storage-provider: the second site copies the first"))
+	case secondURL == storeURL:
+		return nil, cli.Usage(errors.New("--secondary-backup-sync-enabled: the second site is the first store; name another"))
+	}
+	second, err := cli.OpenSite(ctx, secondURL, g.storeTimeout, log)
+	if err != nil {
+		return nil, fmt.Errorf("the second site: %w", err)
+	}
+	return second, nil
 }
 
 // conn is the connection to etcd the flags describe.

@@ -106,10 +106,10 @@ func (tn *tenantFlags) run(cmd *cobra.Command, g *globals, t target) error {
 	subs := history.Summarize(tn.prefix, 1, past.KVs)
 	bytes := totalBytes(subs)
 	written := tn.rename.Of(tn.prefix)
-	out := map[string]any{"prefix": tn.prefix, "written_under": written, "revision": past.Revision, "keys": len(past.KVs), "bytes": bytes,
-		"live_revision": a.Revision, "applied": tn.apply, "replace": tn.replace, "sub_prefixes": subs,
-		"created": a.Created, "overwritten": a.Overwritten, "same": a.Same, "deleted": a.Deleted,
-		"extra": a.Extra, "conflicts": a.Conflicts, "leases": a.Leases, "without_lease": a.WithoutLease}
+	out := tenantResult{Applied: tn.apply, Bytes: bytes, Conflicts: nonNil(a.Conflicts), Created: nonNil(a.Created), Deleted: nonNil(a.Deleted),
+		Extra: nonNil(a.Extra), Keys: len(past.KVs), Leases: a.Leases, LiveRevision: a.Revision, Overwritten: nonNil(a.Overwritten),
+		Prefix: tn.prefix, Replace: tn.replace, Revision: past.Revision, Same: nonNil(a.Same), SubPrefixes: subPrefixes(subs),
+		WithoutLease: nonNil(a.WithoutLease), WrittenUnder: written}
 	return g.print(out, func(w *tabwriter.Writer) {
 		if !tn.apply {
 			fmt.Fprintf(w, "dry run: nothing was written; run again with --apply\n")
@@ -158,4 +158,25 @@ func keyList(keys []string) string {
 		return strings.Join(keys, " ")
 	}
 	return fmt.Sprintf("%s … and %d more (-o json lists every key)", strings.Join(keys[:shown], " "), len(keys)-shown)
+}
+
+// tenantResult is what restore --prefix --to prints.
+type tenantResult struct {
+	Applied      bool                `json:"applied"`
+	Bytes        int64               `json:"bytes"`
+	Conflicts    []string            `json:"conflicts"`
+	Created      []string            `json:"created"`
+	Deleted      []string            `json:"deleted"`
+	Extra        []string            `json:"extra"`
+	Keys         int                 `json:"keys"`
+	Leases       int                 `json:"leases"`
+	LiveRevision int64               `json:"live_revision"`
+	Overwritten  []string            `json:"overwritten"`
+	Prefix       string              `json:"prefix"`
+	Replace      bool                `json:"replace"`
+	Revision     int64               `json:"revision"`
+	Same         []string            `json:"same"`
+	SubPrefixes  []history.SubPrefix `json:"sub_prefixes"`
+	WithoutLease []string            `json:"without_lease"`
+	WrittenUnder string              `json:"written_under"`
 }

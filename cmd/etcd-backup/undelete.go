@@ -56,8 +56,8 @@ Without --apply nothing is written: the report says what would be.`,
 				return err
 			}
 			subs := history.Summarize(prefix, 1, past.KVs)
-			out := map[string]any{"revision": past.Revision, "applied": apply, "written": u.Written, "same": u.Same,
-				"changed": u.Changed, "without_lease": u.WithoutLease, "bytes": totalBytes(subs), "sub_prefixes": subs}
+			out := undeleteResult{Applied: apply, Bytes: totalBytes(subs), Changed: nonNil(u.Changed), Revision: past.Revision, Same: nonNil(u.Same),
+				SubPrefixes: subPrefixes(subs), WithoutLease: nonNil(u.WithoutLease), Written: nonNil(u.Written)}
 			return g.print(out, func(w *tabwriter.Writer) {
 				verb := "written"
 				if !apply {
@@ -80,4 +80,16 @@ Without --apply nothing is written: the report says what would be.`,
 	cmd.Flags().StringVar(&work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
 	g.secondaryFlag(cmd)
 	return cmd
+}
+
+// undeleteResult is what undelete prints.
+type undeleteResult struct {
+	Applied      bool                `json:"applied"`
+	Bytes        int64               `json:"bytes"`
+	Changed      []string            `json:"changed"`
+	Revision     int64               `json:"revision"`
+	Same         []string            `json:"same"`
+	SubPrefixes  []history.SubPrefix `json:"sub_prefixes"`
+	WithoutLease []string            `json:"without_lease"`
+	Written      []string            `json:"written"`
 }

@@ -47,28 +47,28 @@ compacted past that revision only the chain is checked, and the output says so.`
 			if err != nil {
 				return err
 			}
-			out := map[string]any{"full": rep.Chain.Full.Key, "deltas": len(rep.Chain.Deltas), "revision": rep.Digest.Revision,
-				"keys": rep.Digest.Keys, "sha256": rep.Digest.SHA256, "took_seconds": rep.Took.Seconds()}
+			out := verifyResult{Deltas: len(rep.Chain.Deltas), Full: rep.Chain.Full.Key, Keys: rep.Digest.Keys, Revision: rep.Digest.Revision,
+				SHA256: rep.Digest.SHA256, TookSeconds: rep.Took.Seconds()}
 			var mismatch error
 			if len(against) > 0 {
 				live, head, note, err := g.liveDigest(cmd, against, rep.Digest.Revision)
 				if err != nil {
 					return err
 				}
-				out["live_revision"] = head
+				out.LiveRevision = &head
 				switch {
 				case note != "":
-					out["live"] = note
+					out.Live = note
 				case live != rep.Digest:
-					out["live"] = live
+					out.Live = live
 					mismatch = fmt.Errorf("%w: the backup has %s; the cluster has %s", errMismatch, rep.Digest, live)
 				default:
-					out["live"] = "equal"
+					out.Live = "equal"
 				}
 			}
 			if err := g.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "chain\t%s and %d deltas\nrevision\t%d\nkeys\t%d\nsha256\t%s\n", rep.Chain.Full.Key, len(rep.Chain.Deltas), rep.Digest.Revision, rep.Digest.Keys, rep.Digest.SHA256)
-				switch v := out["live"].(type) {
+				switch v := out.Live.(type) {
 				case history.Digest:
 					fmt.Fprintf(w, "live cluster\tDIFFERS: %s\n", v)
 				case string:
@@ -76,8 +76,8 @@ compacted past that revision only the chain is checked, and the output says so.`
 				}
 				// Equal at the chain's revision says nothing of what the
 				// cluster wrote after it: the backups are that far behind.
-				if head, ok := out["live_revision"].(int64); ok && head > rep.Digest.Revision {
-					fmt.Fprintf(w, "live revision\t%d (%d past the backups)\n", head, head-rep.Digest.Revision)
+				if head := out.LiveRevision; head != nil && *head > rep.Digest.Revision {
+					fmt.Fprintf(w, "live revision\t%d (%d past the backups)\n", *head, *head-rep.Digest.Revision)
 				}
 			}); err != nil {
 				return err
@@ -112,4 +112,18 @@ func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) 
 		return live, 0, "", err
 	}
 	return live, head.Header.Revision, "", nil
+}
+
+// verifyResult is what verify prints.
+type verifyResult struct {
+	Deltas int    `json:"deltas"`
+	Full   string `json:"full"`
+	Keys   int64  `json:"keys"`
+	// Live, with --against: "equal", the cluster's digest where it
+	// differs, or why it was not compared.
+	Live         any     `json:"live,omitempty"`
+	LiveRevision *int64  `json:"live_revision,omitempty"`
+	Revision     int64   `json:"revision"`
+	SHA256       string  `json:"sha256"`
+	TookSeconds  float64 `json:"took_seconds"`
 }

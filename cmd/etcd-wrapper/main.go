@@ -102,9 +102,30 @@ Exit codes:
 			return remedied(wrapper.Run(cmd.Context(), o))
 		},
 	}
-	f := cmd.Flags()
+	fl.bind(cmd.Flags())
+	cmd.AddCommand(cli.Version(nil), startEtcd(&fl), cli.Man())
+	cli.Strict(cmd)
+	cmd.SetArgs(args)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	err := cmd.ExecuteContext(ctx)
+	switch {
+	case err == nil, errors.Is(err, context.Canceled):
+		// Stopped by a signal, even before etcd started.
+		return 0
+	case cli.IsUsage(err):
+		fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
+		return 2
+	}
+	fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
+	return 1
+}
+
+// bind registers the wrapper's flags on f.
+func (fl *flags) bind(f *pflag.FlagSet) {
 	f.StringVar(&fl.etcdConfig, "config", "", "etcd's YAML configuration file")
-	etcdBinary(f, &fl)
+	etcdBinary(f, fl)
 	f.StringVar(&fl.flagsFile, "flags-file", "", "YAML file of this wrapper's flag values")
 	f.StringVar(&fl.init, "init", "self", "who prepares the data dir: self, sidecar (etcd-backup serve's API) or etcdbr (an etcd-backup-restore sidecar, or etcd-backup server: it restores, the wrapper validates and decides membership)")
 	f.StringVar(&fl.storeURL, "store", "", "backups to restore from (file://, s3://, gs://, azblob://); empty: none")
@@ -124,23 +145,6 @@ Exit codes:
 	cli.KeepMovedAside(f, &fl.o.KeepMovedAside)
 	f.StringVar(&fl.o.Listen, "listen", "127.0.0.1:2382", "address of /livez, /readyz and /healthz")
 	fl.logFlags.Flags(f)
-	cmd.AddCommand(cli.Version(nil), startEtcd(&fl), cli.Man())
-	cli.Strict(cmd)
-	cmd.SetArgs(args)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	err := cmd.ExecuteContext(ctx)
-	switch {
-	case err == nil, errors.Is(err, context.Canceled):
-		// Stopped by a signal, even before etcd started.
-		return 0
-	case cli.IsUsage(err):
-		fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
-		return 2
-	}
-	fmt.Fprintf(os.Stderr, "etcd-wrapper: %v\n", err)
-	return 1
 }
 
 // etcdBinary registers --etcd, which both commands take.

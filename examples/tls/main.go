@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdclient"
@@ -42,23 +43,9 @@ func run() error {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 
-	// The certificates an operator's PKI (cert-manager, a Secret) holds:
-	// the member's for clients and peers, the sidecar's for etcd and for
-	// its API, and the operator's.
-	ca, err := pki.MakeCA(dir, "ca")
+	ca, issued, err := certificates(dir)
 	if err != nil {
 		return err
-	}
-	issued := map[string]pki.Leaf{}
-	for name, o := range map[string]pki.LeafOptions{
-		"member":   {CommonName: "etcd-member"},
-		"backup":   {CommonName: "etcd-backup", ClientOnly: true},
-		"api":      {CommonName: "sidecar-api", ServerOnly: true},
-		"operator": {CommonName: "operator", ClientOnly: true},
-	} {
-		if issued[name], err = ca.Make(name, o); err != nil {
-			return err
-		}
 	}
 	fmt.Println("made a CA and certificates for the member, the sidecar, its API and the operator")
 
@@ -85,35 +72,12 @@ func run() error {
 	endpoint := cfg.AdvertiseClientUrls[0].String()
 	fmt.Printf("the wrapper started the member at %s from etcd's configuration alone\n", endpoint)
 
-	// The operator turns authentication on: root, and backup with the
-	// root role, which snapshots and defragmentation need.
-	passwords := map[string]string{}
-	for _, user := range []string{"root", "backup"} {
-		passwords[user] = filepath.Join(dir, user+".password")
-		if err := os.WriteFile(passwords[user], []byte("password of "+user+"\n"), 0o600); err != nil {
-			return err
-		}
-	}
 	op := issued["operator"]
-	// Logged in as root: until authentication is on, etcd ignores that.
-	admin, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{endpoint},
-		TLS:  tlsfiles.Files{CA: ca.File, Cert: op.CertFile, Key: op.KeyFile},
-		User: "root", PasswordFile: passwords["root"]})
+	admin, passwords, err := enableAuth(ctx, dir, endpoint, tlsfiles.Files{CA: ca.File, Cert: op.CertFile, Key: op.KeyFile})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = admin.Close() }()
-	for _, user := range []string{"root", "backup"} {
-		if _, err := admin.UserAdd(ctx, user, "password of "+user); err != nil {
-			return err
-		}
-		if _, err := admin.UserGrantRole(ctx, user, "root"); err != nil {
-			return err
-		}
-	}
-	if _, err := admin.AuthEnable(ctx); err != nil {
-		return err
-	}
 	fmt.Println("authentication is on: users root and backup")
 
 	// The sidecar: its client certificate for etcd and the user backup;
@@ -178,11 +142,17 @@ func run() error {
 	fmt.Printf("a client without the CA bundle is told: %v\n", err)
 
 	// The backup replays to what the cluster holds at its revision.
+	return verify(ctx, st, admin)
+}
+
+// verify replays the backup and compares it with the cluster at its
+// revision.
+func verify(ctx context.Context, st store.Store, cli *clientv3.Client) error {
 	rep, err := history.Verify(ctx, st, history.VerifyOptions{})
 	if err != nil {
 		return err
 	}
-	live, err := history.LiveDigest(ctx, admin, rep.Digest.Revision)
+	live, err := history.LiveDigest(ctx, cli, rep.Digest.Revision)
 	if err != nil {
 		return err
 	}
@@ -191,4 +161,62 @@ func run() error {
 	}
 	fmt.Printf("the backup equals the cluster at revision %d: %d keys\n", rep.Digest.Revision, rep.Digest.Keys)
 	return nil
+}
+
+// certificates are what an operator's PKI (cert-manager, a Secret) holds:
+// the member's for clients and peers, the sidecar's for etcd and for its
+// API, and the operator's.
+func certificates(dir string) (*pki.CA, map[string]pki.Leaf, error) {
+	ca, err := pki.MakeCA(dir, "ca")
+	if err != nil {
+		return nil, nil, err
+	}
+	issued := map[string]pki.Leaf{}
+	for name, o := range map[string]pki.LeafOptions{
+		"member":   {CommonName: "etcd-member"},
+		"backup":   {CommonName: "etcd-backup", ClientOnly: true},
+		"api":      {CommonName: "sidecar-api", ServerOnly: true},
+		"operator": {CommonName: "operator", ClientOnly: true},
+	} {
+		if issued[name], err = ca.Make(name, o); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ca, issued, nil
+}
+
+// enableAuth is the operator turning authentication on: root, and backup
+// with the root role, which snapshots and defragmentation need. It
+// returns the operator's client, logged in as root, and each user's
+// password file.
+func enableAuth(ctx context.Context, dir, endpoint string, tls tlsfiles.Files) (*clientv3.Client, map[string]string, error) {
+	passwords := map[string]string{}
+	for _, user := range []string{"root", "backup"} {
+		passwords[user] = filepath.Join(dir, user+".password")
+		if err := os.WriteFile(passwords[user], []byte("password of "+user+"\n"), 0o600); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Logged in as root: until authentication is on, etcd ignores that.
+	admin, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{endpoint}, TLS: tls, User: "root", PasswordFile: passwords["root"]})
+	if err != nil {
+		return nil, nil, err
+	}
+	err = func() error {
+		for _, user := range []string{"root", "backup"} {
+			if _, err := admin.UserAdd(ctx, user, "password of "+user); err != nil {
+				return err
+			}
+			if _, err := admin.UserGrantRole(ctx, user, "root"); err != nil {
+				return err
+			}
+		}
+		_, err := admin.AuthEnable(ctx)
+		return err
+	}()
+	if err != nil {
+		_ = admin.Close()
+		return nil, nil, err
+	}
+	return admin, passwords, nil
 }

@@ -93,17 +93,7 @@ func gzipNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 	if err != nil {
 		return nil, errUnsized
 	}
-	n := 0
-	for x := h[12:]; len(x) >= 4; {
-		l := int(binary.LittleEndian.Uint16(x[2:]))
-		if len(x) < 4+l {
-			break
-		}
-		if x[0] == gzipSubfield[0] && x[1] == gzipSubfield[1] && l == 4 {
-			n = int(binary.LittleEndian.Uint32(x[4:]))
-		}
-		x = x[4+l:]
-	}
+	n := gzipLength(h[12:])
 	// Header, the smallest deflate stream and the trailer.
 	if n < 12+xlen+2+8 || n > maxFrame {
 		return nil, errUnsized
@@ -116,12 +106,7 @@ func gzipNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, err
 	}
-	switch {
-	case len(h) < n:
-		return nil, errUnsized // cut short: the decoder names it
-	case len(h) > n && (len(h) < n+3 || h[n] != 0x1f || h[n+1] != 0x8b || h[n+2] != 8):
-		return nil, errUnsized
-	case binary.LittleEndian.Uint32(h[n-4:n]) > MaxBlock:
+	if !gzipBelieved(h, n) {
 		return nil, errUnsized
 	}
 	buf = grow(buf, n)
@@ -131,34 +116,41 @@ func gzipNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 	return buf, nil
 }
 
+// gzipLength is the member length etcdkit's subfield of the extra field
+// x records, 0 without one.
+func gzipLength(x []byte) int {
+	n := 0
+	for len(x) >= 4 {
+		l := int(binary.LittleEndian.Uint16(x[2:]))
+		if len(x) < 4+l {
+			break
+		}
+		if x[0] == gzipSubfield[0] && x[1] == gzipSubfield[1] && l == 4 {
+			n = int(binary.LittleEndian.Uint32(x[4:]))
+		}
+		x = x[4+l:]
+	}
+	return n
+}
+
+// gzipBelieved says whether a member of length n ends where h, the
+// stream from the member on, ends or a next member begins, and decodes
+// to at most a block.
+func gzipBelieved(h []byte, n int) bool {
+	switch {
+	case len(h) < n:
+		return false // cut short: the decoder names it
+	case len(h) > n && (len(h) < n+3 || h[n] != 0x1f || h[n+1] != 0x8b || h[n+2] != 8):
+		return false
+	}
+	return binary.LittleEndian.Uint32(h[n-4:n]) <= MaxBlock
+}
+
 // zstdNext reads the next frame whole, walking its block headers.
 // Skippable frames are passed over.
 func zstdNext(r *bufio.Reader, buf []byte) ([]byte, error) {
-	for {
-		h, err := r.Peek(4)
-		if err != nil {
-			if errors.Is(err, io.EOF) && len(h) == 0 {
-				return nil, io.EOF
-			}
-			if errors.Is(err, io.EOF) {
-				return nil, corrupt(fmt.Errorf("%d bytes after the last zstd frame", len(h)))
-			}
-			return nil, err
-		}
-		magic := binary.LittleEndian.Uint32(h)
-		if magic&0xFFFFFFF0 != 0x184D2A50 {
-			if magic != 0xFD2FB528 {
-				return nil, errUnsized
-			}
-			break
-		}
-		h, err = r.Peek(8)
-		if err != nil {
-			return nil, errUnsized
-		}
-		if _, err := r.Discard(8 + int(binary.LittleEndian.Uint32(h[4:]))); err != nil {
-			return nil, fmt.Errorf("zstd skippable frame: %w", unexpected(err))
-		}
+	if err := skipSkippable(r); err != nil {
+		return nil, err
 	}
 	h, err := r.Peek(5)
 	if err != nil {
@@ -227,6 +219,36 @@ func zstdNext(r *bufio.Reader, buf []byte) ([]byte, error) {
 		return nil, fmt.Errorf("zstd frame of %d bytes: %w", n, unexpected(err))
 	}
 	return buf, nil
+}
+
+// skipSkippable passes over skippable frames up to a zstd frame's magic.
+func skipSkippable(r *bufio.Reader) error {
+	for {
+		h, err := r.Peek(4)
+		if err != nil {
+			if errors.Is(err, io.EOF) && len(h) == 0 {
+				return io.EOF
+			}
+			if errors.Is(err, io.EOF) {
+				return corrupt(fmt.Errorf("%d bytes after the last zstd frame", len(h)))
+			}
+			return err
+		}
+		magic := binary.LittleEndian.Uint32(h)
+		if magic&0xFFFFFFF0 != 0x184D2A50 {
+			if magic != 0xFD2FB528 {
+				return errUnsized
+			}
+			return nil
+		}
+		h, err = r.Peek(8)
+		if err != nil {
+			return errUnsized
+		}
+		if _, err := r.Discard(8 + int(binary.LittleEndian.Uint32(h[4:]))); err != nil {
+			return fmt.Errorf("zstd skippable frame: %w", unexpected(err))
+		}
+	}
 }
 
 // peekAt peeks n bytes at off without consuming; the reader's buffer

@@ -184,6 +184,33 @@ func (s *Store) transferManager(checksums aws.RequestChecksumCalculation) *trans
 	})
 }
 
+// fromFile takes what the configuration leaves unset from the fields of
+// etcd-backup-restore's credential file, and the file's server-side
+// encryption and TLS settings.
+func (s *Store) fromFile(fields credfile.Fields) (*tls.Config, error) {
+	var err error
+	if s.sse, err = sseFromFields(fields); err != nil {
+		return nil, err
+	}
+	if s.cfg.AccessKeyID == "" {
+		s.cfg.AccessKeyID, s.cfg.SecretAccessKey = fields["accessKeyID"], fields["secretAccessKey"]
+	}
+	if s.cfg.Region == "" {
+		s.cfg.Region = fields["region"]
+	}
+	if s.cfg.Endpoint == "" {
+		if s.cfg.Endpoint, err = withScheme(fields["endpoint"], fields); err != nil {
+			return nil, err
+		}
+	}
+	if !s.cfg.PathStyle {
+		if s.cfg.PathStyle, err = fields.Bool("s3ForcePathStyle"); err != nil {
+			return nil, err
+		}
+	}
+	return tlsFromFields(fields)
+}
+
 // awsConfig assembles the SDK configuration: the credential file of
 // etcd-backup-restore first, explicit fields over both.
 func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
@@ -207,26 +234,7 @@ func (s *Store) awsConfig(ctx context.Context) (aws.Config, error) {
 			return aws.Config{}, err
 		}
 		keysFromFile = s.cfg.AccessKeyID == "" && fields["accessKeyID"] != ""
-		if s.sse, err = sseFromFields(fields); err != nil {
-			return aws.Config{}, fmt.Errorf("%s: %w", from, err)
-		}
-		if s.cfg.AccessKeyID == "" {
-			s.cfg.AccessKeyID, s.cfg.SecretAccessKey = fields["accessKeyID"], fields["secretAccessKey"]
-		}
-		if s.cfg.Region == "" {
-			s.cfg.Region = fields["region"]
-		}
-		if s.cfg.Endpoint == "" {
-			if s.cfg.Endpoint, err = withScheme(fields["endpoint"], fields); err != nil {
-				return aws.Config{}, fmt.Errorf("%s: %w", from, err)
-			}
-		}
-		if !s.cfg.PathStyle {
-			if s.cfg.PathStyle, err = fields.Bool("s3ForcePathStyle"); err != nil {
-				return aws.Config{}, fmt.Errorf("%s: %w", from, err)
-			}
-		}
-		if tlsCfg, err = tlsFromFields(fields); err != nil {
+		if tlsCfg, err = s.fromFile(fields); err != nil {
 			return aws.Config{}, fmt.Errorf("%s: %w", from, err)
 		}
 	}

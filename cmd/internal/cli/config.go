@@ -37,29 +37,10 @@ var serviceLink = regexp.MustCompile(`^ETCDKIT_(SERVICE_HOST|SERVICE_PORT(_[A-Z0
 // flag of none is an error, as is a list for a flag that takes one value.
 func Bind(cmd *cobra.Command, fileFlag string) error {
 	all := allFlags(cmd.Root())
-	var errs []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "ETCDKIT_") && !all[name] && !slices.Contains(harnessEnv, name) && !serviceLink.MatchString(name) {
-			errs = append(errs, fmt.Sprintf("environment variable %s is not a flag of %s (variables are ETCDKIT_ and a flag's name, upper case, dashes as underscores)", name, cmd.Root().Name()))
-		}
-	}
-	file := map[string]any{}
-	if f := cmd.Flags().Lookup(fileFlag); f != nil {
-		if v, ok := os.LookupEnv(EnvName(f.Name)); ok && !f.Changed {
-			if err := f.Value.Set(v); err != nil {
-				return err
-			}
-		}
-		if path := f.Value.String(); path != "" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return fmt.Errorf("config: %w", err)
-			}
-			if err := yaml.UnmarshalStrict(b, &file); err != nil {
-				return fmt.Errorf("config %s: %w", path, err)
-			}
-		}
+	errs := unknownEnv(all, cmd.Root().Name())
+	file, err := configFile(cmd.Flags().Lookup(fileFlag))
+	if err != nil {
+		return err
 	}
 	if err := aliasesOnce(cmd.Flags()); err != nil {
 		return err
@@ -109,6 +90,46 @@ func Bind(cmd *cobra.Command, fileFlag string) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// unknownEnv names each ETCDKIT_ variable that is no flag of the binary
+// root names (nor the test harness's, nor a Kubernetes service link).
+func unknownEnv(all map[string]bool, root string) []string {
+	var errs []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "ETCDKIT_") && !all[name] && !slices.Contains(harnessEnv, name) && !serviceLink.MatchString(name) {
+			errs = append(errs, fmt.Sprintf("environment variable %s is not a flag of %s (variables are ETCDKIT_ and a flag's name, upper case, dashes as underscores)", name, root))
+		}
+	}
+	return errs
+}
+
+// configFile reads the YAML file the flag f names (set from its
+// environment variable when the command line left it unset): its keys,
+// none without f or a path.
+func configFile(f *pflag.Flag) (map[string]any, error) {
+	file := map[string]any{}
+	if f == nil {
+		return file, nil
+	}
+	if v, ok := os.LookupEnv(EnvName(f.Name)); ok && !f.Changed {
+		if err := f.Value.Set(v); err != nil {
+			return nil, err
+		}
+	}
+	path := f.Value.String()
+	if path == "" {
+		return file, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(b, &file); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return file, nil
 }
 
 // allFlags are the names and environment variables of every flag of
