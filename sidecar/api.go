@@ -543,13 +543,12 @@ func (s *Sidecar) validateDataDir(w http.ResponseWriter, r *http.Request) (any, 
 	if err != nil {
 		return nil, code, err
 	}
-	cfg := startup.Config{DataDir: dir, Name: req.Name, Token: req.InitialClusterToken, InitialCluster: req.InitialCluster,
-		CleanShutdown: req.Sanity}
+	cfg := startup.Config{Member: member.Spec{DataDir: dir, Name: req.Name, Token: req.InitialClusterToken, InitialCluster: req.InitialCluster}, CleanShutdown: req.Sanity}
 	if cfg.Etcd, err = etcdVersion(req.EtcdVersion); err != nil {
 		return nil, http.StatusBadRequest, err
 	}
 	if req.WALDir != "" {
-		if cfg.WALDir, code, err = s.restorable(req.WALDir); err != nil {
+		if cfg.Member.WALDir, code, err = s.restorable(req.WALDir); err != nil {
 			return nil, code, err
 		}
 	}
@@ -589,17 +588,16 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 	if req.IfNeeded {
 		src := s.source(progress)
 		src.KeepRevision = req.KeepRevision
-		cfg := startup.Config{Name: req.Name, DataDir: req.DataDir, WALDir: req.WALDir, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster,
-			Token: req.InitialClusterToken, Endpoints: req.Endpoints, Etcd: release}
+		cfg := startup.Config{Member: specOf(req.Member), Endpoints: req.Endpoints, Etcd: release}
 		// A lone member's defaults, as a restore's.
-		if cfg.Name == "" {
-			cfg.Name = member.DefaultName
+		if cfg.Member.Name == "" {
+			cfg.Member.Name = member.DefaultName
 		}
-		if len(cfg.PeerURLs) == 0 {
-			cfg.PeerURLs = []string{member.DefaultPeerURL}
+		if len(cfg.Member.PeerURLs) == 0 {
+			cfg.Member.PeerURLs = []string{member.DefaultPeerURL}
 		}
-		if cfg.InitialCluster == "" {
-			cfg.InitialCluster = cfg.Name + "=" + strings.Join(cfg.PeerURLs, ","+cfg.Name+"=")
+		if cfg.Member.InitialCluster == "" {
+			cfg.Member.InitialCluster = cfg.Member.Name + "=" + strings.Join(cfg.Member.PeerURLs, ","+cfg.Member.Name+"=")
 		}
 		// The start-up's own plan: its checks, its table and its waits.
 		p, chk, err := startup.Assess(ctx, cfg, timedPreparer{src, s}, startup.Options{Conn: s.opts.Membership.Conn, KeepMovedAside: s.opts.API.KeepMovedAside, Logger: s.log})
@@ -629,7 +627,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		return
 	}
 	res, err := restore.Restore(ctx, s.opts.Backups.Store, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Backups.Secondary, Codec: s.opts.Backups.Snapshots.Codec,
-		Logger: s.log, Progress: progress}, Member: member.Spec{DataDir: req.DataDir, WALDir: req.WALDir, Name: req.Name, PeerURLs: req.PeerURLs, InitialCluster: req.InitialCluster, Token: req.InitialClusterToken}, KeepMovedAside: s.opts.API.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
+		Logger: s.log, Progress: progress}, Member: specOf(req.Member), KeepMovedAside: s.opts.API.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
 	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
 
@@ -660,4 +658,9 @@ func etcdVersion(v string) (etcdversion.Version, error) {
 		return e, fmt.Errorf("etcd_version: %w", err)
 	}
 	return e, nil
+}
+
+// specOf is the member a request names.
+func specOf(m api.Member) member.Spec {
+	return member.Spec{Name: m.Name, DataDir: m.DataDir, WALDir: m.WALDir, PeerURLs: m.PeerURLs, InitialCluster: m.InitialCluster, Token: m.InitialClusterToken}
 }

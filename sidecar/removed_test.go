@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/member"
+
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/startup"
@@ -57,8 +59,7 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	// sidecar, refuses and holds: the cluster does not list the member its
 	// data is of, and etcdkit removes no member before it moved its data
 	// dir aside.
-	cfg := startup.Config{Name: gone.Name, DataDir: gone.Dir, PeerURLs: []string{gone.PeerURL.String()}, ClientURLs: []string{gone.ClientURL.String()},
-		InitialCluster: strings.Join(initial, ","), Token: "etcdtest", Endpoints: []string{c.Members[0].ClientURL.String(), c.Members[1].ClientURL.String()}}
+	cfg := startup.Config{Member: member.Spec{Name: gone.Name, DataDir: gone.Dir, PeerURLs: []string{gone.PeerURL.String()}, InitialCluster: strings.Join(initial, ","), Token: "etcdtest"}, ClientURLs: []string{gone.ClientURL.String()}, Endpoints: []string{c.Members[0].ClientURL.String(), c.Members[1].ClientURL.String()}}
 	_, err = r.sc.Prepare(ctx, cfg, startup.Options{})
 	if r := (*startup.Refusal)(nil); !errors.As(err, &r) || !r.Plan.Hold || !strings.Contains(r.Plan.Reason, "removed it on purpose") {
 		t.Fatalf("the start-up of the removed member: %v", err)

@@ -24,12 +24,12 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 	o = o.withDefaults()
 	cli, err := membershipClient(ctx, o.Conn, o.Timeout, cfg.Endpoints)
 	if err != nil {
-		return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
+		return p, fmt.Errorf("startup: member %s: %w", cfg.Member.Name, err)
 	}
 	defer func() { _ = cli.Close() }()
 	if p.Action == Rejoin {
 		if err := moveAside(cfg, o); err != nil {
-			return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
+			return p, fmt.Errorf("startup: member %s: %w", cfg.Member.Name, err)
 		}
 		if p.ID != 0 {
 			start := time.Now()
@@ -43,19 +43,19 @@ func Apply(ctx context.Context, cfg Config, p Plan, o Options) (Plan, error) {
 	}
 	if p.ID == 0 {
 		start := time.Now()
-		m, members, err := member.AddLearner(ctx, cli, cfg.PeerURLs, o.Retry)
+		m, members, err := member.AddLearner(ctx, cli, cfg.Member.PeerURLs, o.Retry)
 		o.told("add-learner", start, err)
 		if err != nil {
 			return p, err
 		}
 		p.ID = m.ID
 		p.InitialCluster = initialCluster(members, cfg)
-		o.Logger.Info("startup: added as learner", "member", cfg.Name, "id", fmt.Sprintf("%x", m.ID))
+		o.Logger.Info("startup: added as learner", "member", cfg.Member.Name, "id", fmt.Sprintf("%x", m.ID))
 		member.Settle(ctx, cli, 10*time.Second, o.Logger)
 	}
 	// Its peers fill it: once moved aside, it holds nothing they do not.
-	if err := datadir.MarkBuilt(cfg.DataDir, "join", o.Now()); err != nil {
-		return p, fmt.Errorf("startup: member %s: %w", cfg.Name, err)
+	if err := datadir.MarkBuilt(cfg.Member.DataDir, "join", o.Now()); err != nil {
+		return p, fmt.Errorf("startup: member %s: %w", cfg.Member.Name, err)
 	}
 	p.ClusterState, p.Learner = "existing", true
 	return p, nil

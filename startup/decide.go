@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdkit/etcdkit/member"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -21,19 +23,14 @@ import (
 
 // Config is this member's etcd configuration as it is about to start.
 type Config struct {
-	Name    string
-	DataDir string
-	// WALDir is etcd's wal-dir, "" when the WAL is the data dir's: it is
-	// validated, restored and moved aside with the data dir.
-	WALDir string
-	// PeerURLs and ClientURLs are the member's advertised URLs.
-	PeerURLs   []string
+	// Member is the member: its name, data dir, WAL dir ("" when the WAL
+	// is the data dir's: it is validated, restored and moved aside with
+	// the data dir), advertised peer URLs, --initial-cluster and
+	// --initial-cluster-token (the data dir's guard must match it, and a
+	// restore builds the cluster under it).
+	Member member.Spec
+	// ClientURLs are the member's advertised client URLs.
 	ClientURLs []string
-	// InitialCluster is etcd's --initial-cluster: name=peerURL,...
-	InitialCluster string
-	// Token is etcd's --initial-cluster-token: the data dir's guard must
-	// match it, and a restore builds the cluster under it.
-	Token string
 	// ClusterState is etcd's --initial-cluster-state as configured: "new"
 	// (the default) or "existing".
 	ClusterState string
@@ -62,7 +59,7 @@ func (c Config) etcd() etcdversion.Version {
 
 // multiMember says whether the initial cluster lists other members: their
 // peers then bring a member up to date, and hold the data it loses.
-func (c Config) multiMember() bool { return len(parseCluster(c.InitialCluster)) > 1 }
+func (c Config) multiMember() bool { return len(parseCluster(c.Member.InitialCluster)) > 1 }
 
 // Action is what a member must do before etcd starts.
 type Action string
@@ -205,7 +202,7 @@ func (c cluster) unsure(chk Check) string {
 // its endpoints reach. It changes nothing: Prepare carries the plan out.
 func Decide(ctx context.Context, cfg Config, chk Check, o Options) (Plan, error) {
 	o = o.withDefaults()
-	if cfg.Name == "" || len(cfg.PeerURLs) == 0 {
+	if cfg.Member.Name == "" || len(cfg.Member.PeerURLs) == 0 {
 		return Plan{}, errors.New("startup: the configuration needs the member's name and peer URLs")
 	}
 	switch chk.Verdict {
@@ -286,7 +283,7 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 			// data is of, and lists this name under another ID.
 			return c.plan(cfg, Rejoin, self, fmt.Sprintf("the cluster lists this member as %x, but its data dir is member %x's, which the cluster removed: its data is stale", self.ID, chk.MemberID))
 		}
-		p := Plan{Action: Restart, Reason: "the data dir is sound", InitialCluster: cfg.InitialCluster, ClusterState: "existing"}
+		p := Plan{Action: Restart, Reason: "the data dir is sound", InitialCluster: cfg.Member.InitialCluster, ClusterState: "existing"}
 		if c.members != nil {
 			p.InitialCluster = initialCluster(c.members, cfg)
 		}
@@ -306,7 +303,7 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 			// name but has published no client URLs: it holds no vote to
 			// lose, and starts as the others did.
 			return Plan{Action: Bootstrap, Reason: "the cluster lists this member from its initial cluster and it never started: it joins the bootstrap",
-				InitialCluster: cfg.InitialCluster, ClusterState: "new", ID: self.ID}
+				InitialCluster: cfg.Member.InitialCluster, ClusterState: "new", ID: self.ID}
 		case running && self != nil:
 			return c.plan(cfg, Rejoin, self, "the cluster lists this member but its data dir is empty: it must not vote before it holds the log again")
 		case running:
@@ -315,13 +312,13 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 			return Plan{Action: Refuse, Retry: true, Reason: "the data dir is empty and " + unsure}
 		case state == "existing":
 			return Plan{Action: Refuse, Reason: fmt.Sprintf("the member is configured to join an existing cluster, but none answers at %v", cfg.Endpoints)}
-		case chk.Backups && firstMember(cfg.InitialCluster) == cfg.Name:
+		case chk.Backups && firstMember(cfg.Member.InitialCluster) == cfg.Member.Name:
 			return Plan{Action: Restore, Reason: "no member answers and the store holds backups: this member, the first of the initial cluster, restores them alone and the others join it",
 				InitialCluster: initialCluster(nil, cfg), ClusterState: "new"}
 		case chk.Backups:
-			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("no member answers and the store holds backups: waiting for %s, the first of the initial cluster, to restore them", firstMember(cfg.InitialCluster))}
+			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("no member answers and the store holds backups: waiting for %s, the first of the initial cluster, to restore them", firstMember(cfg.Member.InitialCluster))}
 		}
-		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.InitialCluster, ClusterState: "new"}
+		return Plan{Action: Bootstrap, Reason: "the data dir is empty and no member of the cluster answers: bootstrap", InitialCluster: cfg.Member.InitialCluster, ClusterState: "new"}
 	case validate.Corrupt, validate.Behind:
 		switch {
 		case verdict == validate.Corrupt && !chk.Store && !wipe && alone:
@@ -337,7 +334,7 @@ func decide(cfg Config, chk Check, c cluster, wipe bool) Plan {
 		case alone && !chk.Store:
 			return Plan{Action: Refuse, Remedies: []Remedy{GiveStore}, Reason: fmt.Sprintf("the data dir is %s and the member is alone, with no store to restore from", verdict)}
 		case alone:
-			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.InitialCluster, ClusterState: "new"}
+			return Plan{Action: Restore, Reason: fmt.Sprintf("the data dir is %s and the member is alone", verdict), InitialCluster: cfg.Member.InitialCluster, ClusterState: "new"}
 		case unsure != "":
 			return Plan{Action: Refuse, Retry: true, Reason: fmt.Sprintf("the data dir is %s and %s", verdict, unsure)}
 		}
@@ -360,13 +357,13 @@ func (c cluster) plan(cfg Config, a Action, self *pb.Member, reason string) Plan
 // not started (no name yet), by peer URL.
 func (c cluster) find(cfg Config) *pb.Member {
 	for _, m := range c.members {
-		if m.Name == cfg.Name {
+		if m.Name == cfg.Member.Name {
 			return m
 		}
 	}
 	for _, m := range c.members {
 		for _, u := range m.PeerURLs {
-			if slices.Contains(cfg.PeerURLs, u) {
+			if slices.Contains(cfg.Member.PeerURLs, u) {
 				return m
 			}
 		}
@@ -379,7 +376,7 @@ func (c cluster) find(cfg Config) *pb.Member {
 func initialCluster(members []*pb.Member, cfg Config) string {
 	var parts []string
 	for _, m := range members {
-		if m.Name == cfg.Name || slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(cfg.PeerURLs, u) }) {
+		if m.Name == cfg.Member.Name || slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(cfg.Member.PeerURLs, u) }) {
 			continue
 		}
 		for _, u := range m.PeerURLs {
@@ -387,8 +384,8 @@ func initialCluster(members []*pb.Member, cfg Config) string {
 			parts = append(parts, m.Name+"="+u)
 		}
 	}
-	for _, u := range cfg.PeerURLs {
-		parts = append(parts, cfg.Name+"="+u)
+	for _, u := range cfg.Member.PeerURLs {
+		parts = append(parts, cfg.Member.Name+"="+u)
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, ",")
@@ -499,8 +496,8 @@ func askStatus(ctx context.Context, ep string, o Options) uint64 {
 // once.
 func askPeers(ctx context.Context, cfg Config, opts Options, c *cluster) {
 	var urls []string
-	for name, us := range parseCluster(cfg.InitialCluster) {
-		if name != cfg.Name {
+	for name, us := range parseCluster(cfg.Member.InitialCluster) {
+		if name != cfg.Member.Name {
 			urls = append(urls, us...)
 		}
 	}

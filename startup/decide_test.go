@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdkit/etcdkit/member"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/etcdkit/etcdkit/etcdversion"
@@ -16,8 +18,8 @@ import (
 // members: a removed member with sound data, an added one not started, a
 // lone member's damage, and a cluster without quorum.
 func TestDecideTable(t *testing.T) {
-	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380,c=http://c:2380"}
-	alone := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}
+	self := Config{Member: member.Spec{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380,c=http://c:2380"}}
+	alone := Config{Member: member.Spec{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}}
 	others := []*pb.Member{
 		{ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}},
 		{ID: 3, Name: "c", PeerURLs: []string{"http://c:2380"}},
@@ -42,7 +44,7 @@ func TestDecideTable(t *testing.T) {
 	existing := self
 	existing.ClusterState = "existing"
 	second := self
-	second.Name, second.PeerURLs = "b", []string{"http://b:2380"}
+	second.Member.Name, second.Member.PeerURLs = "b", []string{"http://b:2380"}
 
 	for _, tc := range []struct {
 		name    string
@@ -123,7 +125,7 @@ func TestDecideTable(t *testing.T) {
 // deleted) is never taken for this cluster's removed member: no member
 // is removed for it, listed or not, and nothing is moved aside.
 func TestAnotherClustersDataIsRefused(t *testing.T) {
-	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}
+	self := Config{Member: member.Spec{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}}
 	listed := []*pb.Member{{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}}, {ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}}}
 	for _, members := range [][]*pb.Member{listed, listed[1:]} {
 		c := cluster{answered: []string{"http://b:2379"}, members: members, id: 0xc1}
@@ -192,8 +194,8 @@ func TestJoinable(t *testing.T) {
 // what would let it start, unless it may wipe its data dir and its peers
 // hold the data.
 func TestDecideWithoutStore(t *testing.T) {
-	self := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}
-	alone := Config{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}
+	self := Config{Member: member.Spec{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380,b=http://b:2380"}}
+	alone := Config{Member: member.Spec{Name: "a", PeerURLs: []string{"http://a:2380"}, InitialCluster: "a=http://a:2380"}}
 	listed := cluster{answered: []string{"http://b:2379"}, members: []*pb.Member{
 		{ID: 1, Name: "a", PeerURLs: []string{"http://a:2380"}, ClientURLs: []string{"http://a:2379"}},
 		{ID: 2, Name: "b", PeerURLs: []string{"http://b:2380"}, ClientURLs: []string{"http://b:2379"}},
@@ -212,7 +214,7 @@ func TestDecideWithoutStore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := listed
-			if tc.cfg.InitialCluster == alone.InitialCluster {
+			if tc.cfg.Member.InitialCluster == alone.Member.InitialCluster {
 				c = cluster{}
 			}
 			p := decide(tc.cfg, Check{Verdict: validate.Corrupt, Reason: "bbolt: page 7 is damaged"}, c, tc.wipe)

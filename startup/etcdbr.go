@@ -36,7 +36,7 @@ type EtcdBR struct {
 func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
 	local := &Local{Logger: e.Logger}
 	if !cfg.multiMember() {
-		before := database(cfg.DataDir)
+		before := database(cfg.Member.DataDir)
 		if err := e.initialize(ctx, cfg); err != nil {
 			return Check{}, err
 		}
@@ -44,8 +44,8 @@ func (e EtcdBR) Check(ctx context.Context, cfg Config) (Check, error) {
 		// make sound is refused, with no store here to restore from. One
 		// it restored is rebuilt for this member's release when that
 		// release cannot start on it.
-		if after := database(cfg.DataDir); after != nil && (before == nil || !os.SameFile(before, after)) {
-			return e.checkRebuilt(ctx, cfg, cfg.InitialCluster)
+		if after := database(cfg.Member.DataDir); after != nil && (before == nil || !os.SameFile(before, after)) {
+			return e.checkRebuilt(ctx, cfg, cfg.Member.InitialCluster)
 		}
 		return local.Check(ctx, cfg)
 	}
@@ -103,7 +103,7 @@ func (e EtcdBR) initialize(ctx context.Context, cfg Config) error {
 		mode = etcdbrapi.Sanity
 	}
 	if err := e.Client.Initialize(ctx, mode); err != nil {
-		return fmt.Errorf("the sidecar's initialization of %s: %w", cfg.DataDir, err)
+		return fmt.Errorf("the sidecar's initialization of %s: %w", cfg.Member.DataDir, err)
 	}
 	return nil
 }

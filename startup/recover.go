@@ -71,39 +71,39 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	o.Retry.Logger = o.Logger
 	first := o.Members[0]
 	initial := initialCluster(nil, first)
-	res, err := restore.Restore(ctx, st, restore.Options{Read: o.Read, Member: member.Spec{DataDir: first.DataDir, WALDir: first.WALDir, Name: first.Name, PeerURLs: first.PeerURLs, InitialCluster: initial, Token: o.Token}, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside, Release: first.etcd()})
+	res, err := restore.Restore(ctx, st, restore.Options{Read: o.Read, Member: member.Spec{DataDir: first.Member.DataDir, WALDir: first.Member.WALDir, Name: first.Member.Name, PeerURLs: first.Member.PeerURLs, InitialCluster: initial, Token: o.Token}, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside, Release: first.etcd()})
 	if err != nil {
-		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Member.Name, err)
 	}
-	o.Logger.Info("startup: restored", "member", first.Name, "revision", res.Revision, "bump", res.RevisionBump, "moved_aside", res.MovedAside)
+	o.Logger.Info("startup: restored", "member", first.Member.Name, "revision", res.Revision, "bump", res.RevisionBump, "moved_aside", res.MovedAside)
 	if err := o.Start(ctx, first, Plan{Action: Restore, Reason: "recovering quorum", InitialCluster: initial, ClusterState: "new"}); err != nil {
-		return res, fmt.Errorf("startup: recover quorum: start %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: start %s: %w", first.Member.Name, err)
 	}
 	cli, err := membershipClient(ctx, o.Conn, 0, first.ClientURLs)
 	if err != nil {
-		return res, fmt.Errorf("startup: recover quorum: %s: %w", first.Name, err)
+		return res, fmt.Errorf("startup: recover quorum: %s: %w", first.Member.Name, err)
 	}
 	defer func() { _ = cli.Close() }()
 	for _, m := range o.Members[1:] {
 		if err := moveAside(m, Options{Now: o.Now, Logger: o.Logger, KeepMovedAside: o.KeepMovedAside}); err != nil {
-			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Member.Name, err)
 		}
-		if err := datadir.MarkBuilt(m.DataDir, "join", o.Now()); err != nil {
-			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
+		if err := datadir.MarkBuilt(m.Member.DataDir, "join", o.Now()); err != nil {
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Member.Name, err)
 		}
-		added, members, err := member.AddLearner(ctx, cli, m.PeerURLs, o.Retry)
+		added, members, err := member.AddLearner(ctx, cli, m.Member.PeerURLs, o.Retry)
 		if err != nil {
-			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Member.Name, err)
 		}
 		p := Plan{Action: JoinAsLearner, Reason: "recovering quorum", InitialCluster: initialCluster(members, m),
 			ClusterState: "existing", ID: added.ID, Learner: true}
 		if err := o.Start(ctx, m, p); err != nil {
-			return res, fmt.Errorf("startup: recover quorum: start %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: start %s: %w", m.Member.Name, err)
 		}
 		if err := member.PromoteWhenReady(ctx, cli, added.ID, o.Retry); err != nil {
-			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Name, err)
+			return res, fmt.Errorf("startup: recover quorum: %s: %w", m.Member.Name, err)
 		}
-		o.Logger.Info("startup: rejoined", "member", m.Name)
+		o.Logger.Info("startup: rejoined", "member", m.Member.Name)
 	}
 	return res, nil
 }
@@ -111,7 +111,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 // moveAside moves a member's data dir, and its wal-dir when it has one,
 // aside, and prunes what older moves left past o.KeepMovedAside.
 func moveAside(cfg Config, o Options) error {
-	for _, dir := range []string{cfg.DataDir, cfg.WALDir} {
+	for _, dir := range []string{cfg.Member.DataDir, cfg.Member.WALDir} {
 		if dir == "" {
 			continue
 		}
@@ -119,10 +119,10 @@ func moveAside(cfg Config, o Options) error {
 		if err != nil {
 			return err
 		}
-		o.Logger.Info("startup: moved aside", "member", cfg.Name, "dir", dir, "to", aside)
+		o.Logger.Info("startup: moved aside", "member", cfg.Member.Name, "dir", dir, "to", aside)
 		built := datadir.Built
-		if dir == cfg.WALDir {
-			built = datadir.Companion(cfg.WALDir, cfg.DataDir)
+		if dir == cfg.Member.WALDir {
+			built = datadir.Companion(cfg.Member.WALDir, cfg.Member.DataDir)
 		}
 		removed, err := datadir.Prune(dir, o.KeepMovedAside, aside, built)
 		if err != nil {

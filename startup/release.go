@@ -126,8 +126,8 @@ func askReleases(ctx context.Context, cfg Config, members []*pb.Member, self uin
 	files := peerFiles(o)
 	var others []*pb.Member
 	for _, m := range members {
-		if (self != 0 && m.ID == self) || (m.Name != "" && m.Name == cfg.Name) ||
-			slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(cfg.PeerURLs, u) }) {
+		if (self != 0 && m.ID == self) || (m.Name != "" && m.Name == cfg.Member.Name) ||
+			slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(cfg.Member.PeerURLs, u) }) {
 			continue
 		}
 		others = append(others, m)

@@ -117,10 +117,10 @@ func (l *Local) Check(ctx context.Context, cfg Config) (Check, error) {
 	if cfg.CleanShutdown {
 		mode = validate.Sanity
 	}
-	rep, err := validate.DataDir(ctx, cfg.DataDir, validate.Options{Mode: mode, Name: cfg.Name, Token: cfg.Token, WALDir: cfg.WALDir,
+	rep, err := validate.DataDir(ctx, cfg.Member.DataDir, validate.Options{Mode: mode, Name: cfg.Member.Name, Token: cfg.Member.Token, WALDir: cfg.Member.WALDir,
 		BackupRevision: chk.BackupRevision, MultiMember: cfg.multiMember(), Etcd: cfg.etcd(), Logger: l.Logger})
 	if err != nil {
-		return chk, fmt.Errorf("validate %s: %w", cfg.DataDir, err)
+		return chk, fmt.Errorf("validate %s: %w", cfg.Member.DataDir, err)
 	}
 	chk.Verdict, chk.Reason, chk.Revision, chk.Release = rep.Verdict, rep.Reason, rep.Revision, rep.Release
 	chk.MemberID, chk.ClusterID = rep.MemberID, rep.ClusterID
@@ -152,7 +152,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult,
 	}
 	// The backups must be this member's cluster's: a lone member must not
 	// come back with another cluster's keyspace.
-	id, err := restore.MemberID(cfg.Name, cfg.PeerURLs, cmp.Or(cfg.Token, member.DefaultToken))
+	id, err := restore.MemberID(cfg.Member.Name, cfg.Member.PeerURLs, cmp.Or(cfg.Member.Token, member.DefaultToken))
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -163,7 +163,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult,
 		other = l.Store
 	}
 	res, err := restore.Restore(ctx, site, restore.Options{Read: restore.ReadOptions{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
-		Member: id, MemberName: cfg.Name}, Member: member.Spec{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: p.InitialCluster, Token: cfg.Token}, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd()})
+		Member: id, MemberName: cfg.Member.Name}, Member: member.Spec{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, PeerURLs: cfg.Member.PeerURLs, InitialCluster: p.InitialCluster, Token: cfg.Member.Token}, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd()})
 	if err != nil {
 		return RestoreResult{}, err
 	}
@@ -183,8 +183,7 @@ type Remote struct {
 
 // Check implements Preparer through POST /v1/validate.
 func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
-	req := api.ValidateRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, InitialClusterToken: cfg.Token,
-		InitialCluster: cfg.InitialCluster, Sanity: cfg.CleanShutdown, EtcdVersion: cfg.etcd().String()}
+	req := api.ValidateRequest{Member: api.Member{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, InitialClusterToken: cfg.Member.Token, InitialCluster: cfg.Member.InitialCluster}, Sanity: cfg.CleanShutdown, EtcdVersion: cfg.etcd().String()}
 	var v api.Validation
 	err := r.retry(ctx, func() error {
 		var err error
@@ -200,8 +199,7 @@ func (r Remote) Check(ctx context.Context, cfg Config) (Check, error) {
 
 // Restore implements Preparer through POST /v1/restore.
 func (r Remote) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult, error) {
-	req := api.RestoreRequest{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs,
-		InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Token, EtcdVersion: cfg.etcd().String()}
+	req := api.RestoreRequest{Member: api.Member{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, PeerURLs: cfg.Member.PeerURLs, InitialCluster: p.InitialCluster, InitialClusterToken: cfg.Member.Token}, EtcdVersion: cfg.etcd().String()}
 	var job api.Job
 	err := r.retry(ctx, func() error {
 		var err error
@@ -256,9 +254,9 @@ func (r Remote) retry(ctx context.Context, f func() error) error {
 // member ran: that one's release is a fact, not damage.
 func rebuild(ctx context.Context, cfg Config, initialCluster string, chk Check, log *slog.Logger) error {
 	log.Info("startup: rebuilding the restored data dir from its database for this member's etcd", "etcd", cfg.etcd(), "reason", chk.Reason)
-	res, err := restore.Rebuild(ctx, restore.Options{Read: restore.ReadOptions{Logger: log}, Member: member.Spec{DataDir: cfg.DataDir, WALDir: cfg.WALDir, Name: cfg.Name, PeerURLs: cfg.PeerURLs, InitialCluster: initialCluster, Token: cfg.Token}, Release: cfg.etcd()})
+	res, err := restore.Rebuild(ctx, restore.Options{Read: restore.ReadOptions{Logger: log}, Member: member.Spec{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, PeerURLs: cfg.Member.PeerURLs, InitialCluster: initialCluster, Token: cfg.Member.Token}, Release: cfg.etcd()})
 	if err != nil {
-		return fmt.Errorf("rebuild %s: %w", cfg.DataDir, err)
+		return fmt.Errorf("rebuild %s: %w", cfg.Member.DataDir, err)
 	}
 	log.Info("startup: rebuilt", "revision", res.Revision, "moved_aside", res.MovedAside)
 	return nil

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkit/etcdkit/member"
+
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/etcdversion"
@@ -34,7 +36,7 @@ func TestRemoteRetriesOnlyWhatWaitingMends(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error": "data_dir /etc is outside the restore root /var/lib"}`))
 	}))
 	defer refusing.Close()
-	cfg := startup.Config{Name: "m0", DataDir: "/etc", PeerURLs: []string{"http://m0:2380"}}
+	cfg := startup.Config{Member: member.Spec{Name: "m0", DataDir: "/etc", PeerURLs: []string{"http://m0:2380"}}}
 	start := time.Now()
 	_, err := startup.Remote{Client: &api.Client{URL: refusing.URL}, Wait: time.Minute}.Check(ctx, cfg)
 	if !errors.Is(err, api.ErrRefused) || !strings.Contains(err.Error(), "outside the restore root") || time.Since(start) > 5*time.Second {
@@ -91,14 +93,13 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	src := &startup.Local{Store: counted}
 	// The member the backups name: same name, peer URL and token.
 	m := c.Members[0]
-	cfg := startup.Config{Name: m.Name, DataDir: filepath.Join(t.TempDir(), m.Name), PeerURLs: []string{m.PeerURL.String()},
-		InitialCluster: m.Name + "=" + m.PeerURL.String(), Token: "etcdtest"}
+	cfg := startup.Config{Member: member.Spec{Name: m.Name, DataDir: filepath.Join(t.TempDir(), m.Name), PeerURLs: []string{m.PeerURL.String()}, InitialCluster: m.Name + "=" + m.PeerURL.String(), Token: "etcdtest"}}
 	chk, err := src.Check(ctx, cfg)
 	if err != nil || chk.Verdict != validate.Empty || !chk.Backups || chk.BackupRevision != full.LastRevision {
 		t.Fatalf("check: %+v, %v", chk, err)
 	}
 	listed := counted.lists.Load()
-	res, err := src.Restore(ctx, cfg, startup.Plan{Action: startup.Restore, InitialCluster: cfg.InitialCluster})
+	res, err := src.Restore(ctx, cfg, startup.Plan{Action: startup.Restore, InitialCluster: cfg.Member.InitialCluster})
 	if err != nil || res.Revision != full.LastRevision {
 		t.Fatalf("restore: %+v, %v", res, err)
 	}
@@ -109,13 +110,13 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 	// The same member under another ID (its peer URL moved to TLS, or it
 	// rejoined: etcd gave it a new ID) is still this cluster's: restored.
 	moved := cfg
-	moved.DataDir, moved.PeerURLs = filepath.Join(t.TempDir(), m.Name), []string{"https://127.0.0.1:2380"}
-	moved.InitialCluster = m.Name + "=https://127.0.0.1:2380"
+	moved.Member.DataDir, moved.Member.PeerURLs = filepath.Join(t.TempDir(), m.Name), []string{"https://127.0.0.1:2380"}
+	moved.Member.InitialCluster = m.Name + "=https://127.0.0.1:2380"
 	src = &startup.Local{Store: st}
 	if _, err := src.Check(ctx, moved); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.Restore(ctx, moved, startup.Plan{Action: startup.Restore, InitialCluster: moved.InitialCluster}); err != nil {
+	if _, err := src.Restore(ctx, moved, startup.Plan{Action: startup.Restore, InitialCluster: moved.Member.InitialCluster}); err != nil {
 		t.Fatalf("the member under another peer URL: %v", err)
 	}
 
@@ -126,30 +127,30 @@ func TestLocalReadsTheCatalogOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := cfg
-	second.DataDir = filepath.Join(t.TempDir(), m.Name)
+	second.Member.DataDir = filepath.Join(t.TempDir(), m.Name)
 	src = &startup.Local{Store: empty, Secondary: st}
 	if chk, err := src.Check(ctx, second); err != nil || !chk.Backups || chk.BackupRevision != full.LastRevision {
 		t.Fatalf("check with an empty first site: %+v, %v", chk, err)
 	}
-	if res, err := src.Restore(ctx, second, startup.Plan{Action: startup.Restore, InitialCluster: second.InitialCluster}); err != nil || res.Revision != full.LastRevision {
+	if res, err := src.Restore(ctx, second, startup.Plan{Action: startup.Restore, InitialCluster: second.Member.InitialCluster}); err != nil || res.Revision != full.LastRevision {
 		t.Fatalf("restore from the second site: %+v, %v", res, err)
 	}
 
 	// A member of another cluster (another name, token and ID) pointed
 	// at these backups is refused, and its data dir is not created.
 	other := cfg
-	other.Name, other.Token = "etcd-events-0", "another-cluster"
-	other.DataDir, other.InitialCluster = filepath.Join(t.TempDir(), other.Name), other.Name+"="+m.PeerURL.String()
+	other.Member.Name, other.Member.Token = "etcd-events-0", "another-cluster"
+	other.Member.DataDir, other.Member.InitialCluster = filepath.Join(t.TempDir(), other.Member.Name), other.Member.Name+"="+m.PeerURL.String()
 	src = &startup.Local{Store: st}
 	if _, err := src.Check(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	_, err = src.Restore(ctx, other, startup.Plan{Action: startup.Restore, InitialCluster: other.InitialCluster})
+	_, err = src.Restore(ctx, other, startup.Plan{Action: startup.Restore, InitialCluster: other.Member.InitialCluster})
 	if !errors.Is(err, snapshot.ErrOtherCluster) || !strings.Contains(err.Error(), "etcd-backup restore") {
 		t.Fatalf("another cluster's member restored from these backups: %v", err)
 	}
-	if _, err := os.Stat(other.DataDir); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the refused restore left %s: %v", other.DataDir, err)
+	if _, err := os.Stat(other.Member.DataDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused restore left %s: %v", other.Member.DataDir, err)
 	}
 }
 
@@ -164,8 +165,7 @@ func TestEtcd35DataDirIsAFact(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS("../validate/testdata/etcd35")); err != nil {
 		t.Fatal(err)
 	}
-	cfg := startup.Config{Name: "etcd-main-0", DataDir: dir, PeerURLs: []string{"http://127.0.0.1:2380"},
-		InitialCluster: "etcd-main-0=http://127.0.0.1:2380"}
+	cfg := startup.Config{Member: member.Spec{Name: "etcd-main-0", DataDir: dir, PeerURLs: []string{"http://127.0.0.1:2380"}, InitialCluster: "etcd-main-0=http://127.0.0.1:2380"}}
 	p, err := startup.Prepare(ctx, cfg, &startup.Local{}, startup.Options{})
 	var refusal *startup.Refusal
 	if !errors.As(err, &refusal) || p.Action != startup.Refuse || p.Hold ||

@@ -38,10 +38,7 @@ func config(c *etcdtest.Cluster, m *etcdtest.Member, initial string) startup.Con
 			eps = append(eps, o.ClientURL.String())
 		}
 	}
-	return startup.Config{
-		Name: m.Name, DataDir: m.Dir, PeerURLs: []string{m.PeerURL.String()}, ClientURLs: []string{m.ClientURL.String()},
-		InitialCluster: initial, ClusterState: "new", Endpoints: eps,
-	}
+	return startup.Config{Member: member.Spec{Name: m.Name, DataDir: m.Dir, PeerURLs: []string{m.PeerURL.String()}, InitialCluster: initial}, ClientURLs: []string{m.ClientURL.String()}, ClusterState: "new", Endpoints: eps}
 }
 
 // check validates the member's data dir as a start-up would.
@@ -65,7 +62,7 @@ func bringUp(t *testing.T, c *etcdtest.Cluster, m *etcdtest.Member, cfg startup.
 	t.Helper()
 	ctx := context.Background()
 	// No store: a corrupt member may rejoin because it may wipe its data.
-	p, err := startup.Decide(ctx, cfg, checkWAL(t, m.Dir, cfg.WALDir), startup.Options{WipeOnCorrupt: true})
+	p, err := startup.Decide(ctx, cfg, checkWAL(t, m.Dir, cfg.Member.WALDir), startup.Options{WipeOnCorrupt: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +157,7 @@ func TestRejoin(t *testing.T) {
 			m.Stop()
 			tc.damage(t, m.Dir)
 			cfg := config(c, m, initial)
-			cfg.WALDir = m.WALDir
+			cfg.Member.WALDir = m.WALDir
 			bringUp(t, c, m, cfg, startup.Rejoin)
 			l.Check(t)
 			etcdtest.Voters(t, cli, 3)
@@ -226,7 +223,7 @@ func TestNoSecondCluster(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	ctx := context.Background()
 	m, cfg := wiped(t, c)
-	initial := cfg.InitialCluster
+	initial := cfg.Member.InitialCluster
 	p, err := startup.Decide(ctx, cfg, check(t, m.Dir), startup.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -235,8 +232,8 @@ func TestNoSecondCluster(t *testing.T) {
 		t.Fatalf("listed member with an empty data dir: %+v, want a rejoin as learner", p)
 	}
 	other := cfg
-	other.Name, other.PeerURLs = "m9", []string{"http://127.0.0.1:1"}
-	other.InitialCluster = initial + ",m9=http://127.0.0.1:1"
+	other.Member.Name, other.Member.PeerURLs = "m9", []string{"http://127.0.0.1:1"}
+	other.Member.InitialCluster = initial + ",m9=http://127.0.0.1:1"
 	if p, err = startup.Decide(ctx, other, startup.Check{Verdict: validate.Empty}, startup.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +327,7 @@ func TestSlowPeerIsNoAbsence(t *testing.T) {
 	running := c.Members[0]
 	client, peer := holdingProxy(t, running.ClientURL), holdingProxy(t, running.PeerURL)
 	cfg.Endpoints = []string{client.url}
-	cfg.InitialCluster = fmt.Sprintf("%s=%s,%s=%s,%s=%s", running.Name, peer.url, c.Members[1].Name, c.Members[1].PeerURL.String(), m.Name, m.PeerURL.String())
+	cfg.Member.InitialCluster = fmt.Sprintf("%s=%s,%s=%s,%s=%s", running.Name, peer.url, c.Members[1].Name, c.Members[1].PeerURL.String(), m.Name, m.PeerURL.String())
 	o := startup.Options{Timeout: 500 * time.Millisecond}
 	p, err := startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty}, o)
 	if err != nil {
@@ -341,7 +338,7 @@ func TestSlowPeerIsNoAbsence(t *testing.T) {
 	}
 	t.Log(p.Reason)
 	// The peer URL answers straight: it holds a cluster's data.
-	cfg.InitialCluster = strings.Replace(cfg.InitialCluster, peer.url, running.PeerURL.String(), 1)
+	cfg.Member.InitialCluster = strings.Replace(cfg.Member.InitialCluster, peer.url, running.PeerURL.String(), 1)
 	if p, _ = startup.Decide(ctx, cfg, startup.Check{Verdict: validate.Empty, Backups: true, Store: true}, o); p.Action != startup.Refuse || !p.Retry || !strings.Contains(p.Reason, "hold a cluster's data") {
 		t.Fatalf("a peer with data whose endpoint is silent: %+v, want a refusal that retries", p)
 	}
@@ -455,7 +452,7 @@ func TestRecoverQuorum(t *testing.T) {
 	res, err := startup.RecoverQuorum(ctx, st, startup.RecoverOptions{
 		Members: cfgs, Token: "etcdtest", Conn: c.ClientConfig(),
 		Start: func(ctx context.Context, cfg startup.Config, p startup.Plan) error {
-			return c.Member(cfg.Name).StartWith(ctx, p.InitialCluster, p.ClusterState)
+			return c.Member(cfg.Member.Name).StartWith(ctx, p.InitialCluster, p.ClusterState)
 		},
 	})
 	if err != nil {
@@ -558,7 +555,7 @@ func TestRestartBesideSilentPeersDoesNotWait(t *testing.T) {
 	silent := holdingProxy(t, url.URL{Scheme: "http", Host: "127.0.0.1:1"})
 	var logs strings.Builder
 	lg := slog.New(slog.NewTextHandler(&logs, nil))
-	cfg := startup.Config{Name: "m0", InitialCluster: "m0=http://127.0.0.1:2,m1=http://127.0.0.1:3", Endpoints: []string{silent.url}}
+	cfg := startup.Config{Member: member.Spec{Name: "m0", InitialCluster: "m0=http://127.0.0.1:2,m1=http://127.0.0.1:3"}, Endpoints: []string{silent.url}}
 	p := startup.Plan{Action: startup.Restart, Reason: "the data dir is sound"}
 	got, err := startup.Carry(ctx, cfg, nil, p, startup.Options{Timeout: time.Hour, Logger: lg})
 	if err != nil || got.Action != startup.Restart {

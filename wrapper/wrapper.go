@@ -199,11 +199,7 @@ func hold(ctx context.Context, h *health, r *startup.Refusal, log *slog.Logger) 
 func prepare(ctx context.Context, o Options, release etcdversion.Version, h *health, log *slog.Logger) (startup.Plan, error) {
 	cfg := o.Config
 	_, err := os.Stat(filepath.Join(cfg.Dir, CleanShutdownMarker))
-	scfg := startup.Config{
-		Name: cfg.Name, DataDir: cfg.Dir, WALDir: cfg.WalDir, PeerURLs: urls(cfg.AdvertisePeerUrls), ClientURLs: urls(cfg.AdvertiseClientUrls),
-		InitialCluster: cfg.InitialCluster, Token: cfg.InitialClusterToken, ClusterState: cfg.ClusterState,
-		Endpoints: o.Endpoints, CleanShutdown: err == nil, Etcd: release,
-	}
+	scfg := startup.Config{Member: member.Spec{Name: cfg.Name, DataDir: cfg.Dir, WALDir: cfg.WalDir, PeerURLs: urls(cfg.AdvertisePeerUrls), InitialCluster: cfg.InitialCluster, Token: cfg.InitialClusterToken}, ClientURLs: urls(cfg.AdvertiseClientUrls), ClusterState: cfg.ClusterState, Endpoints: o.Endpoints, CleanShutdown: err == nil, Etcd: release}
 	if _, err := types.NewURLsMap(cfg.InitialCluster); err != nil {
 		return startup.Plan{}, fmt.Errorf("wrapper: initial-cluster: %w", err)
 	}

@@ -57,20 +57,28 @@ type ChainView struct {
 	Size         int64          `json:"size"`
 }
 
-// ValidateRequest asks the sidecar for a data dir's verdict and what its
-// store holds: the facts a start-up decides from (POST /v1/validate).
-type ValidateRequest struct {
+// Member is a member as the requests name it: etcd's member flags.
+type Member struct {
 	// DataDir must lie under the sidecar's restore root.
 	DataDir string `json:"data_dir"`
 	// WALDir is etcd's wal-dir, when the WAL is kept outside the data
 	// dir; under the restore root too.
-	WALDir              string `json:"wal_dir,omitempty"`
-	Name                string `json:"name,omitempty"`
+	WALDir   string   `json:"wal_dir,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	PeerURLs []string `json:"peer_urls,omitempty"`
+	// InitialCluster and InitialClusterToken, as etcd's flags take them.
+	InitialCluster      string `json:"initial_cluster,omitempty"`
 	InitialClusterToken string `json:"initial_cluster_token,omitempty"`
-	// InitialCluster, as etcd's flag takes it: when it lists other
-	// members, their peers bring this one up to date, so a data dir
-	// behind the backups is not Behind.
-	InitialCluster string `json:"initial_cluster,omitempty"`
+}
+
+// ValidateRequest asks the sidecar for a data dir's verdict and what its
+// store holds: the facts a start-up decides from (POST /v1/validate).
+type ValidateRequest struct {
+	// Member is the member whose data dir is judged. Its InitialCluster,
+	// when it lists other members, says their peers bring this one up to
+	// date, so a data dir behind the backups is not Behind. Embedded: its
+	// fields are the request's own on the wire.
+	Member
 	// Sanity runs the quick checks only (the member stopped cleanly);
 	// default the full ones.
 	Sanity bool `json:"sanity,omitempty"`
@@ -98,15 +106,9 @@ type Validation struct {
 // RestoreRequest asks the sidecar to build a member's data dir
 // (POST /v1/restore).
 type RestoreRequest struct {
-	// DataDir must lie under the sidecar's restore root.
-	DataDir string `json:"data_dir"`
-	// WALDir is etcd's wal-dir, when the WAL is kept outside the data
-	// dir; under the restore root too.
-	WALDir              string   `json:"wal_dir,omitempty"`
-	Name                string   `json:"name,omitempty"`
-	PeerURLs            []string `json:"peer_urls,omitempty"`
-	InitialCluster      string   `json:"initial_cluster,omitempty"`
-	InitialClusterToken string   `json:"initial_cluster_token,omitempty"`
+	// Member is the member the data dir is built for. Embedded: its
+	// fields are the request's own on the wire.
+	Member
 	// EtcdVersion is the etcd release that is to start the restored data
 	// dir: the restore writes for it. "": the sidecar's own.
 	EtcdVersion string `json:"etcd_version,omitempty"`

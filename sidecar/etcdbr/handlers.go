@@ -54,7 +54,7 @@ func (s *Server) initialize(ctx context.Context, sanity bool) {
 	defer cancel()
 	start := time.Now()
 	cfg := s.startupConfig(sanity)
-	s.log.Info("etcdbr: initializing the data dir", "member", cfg.Name, "data_dir", cfg.DataDir, "sanity", sanity)
+	s.log.Info("etcdbr: initializing the data dir", "member", cfg.Member.Name, "data_dir", cfg.Member.DataDir, "sanity", sanity)
 	p, err := s.sc.Prepare(ctx, cfg, s.cfg.Startup)
 	s.m.initialized(p, time.Since(start), err)
 	s.mu.Lock()

@@ -228,11 +228,7 @@ func (s *Server) peerOf(_ string, clientURLs []string) string {
 // startupConfig is the member as the start-up procedure sees it.
 func (s *Server) startupConfig(sanity bool) startup.Config {
 	conf := s.cfg.EtcdConf
-	return startup.Config{
-		Name: s.self.Name, DataDir: s.cfg.DataDir, WALDir: conf.WALDir, PeerURLs: s.self.PeerURLs, ClientURLs: s.self.ClientURLs,
-		InitialCluster: conf.InitialCluster, Token: conf.Token, ClusterState: conf.State,
-		Endpoints: s.endpoints(), CleanShutdown: sanity,
-	}
+	return startup.Config{Member: member.Spec{Name: s.self.Name, DataDir: s.cfg.DataDir, WALDir: conf.WALDir, PeerURLs: s.self.PeerURLs, InitialCluster: conf.InitialCluster, Token: conf.Token}, ClientURLs: s.self.ClientURLs, ClusterState: conf.State, Endpoints: s.endpoints(), CleanShutdown: sanity}
 }
 
 // endpoints reach the other members: their advertised client URLs and the
