@@ -112,6 +112,30 @@ func (o MoveOptions) withDefaults() (MoveOptions, error) {
 	return o, nil
 }
 
+// notTheSource refuses a target that is the cluster the backups were
+// taken of: the first state would overwrite the tenant's keys there with
+// the backups' older ones. Backups without an identity record
+// (etcd-backup-restore's) cannot tell; a record that cannot be read, or a
+// target that does not say which cluster it is, stops the move.
+func notTheSource(ctx context.Context, st store.Store, chain snap.Chain, target *clientv3.Client) error {
+	id, ok, err := snap.ReadIdentity(ctx, st, chain.Full)
+	if err != nil {
+		return fmt.Errorf("move: which cluster the backups are of: %w", err)
+	}
+	if !ok || id.ClusterID == "" {
+		return nil
+	}
+	resp, err := target.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("move: which cluster the target is: %w", err)
+	}
+	if fmt.Sprintf("%x", resp.Header.ClusterId) == id.ClusterID {
+		return fmt.Errorf("move: the target is cluster %s, the one the backups were taken of: a move copies a tenant to another cluster, "+
+			"and here it would overwrite the tenant's keys with older ones (to bring back a past state in place, use restore --prefix --to)", id.ClusterID)
+	}
+	return nil
+}
+
 // Move copies a tenant's keys from the backups into a live target cluster
 // and keeps them there as the source goes on: it applies the latest
 // state (ApplyState with Replace, so the target's prefix holds exactly
@@ -132,6 +156,9 @@ func Move(ctx context.Context, st store.Store, target *clientv3.Client, opts Mov
 	chain, err := restore.Chain(ctx, st, restore.Target{})
 	if err != nil {
 		return m, fmt.Errorf("move: %w", err)
+	}
+	if err := notTheSource(ctx, st, chain, target); err != nil {
+		return m, err
 	}
 	opts.Read.Chain = &chain
 	past, err := history.ReadState(ctx, st, history.StateOptions{Read: opts.Read, Keys: history.Keys{Key: opts.Prefix, Prefix: true}, WorkDir: opts.WorkDir})

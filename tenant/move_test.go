@@ -14,6 +14,7 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/etcdtest"
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/tenant"
 )
@@ -247,5 +248,40 @@ func TestMoveATenantWhileItWrites(t *testing.T) {
 	again, err := tenant.Move(ctx, st, dcli, tenant.MoveOptions{Prefix: "/t/a/", Rename: restore.Rename{From: "/t/a/", To: "/t/b/"}, CutOver: down, Trigger: trigger})
 	if err != nil || again.Leases != 1 || again.LeasesGranted != 0 {
 		t.Fatalf("a move run again: %+v, %v; want its lease found in the target", again, err)
+	}
+}
+
+// A move onto the cluster the backups were taken of is refused before it
+// writes: its first state would put the backups' older keys over the
+// tenant's newer ones.
+func TestMoveOntoTheSourceIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := etcdtest.Start(t, etcdtest.Options{TLS: true, UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/app/k", "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capture.Full(ctx, cli, st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/app/k", "new"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tenant.Move(ctx, st, cli, tenant.MoveOptions{Prefix: "/app/", CutOverTimeout: time.Second,
+		CutOverRevision: func(context.Context) (int64, error) { return 0, errors.New("not asked: the move is refused first") }})
+	if err == nil || !strings.Contains(err.Error(), "the one the backups were taken of") {
+		t.Fatalf("a move onto the source: %v", err)
+	}
+	resp, err := cli.Get(ctx, "/app/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.Kvs[0].Value); got != "new" {
+		t.Fatalf("/app/k is %q after the refused move, want the live %q", got, "new")
 	}
 }

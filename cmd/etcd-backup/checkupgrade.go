@@ -73,7 +73,7 @@ changes nothing. The verdict is safe (exit 0), fix-first (exit 3) or unknown (ex
 			case upgrade.FixFirst:
 				return fmt.Errorf("%w: fix what it names before the upgrade", errMismatch)
 			case upgrade.Unknown:
-				return fmt.Errorf("%w: %s", errUnknown, "check again once what it names answers")
+				return fmt.Errorf("%w: %s", errUnknown, "the findings marked unread say what is missing (a member that did not answer, a release that cannot be told, no step to check)")
 			}
 			return nil
 		},

@@ -92,6 +92,9 @@ func (r *moveRun) run(cmd *cobra.Command, g *globals) error {
 			return fmt.Errorf("--endpoints (the source): %w", err)
 		}
 		defer func() { _ = source.Close() }()
+		if err := distinct(ctx, source, target); err != nil {
+			return err
+		}
 		opts.CutOverRevision = func(ctx context.Context) (int64, error) {
 			resp, err := source.Get(ctx, tn.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 			if err != nil {
@@ -122,6 +125,24 @@ func (r *moveRun) run(cmd *cobra.Command, g *globals) error {
 	}
 	out := moveResultOf(tn, m)
 	return g.print(out, out.table)
+}
+
+// distinct refuses a target that is the source cluster (--to naming the
+// --endpoints' cluster), whatever the backups record of it: the move
+// would write their older keys over the tenant's.
+func distinct(ctx context.Context, source, target *clientv3.Client) error {
+	s, err := source.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("--endpoints (the source): %w", err)
+	}
+	t, err := target.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("--to: %w", err)
+	}
+	if s.Header.ClusterId == t.Header.ClusterId {
+		return cli.Usage(fmt.Errorf("--to is the source cluster (%x, as --endpoints): a move copies a tenant to another cluster", s.Header.ClusterId))
+	}
+	return nil
 }
 
 // askSidecar makes the cut-over ask the source's sidecar for a delta,

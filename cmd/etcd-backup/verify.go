@@ -51,19 +51,12 @@ compacted past that revision only the chain is checked, and the output says so.`
 				SHA256: rep.Digest.SHA256, TookSeconds: rep.Took.Seconds()}
 			var mismatch error
 			if len(against) > 0 {
-				live, head, note, err := g.liveDigest(cmd, against, rep.Digest.Revision)
+				differs, err := g.compareLive(cmd, against, rep.Digest, &out)
 				if err != nil {
 					return err
 				}
-				out.LiveRevision = &head
-				switch {
-				case note != "":
-					out.Live = note
-				case live != rep.Digest:
-					out.Live = live
-					mismatch = fmt.Errorf("%w: the backup has %s; the cluster has %s", errMismatch, rep.Digest, live)
-				default:
-					out.Live = "equal"
+				if differs != "" {
+					mismatch = fmt.Errorf("%w: %s", errMismatch, differs)
 				}
 			}
 			if err := g.print(out, func(w *tabwriter.Writer) {
@@ -92,6 +85,31 @@ compacted past that revision only the chain is checked, and the output says so.`
 	return cmd
 }
 
+// compareLive compares the backups' digest with the cluster at against,
+// and records what it found in out; differs says how, when they differ or
+// the cluster is behind the backups.
+func (g *globals) compareLive(cmd *cobra.Command, against []string, d history.Digest, out *verifyResult) (differs string, err error) {
+	live, head, note, err := g.liveDigest(cmd, against, d.Revision)
+	if err != nil {
+		return "", err
+	}
+	out.LiveRevision = &head
+	switch {
+	case note != "":
+		out.Live = note
+		if head < d.Revision {
+			// The backups hold writes the cluster never had.
+			return note, nil
+		}
+	case live != d:
+		out.Live = live
+		return fmt.Sprintf("the backup has %s; the cluster has %s", d, live), nil
+	default:
+		out.Live = "equal"
+	}
+	return "", nil
+}
+
 // liveDigest sums the live cluster at rev, or says why it cannot, and
 // reads the cluster's own revision.
 func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) (history.Digest, int64, string, error) {
@@ -103,6 +121,10 @@ func (g *globals) liveDigest(cmd *cobra.Command, endpoints []string, rev int64) 
 	head, err := cli.Get(cmd.Context(), "\x00", clientv3.WithCountOnly())
 	if err != nil {
 		return history.Digest{}, 0, "", err
+	}
+	if h := head.Header.Revision; h < rev {
+		return history.Digest{}, h, fmt.Sprintf("the cluster is at revision %d, behind the backups' %d: it never held what they end at "+
+			"(another cluster, or one restored from older data)", h, rev), nil
 	}
 	live, err := history.LiveDigest(cmd.Context(), cli, rev)
 	if errors.Is(err, rpctypes.ErrCompacted) {
