@@ -57,7 +57,8 @@ func Start(t *testing.T, cli *clientv3.Client, st store.Store, opts capture.Opti
 		t.Fatal(err)
 	}
 	r.Snapshotter = s
-	ctx, cancel := context.WithCancel(context.Background())
+	// The test's context: Run stops at the test's end if Stop was not called.
+	ctx, cancel := context.WithCancel(t.Context())
 	r.cancel = cancel
 	go func() { r.done <- s.Run(ctx) }()
 	t.Cleanup(func() { r.Stop(t) })
@@ -164,7 +165,7 @@ type Keyspace map[string]*mvccpb.KeyValue
 
 func ReadKeyspace(t testing.TB, cli *clientv3.Client, rev int64) Keyspace {
 	t.Helper()
-	resp, err := cli.Get(context.Background(), "", clientv3.WithPrefix(), clientv3.WithRev(rev))
+	resp, err := cli.Get(Ctx(t), "", clientv3.WithPrefix(), clientv3.WithRev(rev))
 	if err != nil {
 		t.Fatalf("read Keyspace at %d: %v", rev, err)
 	}
@@ -213,7 +214,7 @@ func (ks Keyspace) Diff(want Keyspace) error {
 
 func ReadDelta(t testing.TB, st store.Store, s snapshot.Snapshot, c snapshot.Codec) []snapshot.Event {
 	t.Helper()
-	d, err := snapshot.OpenDelta(context.Background(), st, s, c)
+	d, err := snapshot.OpenDelta(Ctx(t), st, s, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,4 +264,21 @@ func BackUp(t *testing.T, ctx context.Context, cli *clientv3.Client, bucket stor
 		t.Fatal(err)
 	}
 	return st
+}
+
+// NewStore is a file store in the test's temporary directory.
+func NewStore(t testing.TB) store.Store {
+	t.Helper()
+	st, err := store.NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Ctx is the test's context with a deadline of two minutes.
+func Ctx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
 }
