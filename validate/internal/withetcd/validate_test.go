@@ -264,9 +264,19 @@ func TestDedicatedWALDir(t *testing.T) {
 // Removed, in both modes; the members that stay are Valid. A data dir whose
 // bucket cannot be read is Removed too (fail closed): whether the member
 // was removed cannot be told.
+//
+// The member removed is the leader: it commits and applies its own removal
+// before it steps down. A follower may instead stop when its peers refuse
+// it, before the entry reaches it, and then its data dir cannot tell.
 func TestRemovedMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3})
-	gone := c.Members[2]
+	if err := c.WaitLeader(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	gone := c.Leader()
+	if gone == nil {
+		t.Fatal("no leader")
+	}
 	c.Remove(t, gone)
 	for _, mode := range []validate.Mode{validate.Sanity, validate.Full} {
 		r := check(t, gone.Dir, validate.Options{Mode: mode, MultiMember: true}, validate.Removed, "db")
@@ -275,6 +285,9 @@ func TestRemovedMember(t *testing.T) {
 		}
 	}
 	stays := c.Members[0]
+	if stays == gone {
+		stays = c.Members[1]
+	}
 	stays.Stop()
 	check(t, stays.Dir, validate.Options{Mode: validate.Full, MultiMember: true}, validate.Valid, "")
 
