@@ -5,14 +5,15 @@ go 1.26.0
 require (
 	filippo.io/age v1.3.2
 	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000
-	github.com/klauspost/compress v1.20.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/robfig/cron/v3 v3.0.1
 	go.etcd.io/bbolt v1.5.0
@@ -50,6 +51,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
+	github.com/klauspost/compress v1.20.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
 	github.com/prometheus/common v0.67.5 // indirect
@@ -93,6 +95,10 @@ replace github.com/etcdkit/etcdkit/tlsfiles => ././tlsfiles
 
 replace github.com/etcdkit/etcdkit/etcdversion => ././etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ././internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ././validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ././internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ././internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ././snapshot

@@ -28,8 +28,9 @@ var updateGraphs = flag.Bool("update-graphs", false, "write the module graph tab
 // library's x/sys included.
 var graphLimits = map[string]int{
 	"store": 5, "store/storetest": 5, "tlsfiles": 5, "sidecar/api": 5, "etcdversion": 5,
-	// validate: no etcd server, client-go or cloud SDK either (TestWeights).
-	"validate": 20,
+	// validate and the on-store format: no etcd server, client-go or cloud
+	// SDK either (TestWeights).
+	"validate": 20, "snapshot": 20,
 }
 
 const (

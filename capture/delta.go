@@ -27,7 +27,7 @@ var (
 
 // eventSize approximates what one buffered event costs: its bytes plus the
 // structs and pointers around them, so a stream of tiny events is bounded too.
-func eventSize(ev *mvccpb.Event) int64 {
+func eventSize(ev *snapshot.WatchEvent) int64 {
 	n := int64(256)
 	if kv := ev.Kv; kv != nil {
 		n += int64(len(kv.Key) + len(kv.Value))
@@ -204,8 +204,9 @@ func (c *capture) add(ctx context.Context, wr clientv3.WatchResponse) error {
 		if rev >= c.next() && c.full() {
 			break
 		}
-		c.pending = append(c.pending, snapshot.Event{EtcdEvent: ev, Time: received})
-		c.size += eventSize(ev)
+		e := watchEvent(ev)
+		c.pending = append(c.pending, snapshot.Event{EtcdEvent: e, Time: received})
+		c.size += eventSize(e)
 	}
 	if err := c.leases.noteAll(ctx, c.src, c.pending[held:]); err != nil {
 		c.log.Debug("delta: the TTL of a lease is not known yet", "error", err)

@@ -9,9 +9,10 @@ import (
 	"slices"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // windowRevisions is how many revisions up to a chain's end are compared
@@ -30,7 +31,7 @@ const eventsWait = 10 * time.Second
 // cluster whose history is compacted there, or a watch that does not
 // deliver in time, says nothing (evidenceNone); no difference is
 // evidenceSame.
-func compareEvents(ctx context.Context, cli *clientv3.Client, chain []*mvccpb.Event, from, to int64, own ownKeys) (evidence, string, error) {
+func compareEvents(ctx context.Context, cli *clientv3.Client, chain []*snapshot.WatchEvent, from, to int64, own ownKeys) (evidence, string, error) {
 	if to <= from {
 		return evidenceSame, "", nil
 	}
@@ -42,7 +43,7 @@ func compareEvents(ctx context.Context, cli *clientv3.Client, chain []*mvccpb.Ev
 	// so it is asked again until the events are in.
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	var live []*mvccpb.Event
+	var live []*snapshot.WatchEvent
 	for done := false; !done; {
 		select {
 		case <-tick.C:
@@ -62,7 +63,7 @@ func compareEvents(ctx context.Context, cli *clientv3.Client, chain []*mvccpb.Ev
 					done = true
 					break
 				}
-				if !own.of(e) {
+				if e := watchEvent(e); !own.of(e) {
 					live = append(live, e)
 				}
 			}
@@ -90,11 +91,11 @@ func (o ownKeys) key(key []byte, deleted bool) bool {
 	return bool(o) && (string(key) == "compact_rev_key" || deleted && bytes.HasPrefix(key, []byte("gap-")))
 }
 
-func (o ownKeys) of(e *mvccpb.Event) bool { return o.key(e.Kv.Key, e.Type == mvccpb.DELETE) }
+func (o ownKeys) of(e *snapshot.WatchEvent) bool { return o.key(e.Kv.Key, e.Type == snapshot.Delete) }
 
 // byRevision names each event of revisions (from, to] by what it did, in
 // a sorted list per revision.
-func byRevision(events []*mvccpb.Event, from, to int64) map[int64][]string {
+func byRevision(events []*snapshot.WatchEvent, from, to int64) map[int64][]string {
 	out := map[int64][]string{}
 	for _, e := range events {
 		rev := e.Kv.ModRevision
@@ -102,7 +103,7 @@ func byRevision(events []*mvccpb.Event, from, to int64) map[int64][]string {
 			continue
 		}
 		name := fmt.Sprintf("%s %q", e.Type, e.Kv.Key)
-		if e.Type == mvccpb.PUT {
+		if e.Type == snapshot.Put {
 			// A datastore that keeps no versions (kine) answers 0; its
 			// backups record 1.
 			name += fmt.Sprintf(" (value crc32c %08x, version %d)", crc32.Checksum(e.Kv.Value, castagnoli), max(e.Kv.Version, 1))

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
@@ -84,14 +83,14 @@ func TestFullThenDeltasHoldEveryEvent(t *testing.T) {
 	events := readDelta(t, st, d1, snapshot.Codec{})
 	first := events[:4]
 	wantFirst := []struct {
-		typ      mvccpb.Event_EventType
+		typ      snapshot.EventType
 		key, val string
 		rev      int64
 	}{
-		{mvccpb.PUT, "/known/a", "1", put.Header.Revision},
-		{mvccpb.PUT, "/known/b", "2", txn.Header.Revision},
-		{mvccpb.PUT, "/known/c", "3", txn.Header.Revision},
-		{mvccpb.DELETE, "/known/a", "", txn.Header.Revision},
+		{snapshot.Put, "/known/a", "1", put.Header.Revision},
+		{snapshot.Put, "/known/b", "2", txn.Header.Revision},
+		{snapshot.Put, "/known/c", "3", txn.Header.Revision},
+		{snapshot.Delete, "/known/a", "", txn.Header.Revision},
 	}
 	for i, w := range wantFirst {
 		kv := first[i].EtcdEvent.Kv

@@ -32,7 +32,7 @@ type leaseLog struct {
 // change) is marked snapshot.LeaseGone; its keys' deletions follow in the
 // stream. A failed question is asked again with the lease's next event.
 func (l *leaseLog) note(ctx context.Context, src Datastore, ev *snapshot.Event) error {
-	id := ev.EtcdEvent.GetKv().GetLease()
+	id := leaseOf(ev)
 	if id == 0 || ev.EtcdEvent.Type != 0 {
 		return nil
 	}
@@ -78,7 +78,7 @@ func (l *leaseLog) noteUpTo(ctx context.Context, src Datastore, events []snapsho
 	asked := map[int64]bool{}
 	for i := range events {
 		ev := &events[i]
-		id := ev.EtcdEvent.GetKv().GetLease()
+		id := leaseOf(ev)
 		if id == 0 || ev.EtcdEvent.Type != 0 || ev.LeaseTTL != 0 || l.recorded[id] || asked[id] {
 			continue
 		}
@@ -190,4 +190,12 @@ func setOf(m map[int64]bool, id int64) map[int64]bool {
 	}
 	m[id] = true
 	return m
+}
+
+// leaseOf is the lease of the event's key, or 0.
+func leaseOf(ev *snapshot.Event) int64 {
+	if ev.EtcdEvent == nil || ev.EtcdEvent.Kv == nil {
+		return 0
+	}
+	return ev.EtcdEvent.Kv.Lease
 }

@@ -49,7 +49,7 @@ func TestLeaseGoneBeforeItsKeyIsCaptured(t *testing.T) {
 	b.Stop(t)
 	var marked bool
 	for _, ev := range readDelta(t, st, first.Snapshot, snapshot.Codec{}) {
-		if string(ev.EtcdEvent.GetKv().GetKey()) == "/locks/leader" && ev.EtcdEvent.Type == 0 {
+		if ev.EtcdEvent != nil && ev.EtcdEvent.Kv != nil && string(ev.EtcdEvent.Kv.Key) == "/locks/leader" && ev.EtcdEvent.Type == snapshot.Put {
 			marked = ev.LeaseTTL == snapshot.LeaseGone
 		}
 	}

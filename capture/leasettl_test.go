@@ -35,7 +35,7 @@ func TestALeaseTTLUnknownAtItsKeyIsAskedBeforeTheDelta(t *testing.T) {
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the event's key: %v %v", resp, err)
 	}
-	events := []snapshot.Event{{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: resp.Kvs[0]}}}
+	events := []snapshot.Event{{EtcdEvent: watchEvent(&clientv3.Event{Type: clientv3.EventTypePut, Kv: resp.Kvs[0]})}}
 	var l leaseLog
 	failed, stop := context.WithCancel(ctx)
 	stop()
@@ -157,7 +157,7 @@ func leasedEvents(ctx context.Context, t testing.TB, cli *clientv3.Client, n int
 	}
 	events := make([]snapshot.Event, n)
 	for i, kv := range resp.Kvs {
-		events[i] = snapshot.Event{EtcdEvent: &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv}}
+		events[i] = snapshot.Event{EtcdEvent: watchEvent(&clientv3.Event{Type: clientv3.EventTypePut, Kv: kv})}
 	}
 	return events
 }

@@ -21,6 +21,7 @@ replace github.com/etcdkit/etcdkit/tlsfiles => ../tlsfiles
 require (
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/s3 v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
@@ -60,8 +61,9 @@ require (
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -118,6 +120,10 @@ require (
 
 replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ../validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../snapshot

@@ -13,6 +13,7 @@ import (
 	"github.com/etcdkit/etcdkit/restore"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/view"
 )
 
 // ScanOptions configures Scan. The zero value calls a prefix stale after
@@ -239,23 +240,19 @@ func summarize(ctx context.Context, l *listed, opts ScanOptions, now time.Time) 
 		c.Problem = err.Error()
 		return c
 	}
-	c.NewestFull, c.NewestFullAt, c.Revision, c.ChainDeltas = latest.Full.Key, latest.Full.Created, latest.LastRevision(), len(latest.Deltas)
-	newest := latest.Full.Created
-	if n := len(latest.Deltas); n > 0 {
-		d := latest.Deltas[n-1]
+	// The columns of the chain's summary list and the API show: its
+	// newest full and delta, the revision, the problem, the estimate.
+	s, err := view.Read(ctx, l, latest, opts.Speed)
+	c.NewestFull, c.NewestFullAt, c.Revision, c.ChainDeltas = s.Full.Key, s.Full.Created, s.LastRevision, len(s.Deltas)
+	newest := s.Full.Created
+	if n := len(s.Deltas); n > 0 {
+		d := s.Deltas[n-1]
 		c.NewestDelta, c.NewestDeltaAt, newest = d.Key, d.Created, d.Created
 	}
 	c.RPOSeconds = max(0, now.Sub(newest).Seconds())
-	c.EstimatedRestoreSeconds = restore.EstimateRestore(latest, opts.Speed).Seconds()
-	if _, err := latest.Check(); err != nil {
-		c.Problem = err.Error()
-	}
-	if c.Layout == LayoutEtcdkit {
-		if id, ok, err := snapshot.ReadIdentity(ctx, l, latest.Full); err != nil {
-			c.Problem = cmp.Or(c.Problem, fmt.Sprintf("identity: %v", err))
-		} else if ok {
-			c.ClusterID = id.ClusterID
-		}
+	c.EstimatedRestoreSeconds, c.Problem, c.ClusterID = s.EstimatedRestore, s.Problem, s.ClusterID
+	if err != nil {
+		c.Problem = cmp.Or(c.Problem, err.Error())
 	}
 	if keys := snapshot.DrillKeys(drills); len(keys) > 0 {
 		r, ok, err := snapshot.ReadDrill(ctx, l, keys[len(keys)-1])

@@ -34,10 +34,12 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
@@ -111,6 +113,10 @@ require (
 
 replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ../validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../snapshot

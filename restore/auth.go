@@ -1,6 +1,8 @@
 package restore
 
 import (
+	"fmt"
+
 	"go.etcd.io/etcd/api/v3/authpb"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.uber.org/zap"
@@ -28,7 +30,7 @@ func (r *replayer) applyAuth() (bool, []string, error) {
 	}
 	roles := map[string]bool{}
 	for _, role := range a.Roles {
-		p, err := role.Proto()
+		p, err := roleProto(role)
 		if err != nil {
 			return false, nil, err
 		}
@@ -69,4 +71,17 @@ func (r *replayer) noteAuth(ev snapshot.Event) {
 	if ev.Auth != nil && (r.auth == nil || ev.Auth.Revision >= r.auth.Revision) {
 		r.auth = ev.Auth
 	}
+}
+
+// roleProto is the role as etcd stores it.
+func roleProto(r snapshot.AuthRole) (*authpb.Role, error) {
+	role := &authpb.Role{Name: []byte(r.Name)}
+	for _, p := range r.Permissions {
+		t, ok := authpb.Permission_Type_value[p.Type]
+		if !ok {
+			return nil, fmt.Errorf("role %s: permission type %q", r.Name, p.Type)
+		}
+		role.KeyPermission = append(role.KeyPermission, &authpb.Permission{PermType: authpb.Permission_Type(t), Key: p.Key, RangeEnd: p.RangeEnd})
+	}
+	return role, nil
 }

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/database"
+	"github.com/etcdkit/etcdkit/snapshot"
+
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/authpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.etcd.io/etcd/server/v3/storage/schema"
@@ -214,12 +216,12 @@ func (p *keyPick) kv(v []byte) ([]byte, bool, error) {
 	if p.rename == (Rename{}) {
 		return v, true, nil
 	}
-	var kv mvccpb.KeyValue
-	if err := proto.Unmarshal(v, &kv); err != nil {
+	kv, err := database.DecodeKeyValue(v)
+	if err != nil {
 		return nil, false, fmt.Errorf("key %q: %w", key, err)
 	}
 	kv.Key = p.rename.key(kv.Key)
-	return appendKeyValue(nil, &kv), true, nil
+	return appendKeyValue(nil, (*snapshot.KeyValue)(&kv)), true, nil
 }
 
 // revOf is the revision a key of the key bucket names (a tombstone's

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -54,7 +52,7 @@ func TestDecodeAheadSendsNothingOnceCancelled(t *testing.T) {
 func writeDeltaObject(t *testing.T, st store.Store, key string, rev int64) {
 	t.Helper()
 	b, err := json.Marshal([]snap.Event{{
-		EtcdEvent: &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: rev, Version: rev - 1}},
+		EtcdEvent: &snap.WatchEvent{Type: snap.Put, Kv: &snap.KeyValue{Key: []byte("k"), Value: []byte("v"), CreateRevision: 2, ModRevision: rev, Version: rev - 1}},
 		Time:      time.Unix(1, 0).UTC(),
 	}})
 	if err != nil {

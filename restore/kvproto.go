@@ -1,8 +1,9 @@
 package restore
 
 import (
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/etcdkit/etcdkit/snapshot"
 )
 
 // The fields of mvccpb.KeyValue (api/mvccpb/kv.proto).
@@ -20,7 +21,7 @@ const (
 // a million of them a second, and the generic marshaller allocates and
 // costs several times more. TestKeyValueEncodingIsProtos holds it to
 // proto.Marshal.
-func appendKeyValue(b []byte, kv *mvccpb.KeyValue) []byte {
+func appendKeyValue(b []byte, kv *snapshot.KeyValue) []byte {
 	if len(kv.Key) > 0 {
 		b = protowire.AppendTag(b, kvKeyField, protowire.BytesType)
 		b = protowire.AppendBytes(b, kv.Key)
@@ -46,7 +47,7 @@ func appendKeyValue(b []byte, kv *mvccpb.KeyValue) []byte {
 }
 
 // keyValueSize is the length appendKeyValue appends.
-func keyValueSize(kv *mvccpb.KeyValue) int {
+func keyValueSize(kv *snapshot.KeyValue) int {
 	n := 0
 	if len(kv.Key) > 0 {
 		n += 1 + protowire.SizeBytes(len(kv.Key))

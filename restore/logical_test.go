@@ -44,8 +44,8 @@ func TestLogicalChainSkipsRevisions(t *testing.T) {
 	gapped := func(at int64) []snapshot.Event {
 		now := time.Now()
 		return []snapshot.Event{
-			{EtcdEvent: &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/k/00"), Value: []byte("after"), CreateRevision: 2, ModRevision: at + 1, Version: 1}}, Time: now},
-			{EtcdEvent: &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte("/k/01"), ModRevision: at + 3}}, Time: now},
+			{EtcdEvent: &snapshot.WatchEvent{Type: snapshot.Put, Kv: &snapshot.KeyValue{Key: []byte("/k/00"), Value: []byte("after"), CreateRevision: 2, ModRevision: at + 1, Version: 1}}, Time: now},
+			{EtcdEvent: &snapshot.WatchEvent{Type: snapshot.Delete, Kv: &snapshot.KeyValue{Key: []byte("/k/01"), ModRevision: at + 3}}, Time: now},
 		}
 	}
 	for _, tc := range []struct {

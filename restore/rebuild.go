@@ -10,8 +10,8 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/internal/datadir"
-	"github.com/etcdkit/etcdkit/internal/revision"
 )
 
 // Rebuild makes a data dir anew from its own database, for the member
@@ -35,7 +35,7 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	defer unlock()
 	// Read before the hold, which locks the database against any open.
 	db := filepath.Join(opts.Member.DataDir, "member", "snap", "db")
-	rev, err := revision.OfFile(db)
+	rev, err := database.Revision(db)
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild %s: %w", opts.Member.DataDir, err)
 	}

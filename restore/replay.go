@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/lease"
 	"go.etcd.io/etcd/server/v3/lease/leasepb"
@@ -43,7 +42,7 @@ type replayer struct {
 	done      bool
 	// cur gathers the events of revision curRev from delta curName, and
 	// curRevoked the leases its deltas recorded as revoked by then.
-	cur        []*mvccpb.Event
+	cur        []*snapshot.WatchEvent
 	curRev     int64
 	curName    string
 	curRevoked []int64
@@ -346,7 +345,7 @@ func (r *replayer) attach(key []byte, id int64) {
 
 // write applies the events of one revision, each at its place in the
 // revision's transaction, as etcd's mvcc store numbers them.
-func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
+func (r *replayer) write(name string, rev int64, events []*snapshot.WatchEvent) error {
 	if rev != r.at+1 && (!r.logical || rev <= r.at) {
 		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, r.at)
 	}
@@ -356,10 +355,10 @@ func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
 	}
 	for sub, ev := range events {
 		kv := ev.Kv
-		var stored *mvccpb.KeyValue
+		var stored *snapshot.KeyValue
 		tombstone := false
 		switch ev.Type {
-		case mvccpb.PUT:
+		case snapshot.Put:
 			if kv.ModRevision != rev || kv.CreateRevision <= 0 || kv.CreateRevision > rev || kv.Version <= 0 {
 				return fmt.Errorf("delta %s: revision %d: a put of %q at revision %d, created at %d, version %d, is not one etcd makes",
 					name, rev, kv.Key, kv.ModRevision, kv.CreateRevision, kv.Version)
@@ -368,15 +367,15 @@ func (r *replayer) write(name string, rev int64, events []*mvccpb.Event) error {
 			if !r.grant(r.tx, kv.Lease) {
 				// A lease neither in the full snapshot nor granted again: its
 				// key is restored without one rather than failing the restore.
-				stored = &mvccpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+				stored = &snapshot.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
 					Version: kv.Version, Value: kv.Value}
 				r.droppedLeases++
 			}
 			r.attach(kv.Key, stored.Lease)
-		case mvccpb.DELETE:
+		case snapshot.Delete:
 			// etcd stores a delete as the key alone, at a revision marked as
 			// a tombstone.
-			stored, tombstone = &mvccpb.KeyValue{Key: kv.Key}, true
+			stored, tombstone = &snapshot.KeyValue{Key: kv.Key}, true
 			r.attach(kv.Key, 0)
 		default:
 			return fmt.Errorf("delta %s: revision %d: unknown event type %d", name, rev, ev.Type)

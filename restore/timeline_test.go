@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
@@ -285,7 +284,7 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 			cli := c.Client(t)
 			ops := []clientv3.Op{clientv3.OpPut("/extra", "not the chain's")}
 			for _, e := range eventsAt(t, h.st, h.end) {
-				if e.Type == mvccpb.DELETE {
+				if e.Type == snapshot.Delete {
 					ops = append(ops, clientv3.OpDelete(string(e.Kv.Key)))
 				} else {
 					ops = append(ops, clientv3.OpPut(string(e.Kv.Key), string(e.Kv.Value)))
@@ -521,7 +520,7 @@ func TestADeltaOfDeletesAloneContinues(t *testing.T) {
 }
 
 // eventsAt are the events the store's newest chain holds of revision rev.
-func eventsAt(t *testing.T, st store.Store, rev int64) []*clientv3.Event {
+func eventsAt(t *testing.T, st store.Store, rev int64) []*snapshot.WatchEvent {
 	t.Helper()
 	ctx := context.Background()
 	cat, err := snapshot.List(ctx, st)
@@ -537,7 +536,7 @@ func eventsAt(t *testing.T, st store.Store, rev int64) []*clientv3.Event {
 		t.Fatal(err)
 	}
 	defer func() { _ = dr.Close() }()
-	var out []*clientv3.Event
+	var out []*snapshot.WatchEvent
 	for {
 		ev, err := dr.Next()
 		if errors.Is(err, io.EOF) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/sidecar/api"
+	"github.com/etcdkit/etcdkit/view"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -26,36 +27,6 @@ import (
 	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/validate"
 )
-
-// ViewOf shows a snapshot.
-func ViewOf(s snapshot.Snapshot) api.SnapshotView {
-	return api.SnapshotView{Key: s.Key, Kind: string(s.Kind), StartRevision: s.StartRevision, LastRevision: s.LastRevision,
-		Created: s.Created.UTC(), Size: s.Size, Compression: string(s.Compression), Encrypted: s.Encrypted}
-}
-
-// ChainViewOf shows a chain.
-func ChainViewOf(c snapshot.Chain) api.ChainView {
-	v := api.ChainView{Timeline: c.Timeline, Full: ViewOf(c.Full), Deltas: []api.SnapshotView{}, LastRevision: c.LastRevision(), Size: c.Full.Size}
-	for _, d := range c.Deltas {
-		v.Deltas = append(v.Deltas, ViewOf(d))
-		v.Size += d.Size
-	}
-	return v
-}
-
-// TimelineViewsOf shows the catalog's timelines, the first first.
-func TimelineViewsOf(cat snapshot.Catalog) []api.TimelineView {
-	out := make([]api.TimelineView, 0, len(cat.Timelines))
-	for i, t := range cat.Timelines {
-		out = append(out, api.TimelineView{ID: t.ID, Began: t.Began, Parent: t.Parent, ForkRevision: t.ForkRevision,
-			ForkSnapshot: t.ForkSnapshot, ClusterID: t.ClusterID, Reason: t.Reason, Newest: i == len(cat.Timelines)-1})
-	}
-	for _, t := range cat.SetAside {
-		out = append(out, api.TimelineView{ID: t.ID, Began: t.Began, Parent: t.Parent, ForkRevision: t.ForkRevision,
-			ForkSnapshot: t.ForkSnapshot, ClusterID: t.ClusterID, Reason: t.Reason, SetAside: true})
-	}
-	return out
-}
 
 // Handler serves the API: health and metrics open, the rest behind auth's
 // credential.
@@ -106,11 +77,11 @@ func (s *Sidecar) handler(au *authenticator) *http.ServeMux {
 	route("/v1/snapshots/latest", http.MethodGet, false, s.latestSnapshot)
 	route("/v1/snapshots/full", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		sn, err := s.Full(r.Context(), false)
-		return ViewOf(sn), err
+		return view.SnapshotOf(sn), err
 	}))
 	route("/v1/snapshots/delta", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		sn, err := s.Delta(r.Context())
-		return ViewOf(sn), err
+		return view.SnapshotOf(sn), err
 	}))
 	route("/v1/defrag", http.MethodPost, false, s.uploaderOnly(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req struct {
@@ -123,7 +94,7 @@ func (s *Sidecar) handler(au *authenticator) *http.ServeMux {
 	}))
 	route("/v1/compact", http.MethodPost, false, s.uploaderOnly(func(_ http.ResponseWriter, r *http.Request) (any, error) {
 		c, err := s.Compact(r.Context())
-		return api.Compaction{Snapshot: ViewOf(c.Snapshot), Revisions: c.Revisions, InputBytes: c.InputBytes,
+		return api.Compaction{Snapshot: view.SnapshotOf(c.Snapshot), Revisions: c.Revisions, InputBytes: c.InputBytes,
 			OutputBytes: c.OutputBytes, TookSeconds: c.Took.Seconds(), Unchanged: c.Unchanged}, err
 	}))
 	route("/v1/validate", http.MethodPost, false, s.validateDataDir)
@@ -307,9 +278,9 @@ func (s *Sidecar) listSnapshots(_ http.ResponseWriter, r *http.Request) (any, in
 	}
 	chains := []api.ChainView{}
 	for _, c := range cat.AllChains() {
-		chains = append(chains, ChainViewOf(c))
+		chains = append(chains, view.ChainOf(c))
 	}
-	return api.Snapshots{Chains: chains, Timelines: TimelineViewsOf(cat)}, http.StatusOK, nil
+	return api.Snapshots{Chains: chains, Timelines: view.TimelinesOf(cat)}, http.StatusOK, nil
 }
 
 func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, int, error) {
@@ -327,7 +298,8 @@ func (s *Sidecar) latestSnapshot(_ http.ResponseWriter, r *http.Request) (any, i
 	if err != nil {
 		return nil, http.StatusInternalServerError, err
 	}
-	v := ChainViewOf(chain)
+	// The identity is not part of the answer: its record is not read.
+	v := view.ChainOf(chain)
 	body := api.Latest{Chain: v, LastRevision: v.LastRevision}
 	if _, err := chain.Check(); err != nil {
 		body.Problem = err.Error()

@@ -1,11 +1,5 @@
 package snapshot
 
-import (
-	"fmt"
-
-	"go.etcd.io/etcd/api/v3/authpb"
-)
-
 // Auth is etcd's authentication state as a delta records it: users and
 // roles change outside the keyspace, so the watch never carries them.
 // etcd never tells a user's password, so none is recorded: a restore keeps
@@ -37,17 +31,4 @@ type AuthPermission struct {
 	Type     string `json:"type"`
 	Key      []byte `json:"key"`
 	RangeEnd []byte `json:"rangeEnd,omitempty"`
-}
-
-// Proto is the role as etcd stores it.
-func (r AuthRole) Proto() (*authpb.Role, error) {
-	role := &authpb.Role{Name: []byte(r.Name)}
-	for _, p := range r.Permissions {
-		t, ok := authpb.Permission_Type_value[p.Type]
-		if !ok {
-			return nil, fmt.Errorf("role %s: permission type %q", r.Name, p.Type)
-		}
-		role.KeyPermission = append(role.KeyPermission, &authpb.Permission{PermType: authpb.Permission_Type(t), Key: p.Key, RangeEnd: p.RangeEnd})
-	}
-	return role, nil
 }

@@ -15,16 +15,15 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdkit/etcdkit/store"
 )
 
-// ebrEvent is etcd-backup-restore's delta entry, declared as it declares it.
+// ebrEvent is etcd-backup-restore's delta entry, declared as it declares it
+// but for the event's type: WatchEvent marshals as etcd's clientv3.Event
+// does, which the module snapshot/internal/withetcd holds it to.
 type ebrEvent struct {
-	EtcdEvent *clientv3.Event `json:"etcdEvent"`
-	Time      time.Time       `json:"time"`
+	EtcdEvent *WatchEvent `json:"etcdEvent"`
+	Time      time.Time   `json:"time"`
 }
 
 // randomEvents covers what the hand-written JSON must get right: empty
@@ -39,8 +38,8 @@ func randomEvents(n int) ([]Event, []ebrEvent) {
 		}
 		return b
 	}
-	kv := func() *mvccpb.KeyValue {
-		return &mvccpb.KeyValue{
+	kv := func() *KeyValue {
+		return &KeyValue{
 			Key: bytesOf(40), Value: bytesOf(300), CreateRevision: r.Int64N(3) * r.Int64(),
 			ModRevision: r.Int64N(1 << 40), Version: r.Int64N(3), Lease: r.Int64N(2) * r.Int64(),
 		}
@@ -48,7 +47,7 @@ func randomEvents(n int) ([]Event, []ebrEvent) {
 	var ours []Event
 	var theirs []ebrEvent
 	for range n {
-		ev := &clientv3.Event{Type: mvccpb.Event_EventType(r.IntN(2))}
+		ev := &WatchEvent{Type: EventType(r.IntN(2))}
 		if r.IntN(10) > 0 {
 			ev.Kv = kv()
 		}
@@ -95,12 +94,12 @@ func TestHandWrittenJSONIsJSONMarshal(t *testing.T) {
 	}
 }
 
-func sampleEvents() []*clientv3.Event {
-	return []*clientv3.Event{
-		{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/a"), Value: []byte("1"), CreateRevision: 11, ModRevision: 11, Version: 1}},
-		{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/b"), Value: []byte("<&>"), CreateRevision: 12, ModRevision: 12, Version: 1, Lease: 7587862}},
-		{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/c"), Value: []byte{0, 255}, CreateRevision: 12, ModRevision: 12, Version: 1}},
-		{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte("/a"), ModRevision: 13}},
+func sampleEvents() []*WatchEvent {
+	return []*WatchEvent{
+		{Type: Put, Kv: &KeyValue{Key: []byte("/a"), Value: []byte("1"), CreateRevision: 11, ModRevision: 11, Version: 1}},
+		{Type: Put, Kv: &KeyValue{Key: []byte("/b"), Value: []byte("<&>"), CreateRevision: 12, ModRevision: 12, Version: 1, Lease: 7587862}},
+		{Type: Put, Kv: &KeyValue{Key: []byte("/c"), Value: []byte{0, 255}, CreateRevision: 12, ModRevision: 12, Version: 1}},
+		{Type: Delete, Kv: &KeyValue{Key: []byte("/a"), ModRevision: 13}},
 	}
 }
 
@@ -291,7 +290,7 @@ func FuzzDeltaReader(f *testing.F) {
 // The fast parser reads what encoding/json reads, field for field.
 func TestFastParserAgreesWithEncodingJSON(t *testing.T) {
 	ours, _ := randomEvents(5000)
-	same := func(a, b *mvccpb.KeyValue) bool {
+	same := func(a, b *KeyValue) bool {
 		if a == nil || b == nil {
 			return a == b
 		}
@@ -342,8 +341,8 @@ func TestFastParserAgreesWithEncodingJSON(t *testing.T) {
 func TestAnnotationsGoOnACopyOfTheLastEvent(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	events := []Event{
-		{EtcdEvent: &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: []byte("/a"), ModRevision: 4}}, Time: at},
-		{EtcdEvent: &mvccpb.Event{Kv: &mvccpb.KeyValue{Key: []byte("/b"), ModRevision: 5}}, Time: at, RevokedLeases: make([]int64, 1, 4)},
+		{EtcdEvent: &WatchEvent{Kv: &KeyValue{Key: []byte("/a"), ModRevision: 4}}, Time: at},
+		{EtcdEvent: &WatchEvent{Kv: &KeyValue{Key: []byte("/b"), ModRevision: 5}}, Time: at, RevokedLeases: make([]int64, 1, 4)},
 	}
 	a := Annotations{Revoked: []int64{7}, Auth: &Auth{Enabled: true, Revision: 3}}
 	var b bytes.Buffer

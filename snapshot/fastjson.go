@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"strconv"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // fastEvent parses an event in exactly the form json.Marshal writes it
@@ -19,7 +17,7 @@ func fastEvent(b []byte) (ev Event, ok bool) {
 	if !p.lit(`{"etcdEvent":{`) {
 		return Event{}, false
 	}
-	e := &mvccpb.Event{}
+	e := &WatchEvent{}
 	for !p.lit("}") {
 		name, ok := p.name()
 		if !ok {
@@ -31,7 +29,7 @@ func fastEvent(b []byte) (ev Event, ok bool) {
 			if !ok {
 				return Event{}, false
 			}
-			e.Type = mvccpb.Event_EventType(t)
+			e.Type = EventType(t)
 		case "kv":
 			if e.Kv, ok = p.keyValue(); !ok {
 				return Event{}, false
@@ -136,11 +134,11 @@ func (p *parser) bytes() ([]byte, bool) {
 	return out, err == nil
 }
 
-func (p *parser) keyValue() (*mvccpb.KeyValue, bool) {
+func (p *parser) keyValue() (*KeyValue, bool) {
 	if !p.lit("{") {
 		return nil, false
 	}
-	kv := &mvccpb.KeyValue{}
+	kv := &KeyValue{}
 	for !p.lit("}") {
 		name, ok := p.name()
 		if !ok {

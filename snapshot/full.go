@@ -12,7 +12,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/revision"
+	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -299,7 +299,7 @@ func (sp *spool) discard() {
 // etcd's mvcc store does when it opens one: the newest revision in the key
 // bucket, raised to the compaction revisions (a compaction may have removed
 // the newest revision's tombstones), and at least 1.
-func DatabaseRevision(path string) (int64, error) { return revision.OfFile(path) }
+func DatabaseRevision(path string) (int64, error) { return database.Revision(path) }
 
 // DatabaseTail reads what the newest revisions of an etcd bbolt database
 // left of their keys: what a cluster that continues a chain whose full it

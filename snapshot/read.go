@@ -10,8 +10,6 @@ import (
 	"io"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
 	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -27,8 +25,8 @@ import (
 const LeaseGone = -1
 
 type Event struct {
-	EtcdEvent *mvccpb.Event `json:"etcdEvent"`
-	Time      time.Time     `json:"time"`
+	EtcdEvent *WatchEvent `json:"etcdEvent"`
+	Time      time.Time   `json:"time"`
 	// LeaseTTL is the granted TTL, in seconds, of the lease of
 	// EtcdEvent.Kv, on the first event of a lease the capture had not
 	// recorded: the watch says which lease a key has, never how long it
@@ -47,7 +45,12 @@ type Event struct {
 }
 
 // Revision is the revision the event belongs to.
-func (e Event) Revision() int64 { return e.EtcdEvent.GetKv().GetModRevision() }
+func (e Event) Revision() int64 {
+	if e.EtcdEvent == nil || e.EtcdEvent.Kv == nil {
+		return 0
+	}
+	return e.EtcdEvent.Kv.ModRevision
+}
 
 // Open returns a snapshot's payload: the bbolt database of a full snapshot
 // or the JSON of a delta, decrypted and decompressed, without its trailer.

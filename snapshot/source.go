@@ -2,9 +2,8 @@ package snapshot
 
 import (
 	"fmt"
-	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/etcdkit/etcdkit/internal/database"
 )
 
 // SourceKind names what a backup is taken of.
@@ -59,17 +58,15 @@ const LogicalMarker = "etcdkit_logical_full"
 // IsLogical says whether the database at path is a logical full, or
 // was built from one: its chain's revisions may skip numbers.
 func IsLogical(path string) (bool, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 10 * time.Second})
+	db, err := database.Open(path)
 	if err != nil {
-		return false, fmt.Errorf("database %s: %w", path, err)
+		return false, err
 	}
 	defer func() { _ = db.Close() }()
-	logical := false
-	err = db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket([]byte("meta")); meta != nil {
-			logical = meta.Get([]byte(LogicalMarker)) != nil
-		}
-		return nil
-	})
-	return logical, err
+	meta, err := db.Bucket([]byte("meta"))
+	if err != nil || meta == nil {
+		return false, err
+	}
+	v, err := meta.Get([]byte(LogicalMarker))
+	return v != nil, err
 }

@@ -10,12 +10,8 @@ import (
 	"io"
 	"os"
 	"slices"
-	"time"
 
-	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"google.golang.org/protobuf/proto"
-
+	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -42,7 +38,7 @@ type tailer struct {
 	byKey map[string]KeyVersion
 }
 
-func (t *tailer) add(kv *mvccpb.KeyValue, rev int64, deleted bool) {
+func (t *tailer) add(kv KeyValue, rev int64, deleted bool) {
 	if t.byKey == nil {
 		t.byKey = map[string]KeyVersion{}
 	}
@@ -73,38 +69,46 @@ func (t *tailer) tail() []KeyVersion {
 // dbTail reads an etcd database's tail (its newest revisions' keys) and
 // its members' IDs.
 func dbTail(path string) ([]KeyVersion, []string, error) {
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := database.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("database %s: %w", path, err)
+		return nil, nil, err
 	}
 	defer func() { _ = db.Close() }()
 	var t tailer
-	var members []string
-	err = db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket([]byte("key")); b != nil {
-			c := b.Cursor()
-			// Revisions, newest first, until enough keys were seen.
-			for k, v := c.Last(); k != nil && len(t.byKey) < tailKeys; k, v = c.Prev() {
-				if len(k) < 17 {
-					continue
-				}
-				var kv mvccpb.KeyValue
-				if err := proto.Unmarshal(v, &kv); err != nil {
-					return fmt.Errorf("key bucket: %w", err)
-				}
-				t.add(&kv, int64(binary.BigEndian.Uint64(k[:8])), len(k) == 18 && k[17] == 't')
-			}
-		}
-		if b := tx.Bucket([]byte("members")); b != nil {
-			return b.ForEach(func(k, _ []byte) error {
-				members = append(members, string(k))
-				return nil
-			})
-		}
-		return nil
-	})
+	keys, err := db.Bucket([]byte("key"))
 	if err != nil {
-		return nil, nil, fmt.Errorf("database %s: %w", path, err)
+		return nil, nil, err
+	}
+	if keys != nil {
+		c := keys.Cursor()
+		// Revisions, newest first, until enough keys were seen.
+		k, v, err := c.Last()
+		for ; k != nil && err == nil && len(t.byKey) < tailKeys; k, v, err = c.Prev() {
+			if len(k) < 17 {
+				continue
+			}
+			kv, err := database.DecodeKeyValue(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("database %s: key bucket: %w", path, err)
+			}
+			t.add(KeyValue(kv), int64(binary.BigEndian.Uint64(k[:8])), database.Tombstone(k))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	var members []string
+	if b, err := db.Bucket([]byte("members")); err != nil {
+		return nil, nil, err
+	} else if b != nil {
+		c := b.Cursor()
+		k, _, err := c.First()
+		for ; k != nil && err == nil; k, _, err = c.Next() {
+			members = append(members, string(k))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	slices.Sort(members)
 	return t.tail(), members, nil
@@ -113,7 +117,7 @@ func dbTail(path string) ([]KeyVersion, []string, error) {
 // DeltaTail is what delta left of its keys by revision upTo, and its
 // events of the revisions after upTo-within: what a cluster that continues
 // the chain to upTo holds, and what it must have seen last.
-func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upTo, within int64) ([]KeyVersion, []*mvccpb.Event, error) {
+func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upTo, within int64) ([]KeyVersion, []*WatchEvent, error) {
 	dr, err := OpenDelta(ctx, st, delta, c)
 	if err != nil {
 		return nil, nil, err
@@ -121,7 +125,7 @@ func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upT
 	defer func() { _ = dr.Close() }()
 	var (
 		t      tailer
-		window []*mvccpb.Event
+		window []*WatchEvent
 	)
 	for {
 		ev, err := dr.Next()
@@ -132,7 +136,7 @@ func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upT
 			return nil, nil, err
 		}
 		if e := ev.EtcdEvent; e != nil && e.Kv != nil && e.Kv.ModRevision <= upTo {
-			t.add(e.Kv, e.Kv.ModRevision, e.Type == mvccpb.DELETE)
+			t.add(*e.Kv, e.Kv.ModRevision, e.Type == Delete)
 			if e.Kv.ModRevision > upTo-within {
 				window = append(window, e)
 			}

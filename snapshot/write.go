@@ -13,8 +13,6 @@ import (
 	"io"
 	"strconv"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
 	"github.com/etcdkit/etcdkit/store"
 )
 
@@ -138,7 +136,7 @@ func writeDelta(w io.Writer, events []Event, last Annotations) error {
 }
 
 // appendEvent appends what json.Marshal makes of ev: the struct tags of
-// mvccpb (every field omitempty), []byte as standard base64, the event
+// WatchEvent (every field omitempty), []byte as standard base64, the event
 // type as its number, the time as RFC 3339 with nanoseconds.
 func appendEvent(b []byte, ev Event) ([]byte, error) {
 	b = append(b, `{"etcdEvent":`...)
@@ -189,7 +187,7 @@ func appendEvent(b []byte, ev Event) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendKeyValue(b []byte, kv *mvccpb.KeyValue) []byte {
+func appendKeyValue(b []byte, kv *KeyValue) []byte {
 	o := jsonObject{b: append(b, '{')}
 	o.bytes("key", kv.Key)
 	o.int("create_revision", kv.CreateRevision)

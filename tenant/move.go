@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/history"
@@ -345,7 +344,10 @@ func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
 		if err != nil {
 			return fmt.Errorf("delta %s: %w", d.Key, err)
 		}
-		kv := ev.EtcdEvent.GetKv()
+		if ev.EtcdEvent == nil {
+			continue
+		}
+		kv := ev.EtcdEvent.Kv
 		if kv == nil || !strings.HasPrefix(string(kv.Key), f.opts.Prefix) {
 			continue
 		}
@@ -357,7 +359,7 @@ func (f *mover) apply(ctx context.Context, d snap.Snapshot) error {
 		}
 		keys[key] = true
 		events++
-		if ev.EtcdEvent.Type == mvccpb.DELETE {
+		if ev.EtcdEvent.Type == snap.Delete {
 			batch = append(batch, clientv3.OpDelete(key))
 			continue
 		}

@@ -19,6 +19,10 @@ require (
 
 replace github.com/etcdkit/etcdkit/etcdversion => ../etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ../validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../snapshot

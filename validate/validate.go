@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/etcdkit/etcdkit/internal/revision"
+	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/validate/internal/files"
 )
 
@@ -326,9 +326,6 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, facts dbFact
 			facts.cindex = binary.BigEndian.Uint64(v)
 		}
 		var err error
-		if facts.revision, err = revision.OfTx(tx); err != nil {
-			return err
-		}
 		if facts.release, err = ReadRelease(tx); err != nil {
 			return err
 		}
@@ -339,6 +336,10 @@ func openDatabase(path string, timeout time.Duration) (db *bolt.DB, facts dbFact
 	})
 	if err != nil {
 		return db, facts, fmt.Errorf("database %s: %w", path, err)
+	}
+	// Read as snapshot reads a full's, so the two never differ.
+	if facts.revision, err = database.Revision(path); err != nil {
+		return db, facts, err
 	}
 	return db, facts, nil
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
-	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/view"
 )
 
 // retention is the retention flags serve and gc share.
@@ -88,7 +88,7 @@ func gcCmd(g *globals) *cobra.Command {
 			}
 			aside := make([]setAsideView, len(res.SetAside))
 			for i, a := range res.SetAside {
-				aside[i] = setAsideView{SnapshotView: sidecar.ViewOf(a.Snapshot), Why: a.Why.Error()}
+				aside[i] = setAsideView{SnapshotView: view.SnapshotOf(a.Snapshot), Why: a.Why.Error()}
 			}
 			out := gcResult{DryRun: dryRun, KeptForLock: kept, Locked: locked, SetAside: aside, Snapshots: views}
 			if perr := g.print(out, func(w *tabwriter.Writer) {
@@ -132,7 +132,7 @@ type setAsideView struct {
 func viewsOf(snaps []snapshot.Snapshot) []api.SnapshotView {
 	views := make([]api.SnapshotView, 0, len(snaps))
 	for _, s := range snaps {
-		views = append(views, sidecar.ViewOf(s))
+		views = append(views, view.SnapshotOf(s))
 	}
 	return views
 }

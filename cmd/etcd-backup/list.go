@@ -16,10 +16,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/etcdkit/etcdkit/restore"
-	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
+	"github.com/etcdkit/etcdkit/view"
 )
 
 func listCmd(g *globals) *cobra.Command {
@@ -40,22 +40,9 @@ unless an earlier one is still there; a lock that refuses keeps it, a few bytes,
 	return cmd
 }
 
-// listChain is a chain as list shows it.
-type listChain struct {
-	api.ChainView
-	Problem string `json:"problem,omitempty"`
-	// EstimatedRestore is restore.EstimateRestore at the bench machine's
-	// speed: a sidecar's drills measure its own.
-	EstimatedRestore float64 `json:"estimated_restore_seconds"`
-	// Source and Logical: a chain of a datastore behind etcd's API, whose
-	// full holds its keys at one revision alone.
-	Source  snapshot.SourceKind `json:"source,omitempty"`
-	Logical *snapshot.Logical   `json:"logical,omitempty"`
-}
-
 // listResult is what list prints.
 type listResult struct {
-	Chains    []listChain        `json:"chains"`
+	Chains    []view.Chain       `json:"chains"`
 	Timelines []api.TimelineView `json:"timelines"`
 	// WriteOnce: with --check, what the store's answer to a delete says.
 	WriteOnce *writeOnceProbe `json:"write_once,omitempty"`
@@ -90,7 +77,7 @@ func runList(ctx context.Context, g *globals, check bool) error {
 	if err != nil {
 		return err
 	}
-	res := listResult{Chains: []listChain{}, Timelines: sidecar.TimelineViewsOf(cat), now: time.Now()}
+	res := listResult{Chains: []view.Chain{}, Timelines: view.TimelinesOf(cat), now: time.Now()}
 	if res.Timelines == nil {
 		res.Timelines = []api.TimelineView{}
 	}
@@ -148,19 +135,14 @@ func mustExist(ctx context.Context, st store.Store) error {
 }
 
 // listChainOf is chain c as list shows it, its objects read through their
-// checksums with check.
-func listChainOf(ctx context.Context, st store.Store, c snapshot.Chain, codec snapshot.Codec, check bool) (listChain, error) {
-	out := listChain{ChainView: sidecar.ChainViewOf(c), EstimatedRestore: restore.EstimateRestore(c, restore.Speed{}).Seconds()}
-	if id, ok, err := snapshot.ReadIdentity(ctx, st, c.Full); err == nil && ok {
-		out.ClusterID, out.Source, out.Logical = id.ClusterID, id.Source, id.Logical
-	}
-	if _, err := c.Check(); err != nil {
-		out.Problem = err.Error()
-	}
+// checksums with check. A chain whose identity cannot be read is shown
+// without it.
+func listChainOf(ctx context.Context, st store.Store, c snapshot.Chain, codec snapshot.Codec, check bool) (view.Chain, error) {
+	out, _ := view.Read(ctx, st, c, restore.Speed{})
 	if check && out.Problem == "" {
 		var err error
 		if out.Problem, err = damage(ctx, st, c, codec); err != nil {
-			return listChain{}, err
+			return view.Chain{}, err
 		}
 	}
 	return out, nil

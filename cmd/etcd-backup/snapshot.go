@@ -11,9 +11,9 @@ import (
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/etcdclient"
-	"github.com/etcdkit/etcdkit/sidecar"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/view"
 )
 
 func snapshotCmd(g *globals) *cobra.Command {
@@ -80,7 +80,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 			}
 			views := make([]api.SnapshotView, 0, len(taken))
 			for _, s := range taken {
-				views = append(views, sidecar.ViewOf(s))
+				views = append(views, view.SnapshotOf(s))
 			}
 			return g.print(views, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "KEY\tREVISIONS\tSIZE")

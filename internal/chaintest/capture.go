@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
@@ -161,7 +160,7 @@ func CheckReplay(t *testing.T, cli *clientv3.Client, st store.Store, c snapshot.
 
 // Keyspace is the whole Keyspace at a revision with every field a restore
 // must reproduce.
-type Keyspace map[string]*mvccpb.KeyValue
+type Keyspace map[string]*snapshot.KeyValue
 
 func ReadKeyspace(t testing.TB, cli *clientv3.Client, rev int64) Keyspace {
 	t.Helper()
@@ -171,7 +170,8 @@ func ReadKeyspace(t testing.TB, cli *clientv3.Client, rev int64) Keyspace {
 	}
 	ks := Keyspace{}
 	for _, kv := range resp.Kvs {
-		ks[string(kv.Key)] = kv
+		ks[string(kv.Key)] = &snapshot.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+			Version: kv.Version, Value: kv.Value, Lease: kv.Lease}
 	}
 	return ks
 }
@@ -183,9 +183,9 @@ func (ks Keyspace) Apply(t testing.TB, events []snapshot.Event) {
 	for _, ev := range events {
 		kv := ev.EtcdEvent.Kv
 		switch ev.EtcdEvent.Type {
-		case mvccpb.PUT:
+		case snapshot.Put:
 			ks[string(kv.Key)] = kv
-		case mvccpb.DELETE:
+		case snapshot.Delete:
 			if _, ok := ks[string(kv.Key)]; !ok {
 				t.Errorf("revision %d deletes %q, which does not exist", kv.ModRevision, kv.Key)
 			}

@@ -32,6 +32,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/internal/emulator/s3lock v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/azure v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/gcs v0.0.0-00010101000000-000000000000
@@ -85,8 +86,9 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.37.0 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/etcdkit/etcdkit/etcdversion v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
@@ -170,6 +172,10 @@ require (
 
 replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ../../validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ../../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../../snapshot

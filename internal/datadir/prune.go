@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/revision"
+	"github.com/etcdkit/etcdkit/internal/database"
 )
 
 // asidePattern is the part of a moved-aside dir's name after the data
@@ -120,7 +120,7 @@ func dbRevision(dir string) (int64, error) {
 	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
-	return revision.OfFile(db)
+	return database.Revision(db)
 }
 
 // Prune removes the oldest of dir's moved-aside dirs that built says

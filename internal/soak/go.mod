@@ -24,6 +24,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store/s3 v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000
@@ -56,8 +57,9 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
@@ -75,6 +77,10 @@ require (
 
 replace github.com/etcdkit/etcdkit/etcdversion => ../../etcdversion
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../../internal/revision
-
 replace github.com/etcdkit/etcdkit/validate => ../../validate
+
+replace github.com/etcdkit/etcdkit/internal/database => ../../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../../snapshot

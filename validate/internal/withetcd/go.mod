@@ -8,8 +8,6 @@ replace github.com/etcdkit/etcdkit/etcdversion => ../../../etcdversion
 
 replace github.com/etcdkit/etcdkit/internal/reload => ../../../internal/reload
 
-replace github.com/etcdkit/etcdkit/internal/revision => ../../../internal/revision
-
 replace github.com/etcdkit/etcdkit/internal/scratch => ../../../internal/scratch
 
 replace github.com/etcdkit/etcdkit/sidecar/api => ../../../sidecar/api
@@ -41,8 +39,8 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/etcdkit/etcdkit/internal/database v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/internal/revision v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -89,3 +87,9 @@ require (
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/etcdkit/etcdkit/internal/database => ../../../internal/database
+
+replace github.com/etcdkit/etcdkit/internal/frames => ../../../internal/frames
+
+replace github.com/etcdkit/etcdkit/snapshot => ../../../snapshot

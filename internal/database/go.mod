@@ -1,0 +1,3 @@
+module github.com/etcdkit/etcdkit/internal/database
+
+go 1.26.0
