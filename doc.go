@@ -58,8 +58,11 @@
 // internal/pki issues certificates for the tests and examples,
 // internal/emulator starts the cloud store emulators the tests run
 // against, internal/datadir moves replaced data dirs aside and owns their
-// locks and free space per OS, internal/database reads an etcd database
-// without bbolt (its revision, a bucket's keys), internal/frames decodes
+// locks and free space per OS, internal/etcdstorage is the one package
+// that calls etcd's server internals (the backend a restore writes, a new
+// member's WAL and snap files, the log an upgrade check reads),
+// internal/database reads an etcd database without bbolt (its revision, a
+// bucket's keys), internal/frames decodes
 // compressed frames in parallel, internal/reload reads rotated files
 // again, and internal/scratch holds work directories.
 package etcdkit

@@ -18,8 +18,8 @@ const module = "github.com/etcdkit/etcdkit"
 // packages of one layer may import each other.
 var layers = map[string]int{
 	"store": 2, "tlsfiles": 2, "validate": 2, "member": 2, "upgrade": 3,
-	"etcdversion": 1,
-	"store/s3":    3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "store/all": 4, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
+	"etcdversion": 1, "internal/etcdstorage": 2,
+	"store/s3": 3, "store/gcs": 3, "store/azure": 3, "store/swift": 3, "store/all": 4, "etcdclient": 3, "snapshot": 3, "sidecar/api": 3, "sidecar/etcdbr/etcdbrapi": 3,
 	"restore": 4, "defrag": 4, "capture": 4,
 	"history": 5, "compact": 5, "view": 5, "heartbeat": 5, "startup": 5,
 	"tenant": 6, "fleet": 6, "drill": 6,
@@ -79,6 +79,52 @@ func TestLayers(t *testing.T) {
 			case l == 0 && own == 0, own == top && l <= top, l < own:
 			default:
 				t.Errorf("%s (layer %d) imports %s (layer %d): a package imports only lower layers", rel, own, dep, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serverEmbedding is etcd's public API for running a member in-process:
+// what wrapper, etcdtest and the examples run etcd through.
+var serverEmbedding = []string{"go.etcd.io/etcd/server/v3/embed", "go.etcd.io/etcd/server/v3/etcdserver/api/v3client"}
+
+// etcdReference are the harnesses that hold etcdkit to etcd's own code
+// and tools (the bench's etcdutl, the soak's reading of a data dir): what
+// they check must not go through what is checked.
+var etcdReference = []string{"bench", "internal/soak"}
+
+// etcd's server internals (its storage, WAL, raft, etcdutl) are called
+// from internal/etcdstorage alone, so a release of etcd that moves them
+// changes one package; tests may call them to hold etcdkit to etcd.
+func TestServerInternalsConfined(t *testing.T) {
+	internal := []string{"go.etcd.io/etcd/server/v3/", "go.etcd.io/etcd/etcdutl/", "go.etcd.io/raft/", "go.etcd.io/etcd/pkg/v3/traceutil"}
+	err := filepath.WalkDir(".", func(dir string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); dir != "." && (name == "tools" || name == "testdata" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		rel := filepath.ToSlash(dir)
+		if rel == "internal/etcdstorage" || slices.Contains(etcdReference, rel) {
+			return nil
+		}
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			return nil //nolint:nilerr // a directory without Go files
+		}
+		for _, imp := range pkg.Imports {
+			if slices.Contains(serverEmbedding, imp) {
+				continue
+			}
+			for _, p := range internal {
+				if strings.HasPrefix(imp, p) {
+					t.Errorf("%s imports %s: etcd's server internals are internal/etcdstorage's", rel, imp)
+				}
 			}
 		}
 		return nil

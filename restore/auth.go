@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"go.etcd.io/etcd/api/v3/authpb"
-	"go.etcd.io/etcd/server/v3/storage/schema"
-	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/snapshot"
 )
@@ -20,50 +18,21 @@ func (r *replayer) applyAuth() (bool, []string, error) {
 	if a == nil {
 		return false, nil, nil
 	}
-	be := schema.NewAuthBackend(zap.NewNop(), r.b)
-	be.CreateAuthBuckets()
-	tx := be.BatchTx()
-	tx.Lock()
-	defer tx.Unlock()
-	if a.Revision <= tx.UnsafeReadAuthRevision() {
-		return false, nil, nil
-	}
-	roles := map[string]bool{}
+	roles := make([]*authpb.Role, 0, len(a.Roles))
 	for _, role := range a.Roles {
 		p, err := roleProto(role)
 		if err != nil {
 			return false, nil, err
 		}
-		tx.UnsafePutRole(p)
-		roles[role.Name] = true
+		roles = append(roles, p)
 	}
-	for _, old := range tx.UnsafeGetAllRoles() {
-		if !roles[string(old.Name)] {
-			tx.UnsafeDeleteRole(string(old.Name))
-		}
-	}
-	held := map[string]*authpb.User{}
-	for _, u := range tx.UnsafeGetAllUsers() {
-		held[string(u.Name)] = u
-	}
-	var noPassword []string
+	users := make([]*authpb.User, 0, len(a.Users))
 	for _, u := range a.Users {
-		user := &authpb.User{Name: []byte(u.Name), Roles: u.Roles}
-		if old := held[u.Name]; old != nil {
-			user.Password, user.Options = old.Password, old.Options
-			delete(held, u.Name)
-		}
-		if len(user.Password) == 0 && (user.Options == nil || !user.Options.NoPassword) {
-			noPassword = append(noPassword, u.Name)
-		}
-		tx.UnsafePutUser(user)
+		users = append(users, &authpb.User{Name: []byte(u.Name), Roles: u.Roles})
 	}
-	for name := range held {
-		tx.UnsafeDeleteUser(name)
-	}
-	tx.UnsafeSaveAuthEnabled(a.Enabled)
-	tx.UnsafeSaveAuthRevision(a.Revision)
-	return true, noPassword, nil
+	r.release()
+	wrote, noPassword := r.b.ApplyAuth(a.Enabled, a.Revision, roles, users)
+	return wrote, noPassword, nil
 }
 
 // noteAuth keeps the newest users and roles an event carries.

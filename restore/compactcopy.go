@@ -12,13 +12,12 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/database"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/snapshot"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/authpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/storage/mvcc"
-	"go.etcd.io/etcd/server/v3/storage/schema"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
@@ -68,7 +67,7 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 	defer func() { _ = out.Close() }()
 	dir := filepath.Dir(dst)
 	return in.View(func(tx *bolt.Tx) error {
-		last, err := lastRevisions(ctx, tx.Bucket(schema.Key.Name()))
+		last, err := lastRevisions(ctx, tx.Bucket(etcdstorage.KeyBucket))
 		if err != nil {
 			return err
 		}
@@ -93,11 +92,11 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 		if err != nil {
 			return err
 		}
-		rev := mvcc.RevToBytes(mvcc.Revision{Main: at}, mvcc.NewRevBytes())
-		if err := c.bucket(schema.Meta.Name()); err != nil {
+		rev := etcdstorage.RevisionKey(at)
+		if err := c.bucket(etcdstorage.MetaBucket); err != nil {
 			return err
 		}
-		for _, k := range [][]byte{schema.ScheduledCompactKeyName, schema.FinishedCompactKeyName} {
+		for _, k := range etcdstorage.CompactKeys {
 			if err := c.put(ctx, k, rev); err != nil {
 				return err
 			}
@@ -113,9 +112,9 @@ func compactCopy(ctx context.Context, src, dst string, at int64, keep *keyPick) 
 func entries(name []byte, last map[[16]byte][2]int64, keep *keyPick) func(k, v []byte) ([]byte, bool, error) {
 	all := func(_, v []byte) ([]byte, bool, error) { return v, true, nil }
 	switch {
-	case bytes.Equal(name, schema.Key.Name()):
+	case bytes.Equal(name, etcdstorage.KeyBucket):
 		return func(k, v []byte) ([]byte, bool, error) {
-			if len(k) < revBytesLen || mvcc.IsTombstone(k) {
+			if len(k) < revBytesLen || etcdstorage.IsTombstone(k) {
 				return nil, false, nil
 			}
 			key, err := kvKey(v)
@@ -132,14 +131,14 @@ func entries(name []byte, last map[[16]byte][2]int64, keep *keyPick) func(k, v [
 		}
 	case keep == nil:
 		return all
-	case bytes.Equal(name, schema.Lease.Name()):
+	case bytes.Equal(name, etcdstorage.LeaseBucket):
 		return func(k, v []byte) ([]byte, bool, error) {
 			return v, len(k) != 8 || keep.leases[int64(binary.BigEndian.Uint64(k))], nil
 		}
 	// Roles before users: buckets are in name order.
-	case bytes.Equal(name, schema.AuthRoles.Name()):
+	case bytes.Equal(name, etcdstorage.RoleBucket):
 		return func(_, v []byte) ([]byte, bool, error) { return keep.role(v) }
-	case bytes.Equal(name, schema.AuthUsers.Name()):
+	case bytes.Equal(name, etcdstorage.UserBucket):
 		return func(_, v []byte) ([]byte, bool, error) { return keep.user(v) }
 	}
 	return all
@@ -227,8 +226,8 @@ func (p *keyPick) kv(v []byte) ([]byte, bool, error) {
 // revOf is the revision a key of the key bucket names (a tombstone's
 // has a mark after it).
 func revOf(k []byte) [2]int64 {
-	r := mvcc.BytesToRev(k[:revBytesLen])
-	return [2]int64{r.Main, r.Sub}
+	main, sub := etcdstorage.RevisionOf(k[:revBytesLen])
+	return [2]int64{main, sub}
 }
 
 // kvKey is the key of an encoded KeyValue.

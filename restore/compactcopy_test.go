@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/pkg/v3/traceutil"
 	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
 	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
 )
@@ -21,14 +23,14 @@ import (
 func TestCompactCopyIsEtcdsCompactionAndDefrag(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src.db")
-	b := openBackend(src)
+	b := etcdBackend(src)
 	lg := zap.NewNop()
 	lessor := lease.NewLessor(lg, b, nil, lease.LessorConfig{MinLeaseTTL: 1})
 	kv := mvcc.NewStore(lg, b, lessor, mvcc.StoreConfig{})
 	rnd := rand.New(rand.NewPCG(7, 8))
 	value := bytes.Repeat([]byte("v"), 5000)
 	for i := range 6000 {
-		w := kv.Write(untraced())
+		w := kv.Write(traceutil.TODO())
 		for j := range 1 + rnd.IntN(3) {
 			key := fmt.Appendf(nil, "/k/%04d", rnd.IntN(1500))
 			if rnd.IntN(5) == 0 {
@@ -56,10 +58,10 @@ func TestCompactCopyIsEtcdsCompactionAndDefrag(t *testing.T) {
 	if err := os.WriteFile(theirs, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eb := openBackend(theirs)
+	eb := etcdBackend(theirs)
 	theirLessor := lease.NewLessor(lg, eb, nil, lease.LessorConfig{MinLeaseTTL: 1})
 	ekv := mvcc.NewStore(lg, eb, theirLessor, mvcc.StoreConfig{})
-	done, err := ekv.Compact(untraced(), head)
+	done, err := ekv.Compact(traceutil.TODO(), head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +119,12 @@ func dump(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return out.String()
+}
+
+// etcdBackend opens a database with etcd's own backend, to write what
+// compactCopy is compared with.
+func etcdBackend(path string) backend.Backend {
+	cfg := backend.DefaultBackendConfig(zap.NewNop())
+	cfg.Path = path
+	return backend.New(cfg)
 }

@@ -34,5 +34,7 @@
 // verify), does not write into live clusters (package tenant), and does
 // not fold chains (package compact). It does not choose which member
 // restores or when (package startup does), and it does not write
-// snapshots. The data dir's locks and free space are internal/datadir's.
+// snapshots. The data dir's locks and free space are internal/datadir's;
+// every call into etcd's server internals (the backend, the WAL, the
+// membership) goes through internal/etcdstorage.
 package restore

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	snap "github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 )
@@ -253,7 +254,7 @@ func (f *follower) writeState() error {
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := etcdstorage.SyncFile(tmp); err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
 	if err := os.Rename(tmp, filepath.Join(f.dir, standbyState)); err != nil {
@@ -285,7 +286,7 @@ func (f *follower) catchUp(ctx context.Context, chain snap.Chain) error {
 	if err := r.close(); err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
-	if err := syncFile(next); err != nil {
+	if err := etcdstorage.SyncFile(next); err != nil {
 		return fmt.Errorf("restore: follow: %w", err)
 	}
 	if f.r != nil {
@@ -520,7 +521,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	// The standby stays as it is, to be followed again; the member gets a
 	// consistent copy, from one read transaction.
 	f.r.release()
-	f.r.b.ForceCommit()
+	f.r.b.Commit()
 	if err := copyDatabase(f.r, db); err != nil {
 		return res, fmt.Errorf("restore into %s: copy the standby: %w", o.Member.DataDir, err)
 	}

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/server/v3/lease"
-	"go.etcd.io/etcd/server/v3/storage/mvcc"
 
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	snap "github.com/etcdkit/etcdkit/snapshot"
@@ -93,17 +91,18 @@ const page = 1000
 func (p *Past) Range(ctx context.Context, key, end []byte, at int64, f func([]*mvccpb.KeyValue)) error {
 	r := p.r
 	for {
-		tr := r.store().Read(mvcc.ConcurrentReadTxMode, untraced())
-		res, err := tr.Range(ctx, key, end, mvcc.RangeOptions{Limit: page, Rev: at})
-		tr.End()
+		// The replay is over: its last batch is released before the
+		// reads.
+		r.release()
+		kvs, err := r.b.Range(ctx, key, end, at, page)
 		if err != nil {
-			return fmt.Errorf("range at revision %d: %w", at, err)
+			return err
 		}
-		f(res.KVs)
-		if end == nil || len(res.KVs) < page {
+		f(kvs)
+		if end == nil || len(kvs) < page {
 			return nil
 		}
-		key = append(bytes.Clone(res.KVs[len(res.KVs)-1].Key), 0)
+		key = append(bytes.Clone(kvs[len(kvs)-1].Key), 0)
 	}
 }
 
@@ -118,8 +117,9 @@ func (p *Past) LeaseTTLs(kvs []*mvccpb.KeyValue) map[int64]int64 {
 		if _, ok := out[kv.Lease]; ok {
 			continue
 		}
-		if l := p.r.lessor.Lookup(lease.LeaseID(kv.Lease)); l != nil {
-			out[kv.Lease] = l.TTL()
+		p.r.release()
+		if ttl, ok := p.r.b.LeaseTTL(kv.Lease); ok {
+			out[kv.Lease] = ttl
 		}
 	}
 	return out

@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.uber.org/zap"
-
 	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 )
 
 // Rebuild makes a data dir anew from its own database, for the member
@@ -50,20 +48,12 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	}
 	defer func() { _ = os.RemoveAll(work) }()
 	out := filepath.Join(work, "data")
-	// etcdutl copies the database out before it changes anything: the old
-	// data dir is read, never written.
-	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath: db, Name: opts.Member.Name, OutputDataDir: out, PeerURLs: opts.Member.PeerURLs,
-		InitialCluster: opts.Member.InitialCluster, InitialClusterToken: opts.Member.Token, SkipHashCheck: true,
-		RevisionBump: opts.RevisionBump, MarkCompacted: opts.RevisionBump > 0,
-	}); err != nil {
-		return Result{}, fmt.Errorf("rebuild %s from its database: %w", opts.Member.DataDir, err)
+	// What the member's release refuses goes with the rest (Member.Release).
+	if err := etcdstorage.Rebuild(db, out, opts.member(opts.RevisionBump)); err != nil {
+		return Result{}, fmt.Errorf("rebuild %s from its database for etcd %s: %w", opts.Member.DataDir, opts.Release, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
-	}
-	if err := fitReleaseFile(dbPath(out), opts.Release); err != nil {
-		return Result{}, fmt.Errorf("rebuild %s for etcd %s: %w", opts.Member.DataDir, opts.Release, err)
 	}
 	res := Result{Revision: rev}
 	if err := datadir.MarkBuilt(out, "rebuild", opts.Now()); err != nil {

@@ -9,15 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/pkg/v3/traceutil"
-	"go.etcd.io/etcd/server/v3/lease"
-	"go.etcd.io/etcd/server/v3/lease/leasepb"
-	"go.etcd.io/etcd/server/v3/storage/backend"
-	"go.etcd.io/etcd/server/v3/storage/mvcc"
-	"go.etcd.io/etcd/server/v3/storage/schema"
-	"go.uber.org/zap"
-
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/snapshot"
 )
 
@@ -32,8 +25,7 @@ import (
 // backend's transaction.
 type replayer struct {
 	path string
-	b    backend.Backend
-	tx   backend.BatchTx
+	b    *etcdstorage.Backend
 	// at is the revision the database is at.
 	at int64
 	// until and untilTime end the replay (point-in-time restore).
@@ -65,10 +57,6 @@ type replayer struct {
 	// commits wrote every writebackBytes written (written).
 	file    *os.File
 	written int64
-	// kv is etcd's mvcc store, opened over the replayed database only
-	// for a caller that compacts or reads it (store).
-	kv     mvcc.KV
-	lessor lease.Lessor
 	// applied counts revisions written; granted counts leases granted
 	// with their recorded TTL, guessed those granted unknownTTL, dropped
 	// the puts written without their lease.
@@ -89,72 +77,39 @@ type replayer struct {
 
 const unmapEvery = 100 * time.Millisecond
 
-// openBackend opens a database for the replay and the data dir's making.
-// Nothing is synced until it is closed (syncFile): a restore that fails
-// leaves no data dir, so no commit on the way needs to last.
-func openBackend(path string) backend.Backend {
-	cfg := backend.DefaultBackendConfig(zap.NewNop())
-	cfg.Path = path
-	cfg.UnsafeNoFsync = true
-	cfg.BatchLimit = 100000
-	return backend.New(cfg)
-}
-
 // openReplayer opens the database at path, which is at revision rev.
 func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL time.Duration) *replayer {
-	r := &replayer{path: path, b: openBackend(path), at: rev, until: until, untilTime: untilTime,
+	r := &replayer{path: path, b: etcdstorage.Open(path), at: rev, until: until, untilTime: untilTime,
 		leases: map[int64]bool{}, keyLease: map[string]int64{}, leaseKeys: map[int64]int{},
 		leaseTTL: map[int64]int64{}, unknownTTL: int64(max(unknownTTL, 0) / time.Second)}
-	tx := r.b.BatchTx()
-	tx.LockOutsideApply()
-	defer tx.Unlock()
-	schema.UnsafeCreateLeaseBucket(tx)
-	// etcd's range of a missing bucket ends the process.
-	tx.UnsafeCreateBucket(schema.Meta)
-	_, marker := tx.UnsafeRange(schema.Meta, []byte(snapshot.LogicalMarker), nil, 0)
+	defer r.b.Unlock()
+	marker, leases := r.b.Prepare([]byte(snapshot.LogicalMarker))
 	r.logical = len(marker) > 0
-	for _, l := range schema.MustUnsafeGetAllLeases(tx) {
-		r.leases[l.ID] = true
+	for _, id := range leases {
+		r.leases[id] = true
 	}
 	if len(r.leases) > 0 {
-		r.readKeyLeases(tx)
+		r.readKeyLeases()
 	}
 	return r
 }
 
 // readKeyLeases finds the keys of the database that have a lease: their
 // revisions in order, the last of each key winning.
-func (r *replayer) readKeyLeases(tx backend.UnsafeReader) {
-	_ = tx.UnsafeForEach(schema.Key, func(k, v []byte) error {
+func (r *replayer) readKeyLeases() {
+	r.b.ForEachRevision(func(k, v []byte) {
 		key, id := keyAndLease(v)
 		if isTombstone(k) {
 			id = 0
 		}
 		r.attach(key, id)
-		return nil
 	})
-}
-
-// store opens etcd's mvcc store over the replayed database, for Verify's
-// reads and a chain's compaction (Past.Compact); the replay is over then.
-func (r *replayer) store() mvcc.KV {
-	if r.kv == nil {
-		r.release()
-		lg := zap.NewNop()
-		// A lessor that is never promoted: it knows the leases and never
-		// expires one.
-		r.lessor = lease.NewLessor(lg, r.b, nil, lease.LessorConfig{MinLeaseTTL: 1})
-		// No one reads while Compact runs, so it need not pause between
-		// batches as a serving member does.
-		r.kv = mvcc.NewStore(lg, r.b, r.lessor, mvcc.StoreConfig{CompactionBatchLimit: 100000, CompactionSleepInterval: time.Microsecond})
-	}
-	return r.kv
 }
 
 // release ends the open transaction's lock: after a batch of events, and
 // before anything else uses the backend.
 func (r *replayer) release() {
-	if r.tx == nil {
+	if !r.b.Locked() {
 		return
 	}
 	if r.unmap && time.Since(r.unmapped) >= unmapEvery {
@@ -162,8 +117,7 @@ func (r *replayer) release() {
 		_ = datadir.ReleaseMapped(filepath.Dir(r.path))
 		r.unmapped = time.Now()
 	}
-	r.tx.Unlock()
-	r.tx = nil
+	r.b.Unlock()
 	// The disk writes what the commits wrote while the replay goes on,
 	// instead of all of it at the final sync.
 	if r.written >= writebackBytes {
@@ -184,13 +138,8 @@ const writebackBytes = 32 << 20
 func (r *replayer) close() error {
 	r.release()
 	var err error
-	if r.kv != nil {
-		err = r.kv.Close()
-		r.lessor.Stop()
-	}
-	r.b.ForceCommit()
 	if r.file != nil {
-		err = errors.Join(err, r.file.Close())
+		err = r.file.Close()
 	}
 	return errors.Join(err, r.b.Close())
 }
@@ -280,7 +229,7 @@ func (r *replayer) flush() error {
 	err := r.write(r.curName, r.curRev, r.cur)
 	r.torn = r.torn || err != nil
 	if err == nil && len(r.curRevoked) > 0 {
-		r.revoke(r.tx, r.curRevoked)
+		r.revoke(r.curRevoked)
 	}
 	r.cur, r.curRevoked = r.cur[:0], r.curRevoked[:0]
 	return err
@@ -291,7 +240,7 @@ func (r *replayer) flush() error {
 // gets unknownTTL, or none: its keys are then written without it. The
 // TTL counts from the restored member's start, as for the leases of the
 // full snapshot.
-func (r *replayer) grant(tx backend.UnsafeWriter, id int64) bool {
+func (r *replayer) grant(id int64) bool {
 	if id == 0 || r.leases[id] {
 		return true
 	}
@@ -302,7 +251,7 @@ func (r *replayer) grant(tx backend.UnsafeWriter, id int64) bool {
 	if ttl <= 0 {
 		return false
 	}
-	schema.MustUnsafePutLease(tx, &leasepb.Lease{ID: id, TTL: max(1, min(ttl, lease.MaxLeaseTTL))})
+	r.b.PutLease(id, ttl)
 	r.leases[id] = true
 	delete(r.leaseTTL, id)
 	if recorded {
@@ -316,10 +265,10 @@ func (r *replayer) grant(tx backend.UnsafeWriter, id int64) bool {
 // revoke removes leases their deltas recorded as revoked. One that still
 // has keys keeps them and expires on the restored member: removing it
 // would leave its keys alive forever.
-func (r *replayer) revoke(tx backend.UnsafeWriter, ids []int64) {
+func (r *replayer) revoke(ids []int64) {
 	for _, id := range ids {
 		if r.leases[id] && r.leaseKeys[id] == 0 {
-			schema.UnsafeDeleteLease(tx, &leasepb.Lease{ID: id})
+			r.b.DeleteLease(id)
 			delete(r.leases, id)
 		}
 		delete(r.leaseTTL, id)
@@ -349,10 +298,7 @@ func (r *replayer) write(name string, rev int64, events []*snapshot.WatchEvent) 
 	if rev != r.at+1 && (!r.logical || rev <= r.at) {
 		return fmt.Errorf("delta %s: revision %d follows revision %d: the chain does not continue the database", name, rev, r.at)
 	}
-	if r.tx == nil {
-		r.tx = r.b.BatchTx()
-		r.tx.LockOutsideApply()
-	}
+	r.b.Lock()
 	for sub, ev := range events {
 		kv := ev.Kv
 		var stored *snapshot.KeyValue
@@ -364,7 +310,7 @@ func (r *replayer) write(name string, rev int64, events []*snapshot.WatchEvent) 
 					name, rev, kv.Key, kv.ModRevision, kv.CreateRevision, kv.Version)
 			}
 			stored = kv
-			if !r.grant(r.tx, kv.Lease) {
+			if !r.grant(kv.Lease) {
 				// A lease neither in the full snapshot nor granted again: its
 				// key is restored without one rather than failing the restore.
 				stored = &snapshot.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
@@ -388,7 +334,7 @@ func (r *replayer) write(name string, rev int64, events []*snapshot.WatchEvent) 
 			k = append(k, 't')
 		}
 		v := appendKeyValue(r.alloc(keyValueSize(stored))[:0], stored)
-		r.tx.UnsafeSeqPut(schema.Key, k, v)
+		r.b.PutRevision(k, v)
 		r.written += int64(len(k) + len(v))
 	}
 	r.at = rev
@@ -413,10 +359,3 @@ func (r *replayer) alloc(n int) []byte {
 }
 
 func isTombstone(k []byte) bool { return len(k) == revBytesLen+1 && k[revBytesLen] == 't' }
-
-// untraced is the trace etcd's mvcc store takes with every transaction. A
-// restore records none, and the trace must be a fresh one each time:
-// mvcc appends a step to it for each operation, so a shared one would grow
-// with the chain. traceutil.TODO is etcd's own constructor of such an
-// empty trace; there is no other in 3.7.
-func untraced() *traceutil.Trace { return traceutil.TODO() }

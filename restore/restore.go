@@ -17,12 +17,10 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/client/pkg/v3/types"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
-	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/etcdversion"
 	"github.com/etcdkit/etcdkit/internal/datadir"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/internal/frames"
 	"github.com/etcdkit/etcdkit/internal/scratch"
 	"github.com/etcdkit/etcdkit/member"
@@ -246,7 +244,7 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.Read = o.Read.withDefaults()
 	// Before anything is downloaded: the member must fit its cluster.
-	if _, err := o.member(0).cluster(zap.NewNop()); err != nil {
+	if err := o.member(0).Check(); err != nil {
 		return o, fmt.Errorf("restore: %w", err)
 	}
 	return o, nil
@@ -488,8 +486,11 @@ func (o Options) bump(latest snap.Chain, rev int64) uint64 {
 }
 
 // member is the new member opts describe, with its revision bump.
-func (o Options) member(bump uint64) newMember {
-	return newMember{name: o.Member.Name, peerURLs: o.Member.PeerURLs, initialCluster: o.Member.InitialCluster, token: o.Member.Token, bump: bump, release: o.Release}
+func (o Options) member(bump uint64) etcdstorage.Member {
+	// The member is etcd's from now on: a backup of it is etcd's own, whose
+	// revisions never skip.
+	return etcdstorage.Member{Name: o.Member.Name, PeerURLs: o.Member.PeerURLs, InitialCluster: o.Member.InitialCluster, Token: o.Member.Token,
+		Bump: bump, Release: o.Release, DropMeta: [][]byte{[]byte(snap.LogicalMarker)}}
 }
 
 // inPlace is the file of a chain that is a plain full snapshot alone on a
@@ -664,15 +665,12 @@ func checkSpace(dir string, chain snap.Chain) error {
 // cluster's keys with the chain's end, and begins a timeline when they do
 // not show it continues it.
 func recordRestore(ctx context.Context, st store.Store, opts Options, res *Result, latest snap.Chain) {
-	urls, err := types.NewURLsMap(opts.Member.InitialCluster)
+	id, err := etcdstorage.ClusterID(opts.Member.InitialCluster, opts.Member.Token)
 	if err == nil {
-		var cl *membership.RaftCluster
-		if cl, err = membership.NewClusterFromURLsMap(zap.NewNop(), opts.Member.Token, urls); err == nil {
-			res.ClusterID = cl.ID().String()
-			err = snap.RecordRestore(ctx, st, snap.Restored{ClusterID: res.ClusterID, Timeline: res.Chain.Timeline,
-				Snapshot: res.Chain.Full.Key, Revision: res.Revision, TimelineEnd: latest.LastRevision(),
-				RevisionBump: res.RevisionBump, Created: opts.Now().UTC()})
-		}
+		res.ClusterID = id
+		err = snap.RecordRestore(ctx, st, snap.Restored{ClusterID: res.ClusterID, Timeline: res.Chain.Timeline,
+			Snapshot: res.Chain.Full.Key, Revision: res.Revision, TimelineEnd: latest.LastRevision(),
+			RevisionBump: res.RevisionBump, Created: opts.Now().UTC()})
 	}
 	if err != nil {
 		opts.Read.Logger.Warn("restore: could not record what the restored cluster was restored from; its sidecar compares its keys with the chain's end instead",

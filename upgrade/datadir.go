@@ -4,15 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
-
-	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
-	"go.etcd.io/etcd/server/v3/storage/wal"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
-	"go.etcd.io/raft/v3/raftpb"
-	"go.uber.org/zap"
 
 	"github.com/etcdkit/etcdkit/etcdversion"
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -67,46 +61,17 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 		return Report{}, fmt.Errorf("upgrade: %w", err)
 	}
 	v3, cindex := db.members, db.applied
-	lg := zap.NewNop()
-	walSnaps, err := wal.ValidSnapshotEntries(lg, walDir)
+	log, err := etcdstorage.ReadLog(filepath.Join(member, "snap"), walDir)
 	if err != nil {
-		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
-	}
-	snapshot := &walpb.Snapshot{}
-	var v2Data []byte
-	rs, err := newestSnap(lg, filepath.Join(member, "snap"), walSnaps)
-	switch {
-	case err != nil:
 		return Report{}, fmt.Errorf("upgrade: %w", err)
-	case rs != nil:
-		v2Data = rs.GetData()
-		index, term := rs.GetMetadata().GetIndex(), rs.GetMetadata().GetTerm()
-		snapshot.Index, snapshot.Term = &index, &term
 	}
-	// No raft snapshot yet: the whole log is the membership.
-	v2, err := v2Members(v2Data)
-	if err != nil {
-		return Report{}, fmt.Errorf("upgrade: snap %s: %w", filepath.Join(member, "snap"), err)
-	}
-	w, err := wal.OpenForRead(lg, walDir, snapshot)
-	if err != nil {
-		return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
-	}
-	_, _, ents, err := w.ReadAll()
-	_ = w.Close()
-	if err != nil {
-		return Report{}, fmt.Errorf("upgrade: wal %s: %w (stop the member first: a running one writes it)", walDir, err)
-	}
+	v2 := members(log.Snapshot)
 	// A restart applies the log to the v2 store from the snapshot on, and
 	// to the v3 store past the index its database was applied to.
-	for _, e := range ents {
-		if err := v2.apply(e); err != nil {
-			return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
-		}
-		if e.GetIndex() > cindex {
-			if err := v3.apply(e); err != nil {
-				return Report{}, fmt.Errorf("upgrade: wal %s: %w", walDir, err)
-			}
+	for _, c := range log.Changes {
+		v2.apply(c)
+		if c.Index > cindex {
+			v3.apply(c)
 		}
 	}
 	r.add(Finding{Check: CheckVersion, Status: Unread, Subject: "data dir",
@@ -116,30 +81,6 @@ func DataDir(ctx context.Context, dir, walDir string, o Options) (Report, error)
 	r.add(freelist(o))
 	r.decide()
 	return r, nil
-}
-
-// newestSnap is the newest snap file the WAL names, as etcd picks it at
-// start, read only: etcd's own loader renames a file it cannot read and
-// removes temporary databases, and a check changes nothing. nil when the
-// WAL names none that reads.
-func newestSnap(lg *zap.Logger, dir string, walSnaps []*walpb.Snapshot) (*raftpb.Snapshot, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*.snap"))
-	if err != nil {
-		return nil, fmt.Errorf("snap %s: %w", dir, err)
-	}
-	slices.Sort(names)
-	for _, name := range slices.Backward(names) {
-		s, err := snap.Read(lg, name)
-		if err != nil {
-			continue
-		}
-		for _, w := range walSnaps {
-			if w.GetIndex() == s.GetMetadata().GetIndex() && w.GetTerm() == s.GetMetadata().GetTerm() {
-				return s, nil
-			}
-		}
-	}
-	return nil, nil
 }
 
 // Database checks a backup's database. A restore writes the membership

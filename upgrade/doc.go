@@ -7,7 +7,8 @@
 // bbolt freelist type etcd-druid sets.
 //
 // It reads a live cluster (Live), a stopped member's data dir (DataDir) or
-// a backup's database (Database), and changes none of them. What it could
+// a backup's database (Database), and changes none of them; a data dir's
+// WAL and raft snapshot through internal/etcdstorage. What it could
 // not read is a finding of its own, never a pass: a member that does not
 // answer is not a member that is fine.
 //

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,11 +13,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/v2error"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/v2store"
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/validate"
 )
 
@@ -109,69 +105,16 @@ func readDatabase(dbPath string) (database, error) {
 	return out, nil
 }
 
-// v2Members reads etcd 3.5's v2 membership from the v2 store a raft
-// snapshot holds (nil data: none was taken yet).
-func v2Members(data []byte) (members, error) {
-	out := members{}
-	if len(data) == 0 {
-		return out, nil
+// apply makes a change of the log on m, as a restart applies it to both
+// stores.
+func (m members) apply(c etcdstorage.ConfChange) {
+	if c.Remove {
+		delete(m, c.ID)
+		return
 	}
-	st := v2store.New()
-	if err := st.Recovery(data); err != nil {
-		return nil, fmt.Errorf("the v2 store: %w", err)
+	if _, ok := m[c.ID]; !ok {
+		m[c.ID] = c.Name
 	}
-	ev, err := st.Get("/0/members", true, true)
-	if err != nil {
-		var e *v2error.Error
-		if errors.As(err, &e) && e.ErrorCode == v2error.EcodeKeyNotFound {
-			return out, nil
-		}
-		return nil, fmt.Errorf("the v2 store's members: %w", err)
-	}
-	for _, n := range ev.Node.Nodes {
-		id, err := strconv.ParseUint(path.Base(n.Key), 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("the v2 store's member %q: %w", n.Key, err)
-		}
-		name := ""
-		for _, attr := range n.Nodes {
-			if path.Base(attr.Key) == "attributes" && attr.Value != nil {
-				var a struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal([]byte(*attr.Value), &a)
-				name = a.Name
-			}
-		}
-		out[id] = name
-	}
-	return out, nil
-}
-
-// apply replays a log's membership changes onto m: the ones a restart
-// applies to both stores.
-func (m members) apply(e *raftpb.Entry) error {
-	if e.GetType() != raftpb.EntryType_EntryConfChange {
-		return nil
-	}
-	var cc raftpb.ConfChange
-	if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-		return fmt.Errorf("conf change at index %d: %w", e.GetIndex(), err)
-	}
-	id := cc.GetNodeId()
-	switch cc.GetType() {
-	case raftpb.ConfChangeType_ConfChangeAddNode, raftpb.ConfChangeType_ConfChangeAddLearnerNode:
-		if _, ok := m[id]; !ok {
-			var a struct {
-				Name string `json:"name"`
-			}
-			_ = json.Unmarshal(cc.GetContext(), &a)
-			m[id] = a.Name
-		}
-	case raftpb.ConfChangeType_ConfChangeRemoveNode:
-		delete(m, id)
-	}
-	return nil
 }
 
 // compare is the zombie finding: v3 is what 3.6 will read, v2 what 3.5

@@ -90,6 +90,7 @@ require (
 	github.com/etcdkit/etcdkit/internal/frames v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
+	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.4 // indirect
@@ -133,7 +134,6 @@ require (
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/v3 v3.7.3 // indirect
-	go.etcd.io/etcd/etcdutl/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/server/v3 v3.7.3 // indirect
 	go.etcd.io/raft/v3 v3.7.0 // indirect

@@ -29,8 +29,8 @@ func TestReaderAgreesWithBbolt(t *testing.T) {
 		{4096, 1, 10},
 		{4096, 3000, 100},
 		{4096, 400, 20000},
-		{16384, 20000, 300},
-		{65536, 5000, 1000},
+		{16384, 4000, 300},
+		{65536, 2000, 400},
 	} {
 		t.Run(fmt.Sprintf("page%d-keys%d-value%d", c.pageSize, c.keys, c.maxValue), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "db")
@@ -294,7 +294,8 @@ func TestDamagedPagesAreErrors(t *testing.T) {
 			far := binary.LittleEndian.AppendUint64(nil, 0x3fff3fff013b0133)
 			try(fmt.Sprintf("page %d's last child", page), page*pageSize+16+(count-1)*16+8, far)
 		}
-		for i := range 16 + 16*min(count, 4) {
+		// The header and the first element: what every walk reads.
+		for i := range 16 + 16*min(count, 1) {
 			try(fmt.Sprintf("page %d byte %d", page, i), page*pageSize+i, []byte{head[i] ^ 0xff})
 		}
 	}
