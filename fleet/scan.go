@@ -118,7 +118,8 @@ func Scan(ctx context.Context, st store.Store, opts ScanOptions) (Fleet, error) 
 	if err != nil {
 		return Fleet{}, fmt.Errorf("fleet: list %v: %w", st, err)
 	}
-	f := Fleet{Objects: len(objs), At: start}
+	// JSON.md promises UTC; the store and the clock give local times.
+	f := Fleet{Objects: len(objs), At: start.UTC()}
 	for _, o := range objs {
 		f.Bytes += o.Size
 	}
@@ -223,7 +224,7 @@ func summarize(ctx context.Context, l *listed, opts ScanOptions, now time.Time) 
 		default:
 			c.Snapshots++
 			if o.Modified.After(c.LastBackupAt) {
-				c.LastBackupAt = o.Modified
+				c.LastBackupAt = o.Modified.UTC()
 			}
 		}
 	}

@@ -502,7 +502,7 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 	if f.broken {
 		return res, fmt.Errorf("restore: follow: the standby at revision %d broke on its last delta and was not built again; run the follower again, or restore", f.r.at)
 	}
-	release, err := datadir.Hold(o.Member.DataDir)
+	release, err := datadir.Hold(o.Member.DataDir, o.Member.WALDir)
 	if err != nil {
 		return res, fmt.Errorf("restore: %w", err)
 	}

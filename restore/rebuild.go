@@ -37,7 +37,7 @@ func Rebuild(ctx context.Context, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild %s: %w", opts.Member.DataDir, err)
 	}
-	release, err := datadir.Hold(opts.Member.DataDir)
+	release, err := datadir.Hold(opts.Member.DataDir, opts.Member.WALDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("rebuild: %w", err)
 	}

@@ -366,7 +366,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 	defer unlock()
 	// Held to the swap: an etcd running on the old data dir would keep
 	// writing into it once moved aside, and those writes would be lost.
-	release, err := datadir.Hold(opts.Member.DataDir)
+	release, err := datadir.Hold(opts.Member.DataDir, opts.Member.WALDir)
 	if err != nil {
 		return Result{}, fmt.Errorf("restore: %w", err)
 	}

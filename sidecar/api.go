@@ -418,7 +418,7 @@ func (s *Sidecar) startRestore(w http.ResponseWriter, r *http.Request) (any, int
 	if !req.IfNeeded {
 		// Refused now rather than in the job: the caller is still there
 		// to read why.
-		release, err := datadir.Hold(dir)
+		release, err := datadir.Hold(dir, req.WALDir)
 		if err != nil {
 			return nil, http.StatusConflict, err
 		}

@@ -159,6 +159,19 @@ func FullTail(ctx context.Context, st store.Store, full Snapshot, c Codec, spool
 	return dbTail(path)
 }
 
+// CheckFull reads full through its checksum into a scratch file in
+// spoolDir (default os.TempDir()) and checks that its database holds the
+// revision its name says, as a restore checks it before use: a full that
+// holds less, or no etcd database at all, fails with ErrNotABackup.
+func CheckFull(ctx context.Context, st store.Store, full Snapshot, c Codec, spoolDir string) error {
+	path, done, err := spoolFull(ctx, st, full, c, spoolDir)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return holdsItsName(full, path)
+}
+
 // spoolFull downloads a full snapshot's database into a scratch file in
 // dir (default os.TempDir()); done removes it.
 func spoolFull(ctx context.Context, st store.Store, full Snapshot, c Codec, dir string) (path string, done func(), err error) {

@@ -731,6 +731,25 @@ func TestListCheckFindsDamage(t *testing.T) {
 		t.Fatalf("list --check of a bit-flipped delta: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	t.Logf("a user sees:\n%s%s", r.stdout, r.stderr)
+
+	// A full whose name says a later revision than its database holds,
+	// its checksum sound: a restore refuses it, and so does list --check.
+	fulls, _ := filepath.Glob(filepath.Join(dir, "v2", "Full-*"))
+	if err := os.Remove(deltas[0]); err != nil || len(fulls) != 1 {
+		t.Fatalf("fulls %v: %v", fulls, err)
+	}
+	full, err := os.ReadFile(fulls[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	misnamed := filepath.Join(dir, "v2", "Full-00000000-99999999-"+strings.TrimSuffix(filepath.Base(fulls[0])[len("Full-00000000-00000000-"):], ".gz")+".gz")
+	if err := os.WriteFile(misnamed, full, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = etcdBackup(t, nil, "list", "--store", storeURL, "--check")
+	if r.code != 1 || !strings.Contains(r.stdout, "its name says 99999999") {
+		t.Fatalf("list --check of a misnamed full: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // Item: an object named by a clock ahead of this one's shows so, not as

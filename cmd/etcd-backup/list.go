@@ -29,7 +29,8 @@ func listCmd(g *globals) *cobra.Command {
 		Short: "List the backups as chains: each full snapshot with its deltas",
 		Long: `list shows every timeline's chains from the names and sizes the store lists: a chain with a gap
 is marked, a damaged object is not (its name says nothing of it). --check reads every object
-through its checksum too, and marks each chain whose objects do not hold; the exit code is 1
+through its checksum too, and each full's database for the revision its name says (as a restore
+does), and marks each chain whose objects do not hold; the exit code is 1
 when a chain cannot be restored whole. --check also asks whether the store refuses deletes
 (write-once): it deletes a probe object under etcdkit/lock-probe/, written for the question
 unless an earlier one is still there; a lock that refuses keeps it, a few bytes, until it ends.`,
@@ -235,10 +236,16 @@ func (r listResult) table(w *tabwriter.Writer) {
 func damage(ctx context.Context, st store.Store, c snapshot.Chain, codec snapshot.Codec) (string, error) {
 	var bad []string
 	for _, s := range c.Snapshots() {
-		rc, err := snapshot.Open(ctx, st, s, codec)
-		if err == nil {
-			_, err = io.Copy(io.Discard, rc)
-			_ = rc.Close()
+		var err error
+		if s.Kind == snapshot.KindFull {
+			// As a restore checks it: its database holds its name's revision.
+			err = snapshot.CheckFull(ctx, st, s, codec, "")
+		} else {
+			var rc io.ReadCloser
+			if rc, err = snapshot.Open(ctx, st, s, codec); err == nil {
+				_, err = io.Copy(io.Discard, rc)
+				_ = rc.Close()
+			}
 		}
 		switch {
 		case err == nil:

@@ -107,7 +107,7 @@ func TestPrune(t *testing.T) {
 
 func TestHold(t *testing.T) {
 	dir := t.TempDir()
-	release, err := Hold(dir)
+	release, err := Hold(dir, "")
 	if err != nil {
 		t.Fatalf("a dir without a database: %v", err)
 	}
@@ -125,11 +125,18 @@ func TestHold(t *testing.T) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Hold(dir); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "stop etcd first") {
+	if _, err := Hold(dir, ""); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "stop etcd first") {
 		t.Fatalf("a held database: %v", err)
 	}
+	// The running member's member/ directory, and a directory that holds
+	// its data dir, would be moved aside from under it too.
+	for _, other := range []string{filepath.Join(dir, "member"), filepath.Join(dir, "member", "snap"), filepath.Dir(dir)} {
+		if _, err := Hold(other, ""); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), dir) {
+			t.Fatalf("%s, beside a held database: %v", other, err)
+		}
+	}
 	_ = f.Close()
-	release, err = Hold(dir)
+	release, err = Hold(dir, "")
 	if err != nil {
 		t.Fatalf("once released: %v", err)
 	}

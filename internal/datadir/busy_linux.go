@@ -1,0 +1,31 @@
+package datadir
+
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// heldByOther says whether another process holds a lock on f: the flock
+// bbolt takes on a database, or the open file description lock etcd takes
+// on its WAL files on Linux (the two kinds do not see each other).
+func heldByOther(f *os.File) (bool, error) {
+	lk := unix.Flock_t{Type: unix.F_WRLCK}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &lk); err == nil && lk.Type != unix.F_UNLCK {
+		return true, nil
+	}
+	return flockHeld(f)
+}
+
+func flockHeld(f *os.File) (bool, error) {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+}
