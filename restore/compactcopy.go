@@ -114,7 +114,7 @@ func entries(name []byte, last map[[16]byte][2]int64, keep *keyPick) func(k, v [
 	switch {
 	case bytes.Equal(name, etcdstorage.KeyBucket):
 		return func(k, v []byte) ([]byte, bool, error) {
-			if len(k) < revBytesLen || etcdstorage.IsTombstone(k) {
+			if len(k) < revBytesLen || database.Tombstone(k) {
 				return nil, false, nil
 			}
 			key, err := kvKey(v)

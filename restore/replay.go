@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdkit/etcdkit/internal/database"
 	"github.com/etcdkit/etcdkit/internal/datadir"
 	"github.com/etcdkit/etcdkit/internal/etcdstorage"
 	"github.com/etcdkit/etcdkit/snapshot"
@@ -99,7 +100,7 @@ func openReplayer(path string, rev, until int64, untilTime time.Time, unknownTTL
 func (r *replayer) readKeyLeases() {
 	r.b.ForEachRevision(func(k, v []byte) {
 		key, id := keyAndLease(v)
-		if isTombstone(k) {
+		if database.Tombstone(k) {
 			id = 0
 		}
 		r.attach(key, id)
@@ -357,5 +358,3 @@ func (r *replayer) alloc(n int) []byte {
 	r.slab = r.slab[:len(r.slab)+n]
 	return b
 }
-
-func isTombstone(k []byte) bool { return len(k) == revBytesLen+1 && k[revBytesLen] == 't' }

@@ -28,6 +28,3 @@ func RevisionOf(k []byte) (main, sub int64) {
 	r := mvcc.BytesToRev(k)
 	return r.Main, r.Sub
 }
-
-// IsTombstone says whether a key bucket's key marks a deletion.
-func IsTombstone(k []byte) bool { return mvcc.IsTombstone(k) }
