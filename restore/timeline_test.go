@@ -76,6 +76,8 @@ func chainOfStoppedCluster(t *testing.T) forkHistory {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(rctx) }()
+	// The chain's full before the writes, so the middle has one below it.
+	etcdtest.Eventually(t, "the first full snapshot", 30*time.Second, func() bool { return s.Status().LastFull.Key != "" })
 	h := forkHistory{st: st}
 	res, err := (etcdtest.Workload{Ops: 120, Prefix: "/old/", Seed: 31}).Run(ctx, cli)
 	if err != nil {
