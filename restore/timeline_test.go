@@ -69,6 +69,10 @@ func chainOfStoppedCluster(t *testing.T) forkHistory {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Keys before the chain's full, so its identity records some.
+	if _, err := (etcdtest.Workload{Ops: 20, Prefix: "/old/", Seed: 30}).Run(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
 	s, err := capture.New(cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, FullSchedule: "@every 1h", RetentionPeriod: capture.Off, SpoolDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
