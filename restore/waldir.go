@@ -3,7 +3,6 @@ package restore
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -79,29 +78,12 @@ func moveDir(dir, to string) error {
 		return err
 	}
 	for _, e := range entries {
-		if err := copyFile(filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())); err != nil {
+		if err := datadir.CopyFile(filepath.Join(dir, e.Name()), filepath.Join(to, e.Name())); err != nil {
 			return err
 		}
 	}
 	datadir.SyncParent(filepath.Join(to, "x"))
 	return os.RemoveAll(dir)
-}
-
-func copyFile(from, to string) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return err
-	}
-	return errors.Join(out.Sync(), out.Close())
 }
 
 // prune removes the oldest moved-aside data dirs (and WAL dirs) that

@@ -1,9 +1,7 @@
 package datadir
 
 import (
-	"errors"
 	"os"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,15 +15,4 @@ func heldByOther(f *os.File) (bool, error) {
 		return true, nil
 	}
 	return flockHeld(f)
-}
-
-func flockHeld(f *os.File) (bool, error) {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return false, syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }

@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package datadir
 
@@ -8,9 +8,10 @@ import (
 	"syscall"
 )
 
-// heldByOther says whether another process holds a flock on f: what bbolt
-// takes on a database and etcd on its WAL files outside Linux.
-func heldByOther(f *os.File) (bool, error) {
+// flockHeld says whether another open file description holds a flock on
+// f: what bbolt takes on a database, and etcd on its WAL files outside
+// Linux.
+func flockHeld(f *os.File) (bool, error) {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return true, nil

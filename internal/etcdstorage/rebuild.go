@@ -3,11 +3,11 @@ package etcdstorage
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/etcdkit/etcdkit/internal/database"
+	"github.com/etcdkit/etcdkit/internal/datadir"
 )
 
 // Rebuild writes the data dir out of member m anew from the database at
@@ -21,8 +21,8 @@ func Rebuild(db, out string, m Member) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return err
 	}
-	if err := copyFile(db, dst); err != nil {
-		return err
+	if err := datadir.CopyFile(db, dst); err != nil {
+		return fmt.Errorf("copy %s: %w", db, err)
 	}
 	rev, err := database.Revision(dst)
 	if err != nil {
@@ -34,21 +34,4 @@ func Rebuild(db, out string, m Member) error {
 		return err
 	}
 	return SyncFile(dst)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
 }
