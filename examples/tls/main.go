@@ -95,9 +95,12 @@ func run() error {
 		return err
 	}
 	sc, err := sidecar.New(sidecar.Options{
-		Client:     cli,
-		Endpoint:   endpoint,
-		Backups:    sidecar.BackupOptions{Store: st, Snapshots: capture.Options{DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}},
+		Client:   cli,
+		Endpoint: endpoint,
+		// Fulls an hour after start, not on the hour: a scheduled full
+		// between the operator's full and delta would leave the delta no
+		// events to write.
+		Backups:    sidecar.BackupOptions{Store: st, Snapshots: capture.Options{FullSchedule: "@every 1h", DeltaPeriod: time.Hour, RetentionPeriod: capture.Off}},
 		WorkDir:    dir,
 		Logger:     log,
 		Membership: sidecar.MembershipOptions{Follow: member.FollowOptions{Interval: 100 * time.Millisecond}},
