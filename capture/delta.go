@@ -88,6 +88,9 @@ type capture struct {
 	st   store.Store
 	opts DeltaOptions
 	log  *slog.Logger
+	// timeline, when set, is the one the deltas are written on: their
+	// names are never dated before it began (snapshot.Timeline.Stamp).
+	timeline *snapshot.Timeline
 
 	last    int64 // the newest revision stored
 	pending []snapshot.Event
@@ -347,7 +350,11 @@ func (c *capture) take(upTo int64) (snapshot.Snapshot, []snapshot.Event, error) 
 		return snapshot.Snapshot{}, nil, ErrNoEvents
 	}
 	last := c.pending[n-1].Revision()
-	snap := snapshot.NewDelta(c.last+1, last, c.opts.Now(), c.opts.Codec)
+	created := c.opts.Now()
+	if c.timeline != nil {
+		created = c.timeline.Stamp(created)
+	}
+	snap := snapshot.NewDelta(c.last+1, last, created, c.opts.Codec)
 	var size int64
 	for _, ev := range c.pending[:n] {
 		size += eventSize(ev.EtcdEvent)

@@ -388,6 +388,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 		Codec: s.opts.Codec, Source: s.opts.Source, MemoryLimit: s.opts.DeltaMemoryLimit,
 		BeforeUpload: l.beforeUpload, Logger: s.opts.Logger, Now: s.opts.Now,
 	})
+	l.capture.timeline = &l.timeline
 	defer l.capture.stop()
 	return l.run(ctx)
 }
@@ -707,7 +708,7 @@ func (l *loop) full(ctx context.Context, reason string, final bool) Result {
 	src := NewDatastore(l.opts.Source, cli, DatastoreOptions{SpoolDir: l.opts.SpoolDir, Logger: l.opts.Logger})
 	snap, err := FullOf(ctx, src, l.st, snapshot.FullOptions{
 		Codec: l.opts.Codec, SpoolDir: l.opts.SpoolDir, BeforeUpload: l.beforeUpload,
-		Logger: l.opts.Logger, Now: l.opts.Now, Final: final,
+		Logger: l.opts.Logger, Now: func() time.Time { return l.timeline.Stamp(l.opts.Now()) }, Final: final,
 	})
 	release()
 	r := Result{Op: OpFull, Reason: reason, Snapshot: snap, Duration: time.Since(start), Err: err}

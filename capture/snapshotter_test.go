@@ -652,3 +652,100 @@ func TestOnDemandFullsJoinTheOneInFlight(t *testing.T) {
 		t.Fatalf("%d full snapshots on the store, want 5: the start's, the one two asked for, the one asked again, the next, the final", n)
 	}
 }
+
+// A sidecar whose clock lags the one that began its timeline names its
+// objects when the timeline began, not before: named earlier, they would
+// belong to the timeline before it and leave this one's chain a gap.
+func TestNamesNeverPrecedeTheirTimeline(t *testing.T) {
+	ctx := ctxT(t)
+	st := newStore(t)
+	old := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	if _, err := capture.Full(ctx, old.Client(t), st, snapshot.FullOptions{SpoolDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := fresh.Client(t)
+	var lag atomic.Bool
+	now := func() time.Time {
+		if lag.Load() {
+			return time.Now().Add(-10 * time.Minute)
+		}
+		return time.Now()
+	}
+	r := start(t, cli, st, capture.Options{AllowNewChain: true, DeltaPeriod: time.Hour, Now: now})
+	full := r.Await(t, capture.OpFull)
+	lag.Store(true)
+	res, err := (etcdtest.Workload{Ops: 50, Seed: 11}).Run(ctx, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Stop(t)
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := cat.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chain.Full.Key != full.Snapshot.Key || chain.LastRevision() != res.LastRevision || cat.Timeline.ID == snapshot.FirstTimeline {
+		t.Fatalf("the new timeline %s holds %s to revision %d, want %s to %d; all: %v", cat.Timeline, chain.Full.Key, chain.LastRevision(), full.Snapshot.Key, res.LastRevision, cat.Snapshots)
+	}
+	for _, d := range chain.Deltas {
+		if d.Created.Before(cat.Timeline.Began) {
+			t.Fatalf("%s is named before its timeline began (%s)", d.Key, cat.Timeline.Began)
+		}
+	}
+	checkChain(t, cli, st, snapshot.Codec{})
+}
+
+// A chain whose end the cluster compacted while nothing uploaded, and
+// whose newest keys were all written again since, is continued: keys the
+// chain's last delta wrote earlier, untouched since, still tell that the
+// cluster's past is the chain's (a busy cluster's newest keys are the
+// likeliest to be written again, its older ones the likeliest to stay).
+func TestSnapshotterContinuesAChainWhoseEndIsCompacted(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := newStore(t)
+	put := func(prefix string, n int) int64 {
+		var rev int64
+		for i := range n {
+			resp, err := cli.Put(ctx, fmt.Sprintf("%s/%03d", prefix, i), fmt.Sprintf("%s-%d", prefix, rev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rev = resp.Header.Revision
+		}
+		return rev
+	}
+	put("base", 20)
+	a := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	a.Await(t, capture.OpFull)
+	put("cold", 60)
+	end := put("hot", 40)
+	a.Stop(t)
+	if d := a.Written(capture.OpDelta); len(d) != 1 || d[0].Snapshot.LastRevision != end {
+		t.Fatalf("stopping wrote %+v, want one delta to %d", d, end)
+	}
+	// Every key of the chain's newest revisions is written again, and the
+	// chain's end is compacted.
+	now := put("hot", 40)
+	if _, err := cli.Compact(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour})
+	full := b.Await(t, capture.OpFull)
+	b.Stop(t)
+	if full.Reason != "compacted" {
+		t.Fatalf("after the compaction: %s (%s), want a full for the compacted history", full.Snapshot.Key, full.Reason)
+	}
+	cat, err := snapshot.List(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cat.Timelines) != 1 {
+		t.Fatalf("the store holds timelines %v, the cluster lived one past", cat.Timelines)
+	}
+}

@@ -28,9 +28,16 @@ type KeyVersion struct {
 	Deleted bool   `json:"deleted,omitempty"`
 }
 
-// tailKeys is how many keys a tail holds: enough that two histories that
-// differ show it, few enough to ask the cluster in a moment.
+// tailKeys is how many keys a full's tail holds: enough that two
+// histories that differ show it, few enough to ask the cluster in a moment
+// and to keep in an identity record.
 const tailKeys = 32
+
+// deltaTailKeys is how many keys a delta's tail holds. The newest of them
+// tell at the chain's revision; once the cluster compacted it, keys are
+// compared as they are now, and the newest keys of a busy cluster are the
+// likeliest to be written again since: the older ones tell instead.
+const deltaTailKeys = 256
 
 // tailer keeps the newest version of each key it is given, in revision
 // order.
@@ -51,8 +58,8 @@ func (t *tailer) add(kv KeyValue, rev int64, deleted bool) {
 	}
 }
 
-// tail is the newest tailKeys keys.
-func (t *tailer) tail() []KeyVersion {
+// tail is the newest n keys, newest first.
+func (t *tailer) tail(n int) []KeyVersion {
 	out := make([]KeyVersion, 0, len(t.byKey))
 	for _, v := range t.byKey {
 		out = append(out, v)
@@ -63,7 +70,7 @@ func (t *tailer) tail() []KeyVersion {
 		}
 		return bytes.Compare(a.Key, b.Key)
 	})
-	return out[:min(len(out), tailKeys)]
+	return out[:min(len(out), n)]
 }
 
 // dbTail reads an etcd database's tail (its newest revisions' keys) and
@@ -111,12 +118,13 @@ func dbTail(path string) ([]KeyVersion, []string, error) {
 		}
 	}
 	slices.Sort(members)
-	return t.tail(), members, nil
+	return t.tail(tailKeys), members, nil
 }
 
-// DeltaTail is what delta left of its keys by revision upTo, and its
-// events of the revisions after upTo-within: what a cluster that continues
-// the chain to upTo holds, and what it must have seen last.
+// DeltaTail is what delta left of its keys by revision upTo (its newest
+// 256 keys, newest first), and its events of the revisions after
+// upTo-within: what a cluster that continues the chain to upTo holds, and
+// what it must have seen last.
 func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upTo, within int64) ([]KeyVersion, []*WatchEvent, error) {
 	dr, err := OpenDelta(ctx, st, delta, c)
 	if err != nil {
@@ -130,7 +138,7 @@ func DeltaTail(ctx context.Context, st store.Store, delta Snapshot, c Codec, upT
 	for {
 		ev, err := dr.Next()
 		if errors.Is(err, io.EOF) {
-			return t.tail(), window, nil
+			return t.tail(deltaTailKeys), window, nil
 		}
 		if err != nil {
 			return nil, nil, err

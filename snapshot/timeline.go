@@ -68,6 +68,17 @@ type Timeline struct {
 // by hand.
 const maxRecordAhead = time.Hour
 
+// Stamp is the time an object written on t is named with: now, or when
+// t began where now is before it. An object belongs to the newest
+// timeline begun when it was named, so one named by a clock behind the
+// one that began t would belong to t's parent and leave t's chain a gap.
+func (t Timeline) Stamp(now time.Time) time.Time {
+	if now.Before(t.Began) {
+		return t.Began
+	}
+	return now
+}
+
 // String names the timeline for people: its ID, and where it forked.
 func (t Timeline) String() string {
 	switch {

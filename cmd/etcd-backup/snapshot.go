@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,10 +55,11 @@ func snapshotCmd(g *globals) *cobra.Command {
 				return err
 			}
 			newest := func(ctx context.Context, _ snapshot.Snapshot) error { return snapshot.Newest(ctx, st, lin.Timeline) }
+			stamp := func() time.Time { return lin.Timeline.Stamp(time.Now()) }
 			var taken []snapshot.Snapshot
 			if !delta {
 				src := capture.NewDatastore(kind, cli, capture.DatastoreOptions{Logger: g.log})
-				s, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log})
+				s, err := capture.FullOf(ctx, src, st, snapshot.FullOptions{Codec: codec, SpoolDir: os.TempDir(), BeforeUpload: newest, Logger: g.log, Now: stamp})
 				if err != nil {
 					return err
 				}
@@ -73,7 +75,7 @@ func snapshotCmd(g *globals) *cobra.Command {
 				if chain, err = chain.Check(); err != nil {
 					return fmt.Errorf("the latest chain: %w; take a full snapshot to start a new one", err)
 				}
-				taken, err = capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{Codec: codec, Source: kind, BeforeUpload: newest, Logger: g.log})
+				taken, err = capture.Delta(ctx, cli, st, chain.LastRevision(), capture.DeltaOptions{Codec: codec, Source: kind, BeforeUpload: newest, Logger: g.log, Now: stamp})
 				if err != nil {
 					return err
 				}
