@@ -205,6 +205,15 @@ var (
 	allInOneErr  error
 )
 
+// TestMain removes the all-in-one binary the tests share (50 MB a run).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if allInOneBin != "" {
+		_ = os.RemoveAll(filepath.Dir(allInOneBin))
+	}
+	os.Exit(code)
+}
+
 // allInOne runs the all-in-one example once per member, each with an
 // etcd configuration file as etcd-wrapper reads it.
 func allInOne(t *testing.T, ctx context.Context, c *etcdtest.Cluster, storeDir string) []string {
