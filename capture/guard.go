@@ -18,10 +18,27 @@ type guard struct {
 	mu sync.Mutex
 	// index is the highest raft index each endpoint's member answered.
 	index map[string]uint64
+	// silent are the endpoints that did not answer the last check.
+	silent map[string]bool
 }
 
+// The longest a check waits for a member's answer: one that answered the
+// last check, and one that did not (hung, stopped, cut off) or was not
+// asked yet, which is asked at every object but not waited for as long,
+// so that a hung member does not slow every upload of the others.
+const (
+	statusTimeout       = 5 * time.Second
+	silentStatusTimeout = 500 * time.Millisecond
+)
+
 func newGuard(ctx context.Context, cli *clientv3.Client) *guard {
-	g := &guard{cli: cli, index: map[string]uint64{}}
+	// The first answers are only recorded, so no member is waited for
+	// long: the uploads of a new leader, after its predecessor hung, do
+	// not wait for it.
+	g := &guard{cli: cli, index: map[string]uint64{}, silent: map[string]bool{}}
+	for _, ep := range cli.Endpoints() {
+		g.silent[ep] = true
+	}
 	_ = g.raftLog(ctx)
 	return g
 }
@@ -36,25 +53,48 @@ func (g *guard) check(ctx context.Context) error {
 	return g.raftLog(ctx)
 }
 
-// raftLog asks each endpoint's member its raft index: a raft log only
-// grows, so one that went back is another log.
+// raftLog asks each endpoint's member its raft index, all at once: a raft
+// log only grows, so one that went back is another log.
 func (g *guard) raftLog(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for _, ep := range g.cli.Endpoints() {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := g.cli.Status(sctx, ep)
-		cancel()
-		if err != nil {
-			// Down or slow: it says nothing either way.
-			continue
-		}
-		if seen := g.index[ep]; st.RaftIndex < seen {
-			return fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", ErrReplaced, ep, st.RaftIndex, seen)
-		}
-		g.index[ep] = st.RaftIndex
+	type answer struct {
+		ep    string
+		index uint64
+		err   error
 	}
-	return nil
+	eps := g.cli.Endpoints()
+	answers := make(chan answer, len(eps))
+	for _, ep := range eps {
+		timeout := statusTimeout
+		if g.silent[ep] {
+			timeout = silentStatusTimeout
+		}
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			st, err := g.cli.Status(sctx, ep)
+			if err != nil {
+				answers <- answer{ep: ep, err: err}
+				return
+			}
+			answers <- answer{ep: ep, index: st.RaftIndex}
+		}()
+	}
+	var replaced error
+	for range eps {
+		a := <-answers
+		// Down or slow: it says nothing either way.
+		g.silent[a.ep] = a.err != nil
+		switch seen := g.index[a.ep]; {
+		case a.err != nil:
+		case a.index < seen:
+			replaced = fmt.Errorf("%w: the member at %s is at raft index %d, it was at %d", ErrReplaced, a.ep, a.index, seen)
+		default:
+			g.index[a.ep] = a.index
+		}
+	}
+	return replaced
 }
 
 // ErrReplaced: a member of the cluster an uploader placed its backups

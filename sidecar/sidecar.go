@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/robfig/cron/v3"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
@@ -211,6 +213,11 @@ type observed struct {
 	self      member.Self
 	err       error
 	promoting bool
+	// id is the member's ID as it last answered; asked is when the
+	// cluster was last asked whether it still lists it, and gone the ID
+	// the cluster was found to have removed while the member ran.
+	id, gone uint64
+	asked    time.Time
 }
 
 // New checks the options and returns a Sidecar; Run starts it.
@@ -361,7 +368,25 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	if promote {
 		s.member.promoting = true
 	}
+	id, gone := s.member.id, s.member.gone
+	// A removal a start-up check found is not asked again: its reason
+	// says more.
+	ask := err != nil && id != 0 && gone == 0 && s.removed.Load() == nil && time.Since(s.member.asked) >= removalAskInterval
+	if ask {
+		s.member.asked = time.Now()
+	}
+	if err == nil {
+		s.member.id, s.member.gone = self.ID, 0
+	}
 	s.member.mu.Unlock()
+	switch {
+	case ask:
+		s.noticeRemoval(ctx, id)
+	case err == nil && gone != 0:
+		// It answers again: it runs, so it is a member again.
+		s.removed.Store(nil)
+		s.metrics.memberRemoved.Set(0)
+	}
 	switch {
 	case lead && !uploading:
 		s.up.start(ctx, s.loadChain)
@@ -372,6 +397,29 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	if promote {
 		go s.promote(ctx, self.ID)
 	}
+}
+
+// removalAskInterval bounds how often the cluster is asked whether it
+// still lists a member that does not answer.
+const removalAskInterval = 5 * time.Second
+
+// noticeRemoval asks the cluster whether it still lists the member with
+// id, which stopped answering. One it no longer lists was removed on
+// purpose (while it ran, etcd stops it): it stays out, as one whose
+// start-up found it removed does, and /readyz and the metric say so where
+// no start-up check runs here. An answer that lists it, or none, says
+// nothing.
+func (s *Sidecar) noticeRemoval(ctx context.Context, id uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := s.opts.Client.MemberList(ctx)
+	if err != nil || slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }) {
+		return
+	}
+	s.member.mu.Lock()
+	s.member.gone = id
+	s.member.mu.Unlock()
+	s.holdOut(fmt.Sprintf("cluster %x no longer lists member %x, which stopped answering: it was removed on purpose; to bring it back, add it again (etcdctl member add) and start it on an empty data dir", resp.Header.GetClusterId(), id), false)
 }
 
 // Uploader says whether this sidecar uploads now.
@@ -601,7 +649,7 @@ func (s *Sidecar) Prepare(ctx context.Context, cfg startup.Config, o startup.Opt
 	if r := (*startup.Refusal)(nil); errors.As(err, &r) && r.Plan.Hold {
 		// The cluster removed the member, as the data dir or the
 		// cluster told.
-		s.holdOut(r.Plan.Reason)
+		s.holdOut(r.Plan.Reason, true)
 	}
 	return p, err
 }
@@ -632,13 +680,18 @@ func (s *Sidecar) checked(chk startup.Check) {
 		s.metrics.memberRemoved.Set(0)
 		return
 	}
-	s.holdOut(chk.Reason)
+	s.holdOut(chk.Reason, true)
 }
 
-// holdOut keeps why the cluster removed the member, which stays out.
-func (s *Sidecar) holdOut(reason string) {
+// holdOut keeps why the cluster removed the member, which stays out;
+// over a reason kept before only when replace.
+func (s *Sidecar) holdOut(reason string, replace bool) {
+	if replace {
+		s.removed.Store(&reason)
+	} else if !s.removed.CompareAndSwap(nil, &reason) {
+		return
+	}
 	s.log.Warn("sidecar: the cluster removed this member on purpose; it stays out", "reason", reason)
-	s.removed.Store(&reason)
 	s.metrics.memberRemoved.Set(1)
 }
 
