@@ -23,6 +23,10 @@ import (
 // know it, stays out too: the start-up refuses and holds, adding nothing,
 // and the sidecar beside it answers /readyz 503 with the reason and sets
 // etcdkit_member_removed, which a check of another data dir clears.
+// Before any start-up check, the sidecar already names the removal of the
+// member it saw run: the cluster no longer lists it. (The member is
+// stopped before it is removed: an in-process etcd asked for its status
+// while it applies its own removal panics, etcd-io/etcd#21966.)
 func TestRemovedMemberStaysOut(t *testing.T) {
 	s := newSetup(t)
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true, Dir: s.root})
@@ -31,6 +35,11 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	base := r.srv.URL
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
+	var ready api.Readiness
+	etcdtest.Eventually(t, "the sidecar sees its member", 30*time.Second, func() bool {
+		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
+		return code == http.StatusOK && ready.MemberID != "0"
+	})
 	cli := c.Members[0].Client(t)
 	list, err := cli.MemberList(ctx)
 	if err != nil {
@@ -45,10 +54,26 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 		initial = append(initial, m.Name+"="+m.PeerURLs[0])
 	}
 	gone.Stop()
+	// Down, and still listed: a member that does not answer, no more.
+	etcdtest.Eventually(t, "/readyz says the member does not answer", 30*time.Second, func() bool {
+		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
+		return code == http.StatusServiceUnavailable && ready.Error != ""
+	})
+	if ready.MemberRemoved != "" || gathered(t, r.sc)[startup.MetricMemberRemoved] != 0 {
+		t.Fatalf("a member that is only down is named removed: %+v", ready)
+	}
 	etcdtest.Eventually(t, "the stopped member is removed", 30*time.Second, func() bool {
 		_, err := cli.MemberRemove(ctx, id)
 		return err == nil
 	})
+	etcdtest.Eventually(t, "/readyz names the removal", time.Minute, func() bool {
+		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
+		return code == http.StatusServiceUnavailable && strings.Contains(ready.MemberRemoved, fmt.Sprintf("no longer lists member %x", id))
+	})
+	t.Logf("/readyz: %s", ready.Error)
+	if g := gathered(t, r.sc)[startup.MetricMemberRemoved]; g != 1 {
+		t.Fatalf("%s = %v after the removal, want 1", startup.MetricMemberRemoved, g)
+	}
 
 	// Its data is sound: the verdict is about the data dir.
 	var v api.Validation
@@ -68,8 +93,7 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	if list, err := cli.MemberList(ctx); err != nil || len(list.Members) != 2 {
 		t.Fatalf("after the refusal the members are %v, %v", list, err)
 	}
-	// Once the sidecar sees its member does not run.
-	var ready api.Readiness
+	// The start-up's reason replaces the sidecar's own.
 	etcdtest.Eventually(t, "/readyz says the member stays out", 30*time.Second, func() bool {
 		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
 		return code == http.StatusServiceUnavailable && strings.Contains(ready.MemberRemoved, "removed it on purpose")
@@ -86,60 +110,5 @@ func TestRemovedMemberStaysOut(t *testing.T) {
 	}
 	if g := gathered(t, r.sc)[startup.MetricMemberRemoved]; g != 0 {
 		t.Fatalf("%s = %v after an empty data dir's check, want 0", startup.MetricMemberRemoved, g)
-	}
-}
-
-// A member the cluster removes on purpose stops (etcd stops a removed
-// member; this one is stopped first, since an etcd asked for its status
-// while it applies its own removal panics: etcd-io/etcd#21966), and the
-// sidecar beside it, which ran no start-up check, says why it does not
-// answer instead of a timeout: /readyz names the removal and the metric is
-// set.
-func TestRemovalIsNamed(t *testing.T) {
-	s := newSetup(t)
-	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true, Dir: s.root})
-	gone := c.Members[2]
-	r := s.start(t, c, gone)
-	base := r.srv.URL
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	var ready api.Readiness
-	etcdtest.Eventually(t, "the sidecar sees its member", 30*time.Second, func() bool {
-		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
-		return code == http.StatusOK && ready.MemberID != "0"
-	})
-	cli := c.Members[0].Client(t)
-	list, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var id uint64
-	for _, m := range list.Members {
-		if m.Name == gone.Name {
-			id = m.ID
-		}
-	}
-	gone.Stop()
-	// Down, and still listed: a member that does not answer, no more.
-	etcdtest.Eventually(t, "/readyz says the member does not answer", 30*time.Second, func() bool {
-		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
-		return code == http.StatusServiceUnavailable && ready.Error != ""
-	})
-	if ready.MemberRemoved != "" || gathered(t, r.sc)[startup.MetricMemberRemoved] != 0 {
-		t.Fatalf("a member that is only down is named removed: %+v", ready)
-	}
-	// etcd refuses while a peer has been connected for less than its
-	// health interval.
-	etcdtest.Eventually(t, "the member is removed", 30*time.Second, func() bool {
-		_, err := cli.MemberRemove(ctx, id)
-		return err == nil
-	})
-	etcdtest.Eventually(t, "/readyz names the removal", time.Minute, func() bool {
-		code, _ := call(t, "GET", base+"/readyz", "", "", &ready)
-		return code == http.StatusServiceUnavailable && strings.Contains(ready.MemberRemoved, fmt.Sprintf("no longer lists member %x", id))
-	})
-	t.Logf("/readyz: %s", ready.Error)
-	if g := gathered(t, r.sc)[startup.MetricMemberRemoved]; g != 1 {
-		t.Fatalf("%s = %v after the removal, want 1", startup.MetricMemberRemoved, g)
 	}
 }
