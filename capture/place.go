@@ -265,8 +265,13 @@ const sharedProbes = 6
 func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail []snapshot.KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
 	probes := 0
 	var unknown string
-	for i := len(chain.Deltas) - 1; i >= 0 && probes < sharedProbes; i-- {
-		d := chain.Deltas[i]
+	// Newest end first: a chain lists the longer of two deltas that start
+	// together first (two uploaders overlap after a leader moves), so its
+	// order is not that of their ends.
+	deltas := slices.Clone(chain.Deltas)
+	slices.SortStableFunc(deltas, func(a, b snapshot.Snapshot) int { return cmp.Compare(b.LastRevision, a.LastRevision) })
+	for i := 0; i < len(deltas) && probes < sharedProbes; i++ {
+		d := deltas[i]
 		if d.StartRevision > below {
 			continue
 		}
