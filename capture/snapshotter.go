@@ -458,7 +458,9 @@ func (l *loop) armDelta() {
 	}
 	if due := l.capture.pending[0].Time.Add(l.opts.DeltaPeriod); !due.Equal(l.deltaDue) {
 		l.deltaDue = due
-		l.deltaTimer.Reset(due.Sub(l.opts.Now()))
+		// A clock stepped back since the event came puts its due as far
+		// ahead: from now no event waits longer than the period.
+		l.deltaTimer.Reset(min(due.Sub(l.opts.Now()), l.opts.DeltaPeriod))
 	}
 }
 

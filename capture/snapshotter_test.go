@@ -749,3 +749,33 @@ func TestSnapshotterContinuesAChainWhoseEndIsCompacted(t *testing.T) {
 		t.Fatalf("the store holds timelines %v, the cluster lived one past", cat.Timelines)
 	}
 }
+
+// An event received by a clock that then steps back (an NTP step, a
+// VM's clock corrected) waits no longer than the delta period: its due,
+// by the clock it was received by, is far ahead of the clock now.
+func TestAClockSteppedBackDelaysNoDelta(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli := c.Client(t)
+	st := newStore(t)
+	// The next reading of the clock after ahead is set is an hour ahead:
+	// the one that stamps the event as received.
+	var ahead atomic.Bool
+	now := func() time.Time {
+		if ahead.CompareAndSwap(true, false) {
+			return time.Now().Add(time.Hour)
+		}
+		return time.Now()
+	}
+	r := start(t, cli, st, capture.Options{DeltaPeriod: 200 * time.Millisecond, Now: now})
+	r.Await(t, capture.OpFull)
+	ahead.Store(true)
+	resp, err := cli.Put(ctx, "k", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Await(t, capture.OpDelta); d.Snapshot.LastRevision != resp.Header.Revision {
+		t.Fatalf("the delta after the clock stepped back: %s, want revision %d", d.Snapshot.Key, resp.Header.Revision)
+	}
+	r.Stop(t)
+}
