@@ -368,6 +368,25 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	if promote {
 		s.member.promoting = true
 	}
+	s.member.mu.Unlock()
+	switch {
+	case lead && !uploading:
+		s.up.start(ctx, s.loadChain)
+	case !lead && uploading:
+		s.log.Info("sidecar: the member no longer leads; stopping uploads", "error", err)
+		go s.up.stop()
+	}
+	if promote {
+		go s.promote(ctx, self.ID)
+	}
+	s.followRemoval(ctx, self, err)
+}
+
+// followRemoval asks the cluster whether it still lists a member that
+// stopped answering (noticeRemoval), and clears what that found once the
+// member answers again: it runs, so it is a member again.
+func (s *Sidecar) followRemoval(ctx context.Context, self member.Self, err error) {
+	s.member.mu.Lock()
 	id, gone := s.member.id, s.member.gone
 	// A removal a start-up check found is not asked again: its reason
 	// says more.
@@ -383,19 +402,8 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	case ask:
 		s.noticeRemoval(ctx, id)
 	case err == nil && gone != 0:
-		// It answers again: it runs, so it is a member again.
 		s.removed.Store(nil)
 		s.metrics.memberRemoved.Set(0)
-	}
-	switch {
-	case lead && !uploading:
-		s.up.start(ctx, s.loadChain)
-	case !lead && uploading:
-		s.log.Info("sidecar: the member no longer leads; stopping uploads", "error", err)
-		go s.up.stop()
-	}
-	if promote {
-		go s.promote(ctx, self.ID)
 	}
 }
 
