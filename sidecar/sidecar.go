@@ -213,10 +213,12 @@ type observed struct {
 	self      member.Self
 	err       error
 	promoting bool
-	// id is the member's ID as it last answered; asked is when the
-	// cluster was last asked whether it still lists it, and gone the ID
-	// the cluster was found to have removed while the member ran.
+	// id is the member's ID as it last answered, and peers its peer URLs
+	// as the cluster listed them; asked is when the cluster was last asked
+	// whether it still lists it, and gone the ID the cluster was found to
+	// have removed.
 	id, gone uint64
+	peers    []string
 	asked    time.Time
 }
 
@@ -387,24 +389,56 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 // member answers again: it runs, so it is a member again.
 func (s *Sidecar) followRemoval(ctx context.Context, self member.Self, err error) {
 	s.member.mu.Lock()
-	id, gone := s.member.id, s.member.gone
+	id, gone, peers := s.member.id, s.member.gone, s.member.peers
 	// A removal a start-up check found is not asked again: its reason
 	// says more.
 	ask := err != nil && id != 0 && gone == 0 && s.removed.Load() == nil && time.Since(s.member.asked) >= removalAskInterval
 	if ask {
 		s.member.asked = time.Now()
 	}
+	learn := err == nil && self.ID != id
 	if err == nil {
 		s.member.id, s.member.gone = self.ID, 0
 	}
 	s.member.mu.Unlock()
 	switch {
 	case ask:
-		s.noticeRemoval(ctx, id)
+		s.noticeRemoval(ctx, id, peers)
 	case err == nil && gone != 0:
 		s.removed.Store(nil)
 		s.metrics.memberRemoved.Set(0)
 	}
+	if learn {
+		s.learnPeers(ctx, self.ID)
+	}
+}
+
+// learnPeers keeps the peer URLs the cluster lists for the member with
+// id: a member that rejoins (its data dir moved aside, added again as a
+// learner) is listed under a new ID at the same peer URLs.
+func (s *Sidecar) learnPeers(ctx context.Context, id uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := s.opts.Client.MemberList(ctx)
+	if err != nil {
+		return
+	}
+	for _, m := range resp.Members {
+		if m.ID == id {
+			s.member.mu.Lock()
+			s.member.peers = m.PeerURLs
+			s.member.mu.Unlock()
+		}
+	}
+}
+
+// noLongerListed says whether members, as the cluster lists them, no longer
+// hold the member with id: neither that ID nor, under a new ID, its peer
+// URLs (a member that rejoins).
+func noLongerListed(members []*etcdserverpb.Member, id uint64, peers []string) bool {
+	return !slices.ContainsFunc(members, func(m *etcdserverpb.Member) bool {
+		return m.ID == id || slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(peers, u) })
+	})
 }
 
 // removalAskInterval bounds how often the cluster is asked whether it
@@ -412,16 +446,16 @@ func (s *Sidecar) followRemoval(ctx context.Context, self member.Self, err error
 const removalAskInterval = 5 * time.Second
 
 // noticeRemoval asks the cluster whether it still lists the member with
-// id, which stopped answering. One it no longer lists was removed on
-// purpose (while it ran, etcd stops it): it stays out, as one whose
-// start-up found it removed does, and /readyz and the metric say so where
-// no start-up check runs here. An answer that lists it, or none, says
-// nothing.
-func (s *Sidecar) noticeRemoval(ctx context.Context, id uint64) {
+// id and peers, which stopped answering. One it no longer lists was
+// removed on purpose (while it ran, etcd stops it): it stays out, as one
+// whose start-up found it removed does, and /readyz and the metric say so
+// where no start-up check runs here. An answer that lists it, or its peer
+// URLs under a new ID (it rejoins), or no answer, says nothing.
+func (s *Sidecar) noticeRemoval(ctx context.Context, id uint64, peers []string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	resp, err := s.opts.Client.MemberList(ctx)
-	if err != nil || slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }) {
+	if err != nil || !noLongerListed(resp.Members, id, peers) {
 		return
 	}
 	s.member.mu.Lock()
