@@ -210,7 +210,7 @@ func embeddedReplay(ctx context.Context, cfg config, st store.Store, full snapsh
 		return 0, 0, err
 	}
 	dir := filepath.Join(cfg.dir, "embedded-replay")
-	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: full.LastRevision}}, Member: member.Spec{DataDir: dir, Name: "replay", PeerURLs: []string{peer.String()}}}); err != nil {
+	if _, err := restore.Restore(ctx, st, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: full.LastRevision}}, Member: member.Spec{DataDir: dir, Name: "replay", PeerURLs: []string{peer.String()}}, KeepRevision: true}); err != nil {
 		return 0, 0, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()

@@ -32,8 +32,11 @@ const atRevKeys = 32
 // that agrees, with none that differs, the same past. When rev is
 // compacted, keys are read as they are now, which tells only for keys not
 // written since, and every key of tail is asked: the older keys of a busy
-// cluster are the likeliest not to be.
-func compareLive(ctx context.Context, cli *clientv3.Client, tail []snapshot.KeyVersion, rev int64) (evidence, string, error) {
+// cluster are the likeliest not to be. proven is how far an agreement
+// proves the past: rev when the keys were read at it; read as they are
+// now, the newest revision of a key that agreed, since a cluster restored
+// to any revision after it holds that key the same.
+func compareLive(ctx context.Context, cli *clientv3.Client, tail []snapshot.KeyVersion, rev int64) (e evidence, why string, proven int64, err error) {
 	atRev := true
 	agree := 0
 	for i, want := range tail {
@@ -48,11 +51,11 @@ func compareLive(ctx context.Context, cli *clientv3.Client, tail []snapshot.KeyV
 		if atRev && errors.Is(err, rpctypes.ErrCompacted) {
 			atRev = false
 			if resp, err = cli.Get(ctx, string(want.Key)); err != nil {
-				return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+				return evidenceNone, "", 0, fmt.Errorf("compare with the cluster: %w", err)
 			}
 		}
 		if err != nil {
-			return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+			return evidenceNone, "", 0, fmt.Errorf("compare with the cluster: %w", err)
 		}
 		var got *mvccpb.KeyValue
 		if len(resp.Kvs) > 0 {
@@ -61,26 +64,29 @@ func compareLive(ctx context.Context, cli *clientv3.Client, tail []snapshot.KeyV
 		e, why := judge(want, got, rev, atRev)
 		if e == evidenceNone && atRev && want.Deleted && got == nil {
 			if e, why, err = deletedAt(ctx, cli, want); err != nil {
-				return evidenceNone, "", fmt.Errorf("compare with the cluster: %w", err)
+				return evidenceNone, "", 0, fmt.Errorf("compare with the cluster: %w", err)
 			}
 		}
 		switch e {
 		case evidenceDiffers:
-			return evidenceDiffers, why, nil
+			return evidenceDiffers, why, 0, nil
 		case evidenceSame:
 			agree++
+			proven = max(proven, want.Mod)
 		}
 	}
 	switch {
+	case agree > 0 && atRev:
+		return evidenceSame, "", rev, nil
 	case agree > 0:
-		return evidenceSame, "", nil
+		return evidenceSame, "", proven, nil
 	case len(tail) == 0:
-		return evidenceNone, "the chain's end holds no key to compare", nil
+		return evidenceNone, "the chain's end holds no key to compare", 0, nil
 	}
 	if atRev {
-		return evidenceNone, fmt.Sprintf("the keys at revision %d were all deleted, at revisions compacted on the cluster", rev), nil
+		return evidenceNone, fmt.Sprintf("the keys at revision %d were all deleted, at revisions compacted on the cluster", rev), 0, nil
 	}
-	return evidenceNone, fmt.Sprintf("revision %d is compacted on the cluster and every key compared was written since", rev), nil
+	return evidenceNone, fmt.Sprintf("revision %d is compacted on the cluster and every key compared was written since", rev), 0, nil
 }
 
 // deletedAt tells whether the cluster's revision want.Mod deleted the key,

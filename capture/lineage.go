@@ -49,6 +49,9 @@ type pastResult struct {
 	shared  int64
 	differs bool
 	why     string
+	// proven is how far the keys that agreed prove the past (compareLive):
+	// shared, or less when shared's revision is compacted on the cluster.
+	proven int64
 }
 
 type livedKey struct {
@@ -63,7 +66,7 @@ type lived struct {
 	last     int64
 	full     string
 	timeline snapshot.Timeline
-	shared   int64
+	past     pastResult
 }
 
 // need is a fact the table asks for before it can decide.
@@ -246,6 +249,13 @@ func (f *lineageFacts) byRecord(rr snapshot.Restored) (outcome, need, bool) {
 	}
 	shared, differs, why := f.past.shared, f.past.differs, f.past.why
 	sameChain := rr.Timeline == t.ID && rr.Snapshot == chain.Full.Key
+	if shared == end && f.past.proven <= rr.Revision && rr.Revision < end {
+		// The keys agree only as they are now, past a compaction, and
+		// none written after the recorded revision: a cluster restored
+		// there (and bumped past the end) holds the same. The record
+		// stands.
+		shared = f.past.proven
+	}
 	switch {
 	case sameChain && shared == end && rr.Revision == end:
 		return outcome{continues: true, reason: fmt.Sprintf("a restore of this cluster's ID from %s to revision %d, the end of %s, is recorded, and the cluster's keys there are those it left", rr.Snapshot, rr.Revision, t)}, need{}, true
@@ -291,11 +301,13 @@ func (f *lineageFacts) livedOn(from string, fork int64, what string) (outcome, n
 	if !ok {
 		return outcome{}, need{what: needLived, from: from, fork: fork}, true
 	}
-	if l.noChain || l.last <= fork || l.shared <= fork {
+	// Keys that agree only as they are now prove no write after the
+	// fork: a cluster restored there holds them the same.
+	if l.noChain || l.last <= fork || l.past.shared <= fork || l.past.proven <= fork {
 		return outcome{}, need{}, false
 	}
-	return outcome{begin: &snapshot.Timeline{Parent: from, ForkRevision: l.shared, ForkSnapshot: l.full,
-		Reason: fmt.Sprintf("%s, but the cluster's keys at revision %d are those %s left: it went on in %s, not from revision %d", what, l.shared, l.timeline, from, fork)}}, need{}, true
+	return outcome{begin: &snapshot.Timeline{Parent: from, ForkRevision: l.past.shared, ForkSnapshot: l.full,
+		Reason: fmt.Sprintf("%s, but the cluster's keys at revision %d are those %s left: it went on in %s, not from revision %d", what, l.past.shared, l.timeline, from, fork)}}, need{}, true
 }
 
 // foreign refuses another cluster's chain, or begins a timeline beside it

@@ -23,6 +23,10 @@ func TestJudgeLineage(t *testing.T) {
 			current: 250, cluster: me, lived: map[livedKey]lived{}, restoreKnown: true, identityKnown: true,
 			identity: &snapshot.Identity{ClusterID: me}, pastKnown: true}
 		f(lf)
+		if lf.past.proven == 0 {
+			// Read at the revision, the keys prove what they share.
+			lf.past.proven = lf.past.shared
+		}
 		return lf
 	}
 	for _, tc := range []struct {
@@ -54,6 +58,10 @@ func TestJudgeLineage(t *testing.T) {
 			f.restore = &snapshot.Restored{Timeline: snapshot.FirstTimeline, Snapshot: full.Key, Revision: 200, Created: t0.Add(2 * time.Minute)}
 			f.past.shared = 200
 		}), needNothing, "continue", "is recorded"},
+		{"a restore to an earlier revision, bumped past the end: the keys agree only as they are now", facts(func(f *lineageFacts) {
+			f.restore = &snapshot.Restored{Timeline: snapshot.FirstTimeline, Snapshot: full.Key, Revision: 150, RevisionBump: 1100, Created: t0.Add(2 * time.Minute)}
+			f.current, f.past.shared, f.past.proven = 1300, 200, 140
+		}), needNothing, "begin", "restored from"},
 		{"a restore to an earlier revision", facts(func(f *lineageFacts) {
 			f.restore = &snapshot.Restored{Timeline: snapshot.FirstTimeline, Snapshot: full.Key, Revision: 150, Created: t0.Add(2 * time.Minute)}
 			f.past.shared = 150
@@ -104,7 +112,11 @@ func TestJudgeLineage(t *testing.T) {
 	if _, n := judgeLineage(f); n.what != needLived || n.from != snapshot.FirstTimeline || n.fork != 150 {
 		t.Fatalf("a fork named by the newest timeline asks for the parent's chain: %+v", n)
 	}
-	f.lived[livedKey{snapshot.FirstTimeline, 150}] = lived{last: 200, full: full.Key, timeline: snapshot.Timeline{ID: snapshot.FirstTimeline}, shared: 190}
+	f.lived[livedKey{snapshot.FirstTimeline, 150}] = lived{last: 200, full: full.Key, timeline: snapshot.Timeline{ID: snapshot.FirstTimeline}, past: pastResult{shared: 190, proven: 140}}
+	if o, _ := judgeLineage(f); o.begin != nil && o.begin.ForkRevision == 190 {
+		t.Fatalf("keys that agree only as they are now, none written past the fork, prove no life past it: %+v", o)
+	}
+	f.lived[livedKey{snapshot.FirstTimeline, 150}] = lived{last: 200, full: full.Key, timeline: snapshot.Timeline{ID: snapshot.FirstTimeline}, past: pastResult{shared: 190, proven: 190}}
 	if o, _ := judgeLineage(f); o.begin == nil || o.begin.ForkRevision != 190 || o.begin.Parent != snapshot.FirstTimeline {
 		t.Fatalf("a cluster whose keys are the parent's past the fork: %+v", o)
 	}

@@ -163,13 +163,13 @@ func (p *placer) gather(ctx context.Context, f *lineageFacts, n need) error {
 		end := f.chain.LastRevision()
 		if end <= 1 {
 			// Every cluster's past at revision 1 is the same empty keyspace.
-			f.past.shared = end
+			f.past.shared, f.past.proven = end, end
 		} else {
 			tail := f.fullTail
 			if f.identity != nil {
 				tail = f.identity.Tail
 			}
-			f.past.shared, f.past.differs, f.past.why, err = p.sharedPast(ctx, *f.chain, tail, min(end, p.current))
+			f.past, err = p.sharedPast(ctx, *f.chain, tail, min(end, p.current))
 		}
 		f.pastKnown = true
 	case needLived:
@@ -202,7 +202,7 @@ func (p *placer) lived(ctx context.Context, from string, fork int64) (lived, err
 	if err != nil {
 		return l, err
 	}
-	l.shared, _, _, err = p.sharedPast(ctx, chain, id.Tail, min(l.last, p.current))
+	l.past, err = p.sharedPast(ctx, chain, id.Tail, min(l.last, p.current))
 	return l, err
 }
 
@@ -260,11 +260,13 @@ const sharedProbes = 6
 // sharedPast is the newest revision, at most below, at which the
 // cluster's keys are those the chain left: the chain's deltas ending at or
 // below it, newest first (a few), then its full (fullTail, when its
-// identity recorded one; else it is read). 0 when none agrees; differs
-// when one was seen to differ, and why.
-func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail []snapshot.KeyVersion, below int64) (shared int64, differs bool, why string, err error) {
+// identity recorded one; else it is read). shared is 0 when none agrees;
+// differs when one was seen to differ, and why; proven how far the keys
+// that agreed prove it (compareLive).
+func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail []snapshot.KeyVersion, below int64) (pastResult, error) {
 	probes := 0
 	var unknown string
+	var r pastResult
 	// Newest end first: a chain lists the longer of two deltas that start
 	// together first (two uploaders overlap after a leader moves), so its
 	// order is not that of their ends.
@@ -281,9 +283,9 @@ func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail 
 		probes++
 		tail, window, err := snapshot.DeltaTail(ctx, p.st, d, p.o.Codec, at, windowRevisions)
 		if err != nil {
-			return 0, false, "", err
+			return pastResult{}, err
 		}
-		e, w, err := compareLive(ctx, p.cli, p.own().tail(tail), at)
+		e, w, proven, err := compareLive(ctx, p.cli, p.own().tail(tail), at)
 		if err == nil && e == evidenceSame {
 			// The keys the chain wrote agree; the cluster may have written
 			// others in the same revisions. Events that cannot be read
@@ -295,33 +297,38 @@ func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail 
 		}
 		switch {
 		case err != nil:
-			return 0, false, "", err
+			return pastResult{}, err
 		case e == evidenceSame:
-			return at, differs, cmp.Or(why, unknown), nil
+			r.shared, r.proven, r.why = at, proven, cmp.Or(r.why, unknown)
+			return r, nil
 		case e == evidenceDiffers:
-			differs, why = true, cmp.Or(why, w)
+			r.differs, r.why = true, cmp.Or(r.why, w)
 		default:
 			unknown = cmp.Or(unknown, fmt.Sprintf("at revision %d: %s", at, w))
 		}
 	}
 	if chain.Full.LastRevision > below {
-		return 0, differs, cmp.Or(why, fmt.Sprintf("the cluster is at revision %d, below the chain's first", p.current)), nil
+		r.why = cmp.Or(r.why, fmt.Sprintf("the cluster is at revision %d, below the chain's first", p.current))
+		return r, nil
 	}
 	if len(fullTail) == 0 {
+		var err error
 		if fullTail, _, err = snapshot.FullTail(ctx, p.st, chain.Full, p.o.Codec, p.o.SpoolDir); err != nil {
-			return 0, false, "", err
+			return pastResult{}, err
 		}
 	}
-	e, w, err := compareLive(ctx, p.cli, p.own().tail(fullTail), chain.Full.LastRevision)
+	e, w, proven, err := compareLive(ctx, p.cli, p.own().tail(fullTail), chain.Full.LastRevision)
 	switch {
 	case err != nil:
-		return 0, false, "", err
+		return pastResult{}, err
 	case e == evidenceSame:
-		return chain.Full.LastRevision, differs, cmp.Or(why, unknown), nil
+		r.shared, r.proven, r.why = chain.Full.LastRevision, proven, cmp.Or(r.why, unknown)
+		return r, nil
 	case e == evidenceDiffers:
-		differs, why = true, cmp.Or(why, w)
+		r.differs, r.why = true, cmp.Or(r.why, w)
 	}
-	return 0, differs, cmp.Or(why, w), nil
+	r.why = cmp.Or(r.why, w)
+	return r, nil
 }
 
 // own says which keys the comparisons leave to the datastore.
@@ -362,6 +369,14 @@ func (p placer) begin(ctx context.Context, t snapshot.Timeline) (Lineage, error)
 	}
 	logger(p.o.Logger).Warn("a new timeline begins: the next full snapshot starts its first chain, and the old timeline stays as it was",
 		"timeline", t.ID, "parent", t.Parent, "fork_revision", t.ForkRevision, "reason", t.Reason)
+	if newest := p.cat.NewestRevision(); p.current <= newest {
+		// A reader that knows no timelines takes the full snapshot with
+		// the highest revision and every delta named past it: until this
+		// cluster passes the older timelines, it mixes them with this one.
+		logger(p.o.Logger).Warn("the cluster's revision is behind the store's backups: etcd-backup-restore restores this store wrong until the cluster passes them "+
+			"(etcd-backup restore bumps the revision past them; a restore by etcdutl or with --revision-bump 0 does not): restore again with a bump, or back up to another prefix",
+			"revision", p.current, "store_newest", newest)
+	}
 	return Lineage{Timeline: t, Began: true, Reason: t.Reason}, nil
 }
 

@@ -30,7 +30,7 @@ type Bump struct {
 
 // SafeBump estimates how many revisions a cluster may have made that the
 // store does not hold, for a restore of the state at revision restored: the
-// revisions from restored to the store's newest, and the latest chain's
+// revisions from restored to the store's newest (of every timeline), and the latest chain's
 // peak rate over the time since its newest snapshot, twice, and at least
 // MinSafeBump. A restored cluster bumped by it and marked compacted never
 // serves a revision that a client of the lost cluster saw, and those
@@ -44,12 +44,14 @@ func SafeBump(ctx context.Context, st store.Store, restored int64, now time.Time
 	if err != nil {
 		return Bump{}, fmt.Errorf("restore from %v: %w", st, err)
 	}
-	return safeBump(latest, restored, now), nil
+	return safeBump(latest, cat.NewestRevision(), restored, now), nil
 }
 
-func safeBump(latest snap.Chain, restored int64, now time.Time) Bump {
+// safeBump is SafeBump's estimate from the latest chain, with newest the
+// store's newest revision when other timelines reach further.
+func safeBump(latest snap.Chain, storeNewest, restored int64, now time.Time) Bump {
 	snaps := latest.Snapshots()
-	b := Bump{Newest: latest.LastRevision()}
+	b := Bump{Newest: max(latest.LastRevision(), storeNewest)}
 	newest := snaps[0]
 	for i := 1; i < len(snaps); i++ {
 		prev, s := snaps[i-1], snaps[i]

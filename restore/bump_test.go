@@ -34,13 +34,13 @@ func TestSafeBump(t *testing.T) {
 		// A clock behind the names counts as no time.
 		{"a clock behind", 2401, at(10), MinSafeBump},
 	} {
-		b := safeBump(chain, c.restored, c.now)
+		b := safeBump(chain, 0, c.restored, c.now)
 		if b.Revisions != c.want {
 			t.Errorf("%s: bump %d (rate %.0f/s, since %s), want %d", c.name, b.Revisions, b.Rate, b.Since, c.want)
 		}
 	}
 	// A full alone has no rate: the minimum.
-	if b := safeBump(snap.Chain{Full: chain.Full}, 1000, at(3600)); b.Revisions != MinSafeBump || b.Newest != 1000 {
+	if b := safeBump(snap.Chain{Full: chain.Full}, 0, 1000, at(3600)); b.Revisions != MinSafeBump || b.Newest != 1000 {
 		t.Errorf("a full alone: %+v", b)
 	}
 }

@@ -534,7 +534,9 @@ func (f *follower) promote(ctx context.Context) (Result, error) {
 			return res, fmt.Errorf("restore into %s: the revision bump needs the store's latest chain: %w", o.Member.DataDir, err)
 		}
 	}
-	res.RevisionBump = o.bump(f.latest, res.Revision)
+	if res.RevisionBump, err = o.bump(f.latest, 0, res.Revision); err != nil {
+		return res, err
+	}
 	if err := finishInPlace(nil, out, res.Revision, o.member(res.RevisionBump)); err != nil {
 		return res, fmt.Errorf("restore into %s: build the data dir: %w", o.Member.DataDir, err)
 	}

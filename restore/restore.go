@@ -137,14 +137,31 @@ type Options struct {
 	KeepMovedAside int
 	// RevisionBump raises the restored revision by this much and marks it
 	// compacted, so clients that saw revisions past the backup never see
-	// the revision go back. 0: no bump, unless SafeRevision.
+	// the revision go back. 0: SafeBump's estimate when the store's
+	// backups reach past the revision restored (a restore to an earlier
+	// point, or of a timeline another outgrew), no bump otherwise.
+	//
+	// The restored cluster always starts past every revision the store's
+	// backups name, unless KeepRevision: its backups on the same store
+	// begin a timeline, and a reader that knows no timelines
+	// (etcd-backup-restore takes the full snapshot with the highest
+	// revision and every delta named past it) restores them right only
+	// if they sort after everything the older timelines hold. A
+	// RevisionBump too small for that is refused (ErrBumpTooSmall).
 	RevisionBump uint64
 	// SafeRevision, with RevisionBump 0, bumps by SafeBump's estimate of
-	// the revisions the cluster made that the store does not hold. Every
-	// automated restore sets it: the cluster it replaces served those
-	// revisions to watchers (Kubernetes' among them) that would stall or
-	// miss events on a revision that goes back.
+	// the revisions the cluster made that the store does not hold, even
+	// for a restore of the store's newest revision. Every automated
+	// restore sets it: the cluster it replaces served those revisions to
+	// watchers (Kubernetes' among them) that would stall or miss events on
+	// a revision that goes back.
 	SafeRevision bool
+	// KeepRevision restores the backup's revision as it is, with no bump,
+	// even when the store's backups reach past it: the cluster must then
+	// back up to another store (or prefix), or etcd-backup-restore
+	// restores that store wrong. It overrides RevisionBump and
+	// SafeRevision.
+	KeepRevision bool
 	// Prefix restores only the keys under it (a tenant's, for a cluster
 	// of its own): the data dir holds each at its last revision, with the
 	// leases they are attached to, compacted at the restored revision.
@@ -332,10 +349,13 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 	start := time.Now()
 	// latest is what SafeRevision estimates from: the caller's chain (one
 	// that listed the store picked the latest), or the listing's.
+	// newest is the newest revision the store's backups hold, on any
+	// timeline: the restored cluster starts past it.
 	var (
 		chain, latest snap.Chain
 		followed      snap.Timeline
 		beyond        []snap.TimelineEnd
+		newest        int64
 	)
 	if opts.Read.Chain != nil {
 		chain, latest = *opts.Read.Chain, *opts.Read.Chain
@@ -344,6 +364,7 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 		if chain, latest, cat, err = pick(ctx, st, opts.Read.Target); err != nil {
 			return Result{}, err
 		}
+		newest = cat.NewestRevision()
 		if t := opts.Read.Target; t.Timeline == "" && t.Revision == 0 && t.Time.IsZero() {
 			// The newest timeline's latest chain, by default: what the
 			// older timelines hold past it is said, never passed over
@@ -406,7 +427,10 @@ func restoreFrom(ctx context.Context, st store.Store, opts Options) (Result, err
 	if err != nil {
 		return res, olderChain(st, chain, err)
 	}
-	res.RevisionBump, res.Followed, res.Beyond = opts.bump(latest, res.Revision), followed, beyond
+	res.Followed, res.Beyond = followed, beyond
+	if res.RevisionBump, err = opts.bump(latest, newest, res.Revision); err != nil {
+		return res, err
+	}
 	if opts.Prefix != "" {
 		if err := keepPrefix(ctx, r, db, res.Revision, opts.Prefix, opts.Rename, &res); err != nil {
 			return res, fmt.Errorf("restore the keys under %q: %w", opts.Prefix, err)
@@ -472,17 +496,43 @@ func install(ctx context.Context, st store.Store, opts Options, out string, rele
 	return nil
 }
 
-// bump is the revision bump of a data dir at revision rev: the one asked
-// for, or with SafeRevision the estimate from the store's latest chain.
-func (o Options) bump(latest snap.Chain, rev int64) uint64 {
-	if o.RevisionBump != 0 || !o.SafeRevision {
-		return o.RevisionBump
+// ErrBumpTooSmall is a RevisionBump that leaves the restored cluster at a
+// revision the store's backups already name.
+var ErrBumpTooSmall = errors.New("the revision bump leaves the restored cluster behind the store's backups")
+
+// bump is the revision bump of a data dir at revision rev, with newest the
+// newest revision the store's backups hold (0: latest's): the one asked
+// for, or SafeBump's estimate from the latest chain when SafeRevision
+// asks for it or the store reaches past rev.
+func (o Options) bump(latest snap.Chain, newest, rev int64) (uint64, error) {
+	newest = max(newest, latest.LastRevision())
+	behind := newest > rev
+	switch {
+	case o.KeepRevision:
+		if behind {
+			o.Read.Logger.Warn("restore: the revision is kept, behind the store's backups: back the restored cluster up to another store or prefix, or etcd-backup-restore restores that one wrong",
+				"revision", rev, "store_newest", newest)
+		}
+		return 0, nil
+	case o.RevisionBump != 0:
+		if behind && rev+int64(min(o.RevisionBump, math.MaxInt64/2)) <= newest {
+			return 0, fmt.Errorf("restore into %s: a bump of %d starts the cluster at revision %d, and the store's backups reach %d: %w; "+
+				"bump by at least %d (or let the bump be estimated), so that its own backups sort after them, or keep the revision and back it up elsewhere",
+				o.Member.DataDir, o.RevisionBump, rev+int64(o.RevisionBump), newest, ErrBumpTooSmall, newest-rev+1)
+		}
+		return o.RevisionBump, nil
+	case !o.SafeRevision && !behind:
+		return 0, nil
 	}
-	b := safeBump(latest, rev, o.Now())
-	o.Read.Logger.Info("restore: the revision is bumped past any the lost cluster may have served, and marked compacted",
+	b := safeBump(latest, newest, rev, o.Now())
+	why := "the revision is bumped past any the lost cluster may have served, and marked compacted"
+	if behind {
+		why = "the store's backups reach past the revision restored: it is bumped past them, and past any the cluster may have served since, and marked compacted"
+	}
+	o.Read.Logger.Info("restore: "+why,
 		"revision", rev, "bump", b.Revisions, "store_newest", b.Newest, "peak_rate_per_s", math.Round(b.Rate),
 		"since_newest_snapshot", b.Since.Round(time.Second))
-	return b.Revisions
+	return b.Revisions, nil
 }
 
 // member is the new member opts describe, with its revision bump.

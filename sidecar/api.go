@@ -599,7 +599,7 @@ func (s *Sidecar) runRestore(ctx context.Context, id string, req api.RestoreRequ
 		return
 	}
 	res, err := restore.Restore(ctx, s.opts.Backups.Store, restore.Options{Read: restore.ReadOptions{Target: restore.Target{Revision: req.Revision, Time: req.Time}, Secondary: s.opts.Backups.Secondary, Codec: s.opts.Backups.Snapshots.Codec,
-		Logger: s.log, Progress: progress}, Member: specOf(req.Member), KeepMovedAside: s.opts.API.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, Release: release})
+		Logger: s.log, Progress: progress}, Member: specOf(req.Member), KeepMovedAside: s.opts.API.KeepMovedAside, RevisionBump: req.RevisionBump, SafeRevision: !req.KeepRevision, KeepRevision: req.KeepRevision, Release: release})
 	s.restored(id, start, res.Revision, res.Revisions, res.RevisionBump, err)
 }
 

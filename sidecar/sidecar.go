@@ -86,6 +86,14 @@ type BackupOptions struct {
 	// Snapshots configures the Snapshotter the uploader runs. Its
 	// BeforeUpload and OnResult, when set, run after the sidecar's own.
 	Snapshots capture.Options
+	// FromOutside: the sidecar backs up the cluster from outside it, one
+	// process for the whole cluster (etcd-backup-restore's snapshot
+	// command, a Deployment beside a kubeadm etcd), not beside a member:
+	// it uploads while the member at Endpoint answers, leader or not, and
+	// leaves that member's membership alone (no promotion, no removal
+	// watch). A second one on the same prefix is stopped by the uploader
+	// records (snapshot.ErrNewerUploader).
+	FromOutside bool
 	// Secondary, when set with Store, is a second site: the uploader
 	// copies to it what it lacks of Store after each snapshot written and
 	// every SecondaryPeriod (default 1 h), and applies the Snapshots'
@@ -366,7 +374,7 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	uploading := s.up.active()
 	s.member.mu.Lock()
 	s.member.self, s.member.err = self, err
-	promote := err == nil && self.Learner && !s.member.promoting
+	promote := err == nil && self.Learner && !s.member.promoting && !s.opts.Backups.FromOutside
 	if promote {
 		s.member.promoting = true
 	}
@@ -381,7 +389,9 @@ func (s *Sidecar) observe(ctx context.Context, self member.Self, err error) {
 	if promote {
 		go s.promote(ctx, self.ID)
 	}
-	s.followRemoval(ctx, self, err)
+	if !s.opts.Backups.FromOutside {
+		s.followRemoval(ctx, self, err)
+	}
 }
 
 // followRemoval asks the cluster whether it still lists a member that
@@ -481,10 +491,13 @@ func (s *Sidecar) fence(ctx context.Context) error {
 }
 
 // leaderless: the datastore behind etcd's API has no leader (kine over a
-// SQL database): the sidecar that reaches it uploads, and a second one on
+// SQL database), or the sidecar backs up from outside the cluster
+// (FromOutside): the sidecar that reaches it uploads, and a second one on
 // the same prefix is stopped by the uploader records
 // (snapshot.ErrNewerUploader).
-func (s *Sidecar) leaderless() bool { return s.opts.Backups.Snapshots.Source == snapshot.SourceEtcdAPI }
+func (s *Sidecar) leaderless() bool {
+	return s.opts.Backups.Snapshots.Source == snapshot.SourceEtcdAPI || s.opts.Backups.FromOutside
+}
 
 func (s *Sidecar) promote(ctx context.Context, id uint64) {
 	start := time.Now()

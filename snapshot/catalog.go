@@ -229,6 +229,19 @@ func (c Catalog) FindTimeline(id string) (Timeline, bool) {
 // All is every object of the store, of every timeline, sorted by revision.
 func (c Catalog) All() []Snapshot { return c.all }
 
+// NewestRevision is the newest revision any of the store's backups holds,
+// on any timeline: a cluster restored to an earlier one must start past
+// it before it backs up to the same store, or a reader that knows no
+// timelines (etcd-backup-restore takes the full snapshot with the highest
+// revision and every delta named past it) mixes the timelines.
+func (c Catalog) NewestRevision() int64 {
+	var newest int64
+	for _, s := range c.all {
+		newest = max(newest, s.LastRevision)
+	}
+	return newest
+}
+
 // Newest says whether the catalog reads the store's newest timeline.
 func (c Catalog) Newest() bool { return c.Timeline.ID == c.Timelines[len(c.Timelines)-1].ID }
 

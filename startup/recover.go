@@ -71,7 +71,7 @@ func RecoverQuorum(ctx context.Context, st store.Store, o RecoverOptions) (resto
 	o.Retry.Logger = o.Logger
 	first := o.Members[0]
 	initial := initialCluster(nil, first)
-	res, err := restore.Restore(ctx, st, restore.Options{Read: o.Read, Member: member.Spec{DataDir: first.Member.DataDir, WALDir: first.Member.WALDir, Name: first.Member.Name, PeerURLs: first.Member.PeerURLs, InitialCluster: initial, Token: o.Token}, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside, Release: first.etcd()})
+	res, err := restore.Restore(ctx, st, restore.Options{Read: o.Read, Member: member.Spec{DataDir: first.Member.DataDir, WALDir: first.Member.WALDir, Name: first.Member.Name, PeerURLs: first.Member.PeerURLs, InitialCluster: initial, Token: o.Token}, RevisionBump: o.RevisionBump, SafeRevision: !o.KeepRevision, KeepRevision: o.KeepRevision, Now: o.Now, KeepMovedAside: o.KeepMovedAside, Release: first.etcd()})
 	if err != nil {
 		return res, fmt.Errorf("startup: recover quorum: restore %s: %w", first.Member.Name, err)
 	}

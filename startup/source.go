@@ -163,7 +163,7 @@ func (l *Local) Restore(ctx context.Context, cfg Config, p Plan) (RestoreResult,
 		other = l.Store
 	}
 	res, err := restore.Restore(ctx, site, restore.Options{Read: restore.ReadOptions{Chain: l.chain, Secondary: other, Codec: l.Codec, Progress: l.Progress, Logger: l.Logger,
-		Member: id, MemberName: cfg.Member.Name}, Member: member.Spec{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, PeerURLs: cfg.Member.PeerURLs, InitialCluster: p.InitialCluster, Token: cfg.Member.Token}, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, Release: cfg.etcd()})
+		Member: id, MemberName: cfg.Member.Name}, Member: member.Spec{DataDir: cfg.Member.DataDir, WALDir: cfg.Member.WALDir, Name: cfg.Member.Name, PeerURLs: cfg.Member.PeerURLs, InitialCluster: p.InitialCluster, Token: cfg.Member.Token}, KeepMovedAside: l.KeepMovedAside, SafeRevision: !l.KeepRevision, KeepRevision: l.KeepRevision, Release: cfg.etcd()})
 	if err != nil {
 		return RestoreResult{}, err
 	}

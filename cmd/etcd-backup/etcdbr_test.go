@@ -34,7 +34,8 @@ import (
 	"github.com/etcdkit/etcdkit/store/s3"
 )
 
-// The flags of etcd-backup server, copy and compact are etcd-backup-restore's:
+// The flags of etcd-backup server, copy, compact, initialize and (with
+// --storage-provider) snapshot and restore are etcd-backup-restore's:
 // the same names, shorthands, types and defaults as "etcdbrctl <command>
 // --help" lists them (testdata, from its source), no more and no fewer
 // (compact has its own besides).
@@ -42,7 +43,8 @@ func TestFlagsAreEtcdBackupRestores(t *testing.T) {
 	for _, c := range []struct {
 		command string
 		flags   func(*pflag.FlagSet)
-	}{{"server", new(brServer).flags}, {"copy", new(brCopy).flags}, {"compact", new(brCompact).flags}} {
+	}{{"server", new(brServer).flags}, {"copy", new(brCopy).flags}, {"compact", new(brCompact).flags},
+		{"initialize", new(brInitialize).flags}, {"snapshot", new(brSnapshot).flags}, {"restore", new(brRestore).flags}} {
 		want := readFlagList(t, "testdata/etcdbrctl-"+c.command+"-flags.txt")
 		fs := pflag.NewFlagSet(c.command, pflag.ContinueOnError)
 		c.flags(fs)

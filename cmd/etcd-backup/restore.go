@@ -53,27 +53,35 @@ func (t *target) target(cmd *cobra.Command) (restore.Target, error) {
 	return out, nil
 }
 
-// revisionBump is --revision-bump: a number, or auto for restore's
-// estimate (Options.SafeRevision).
+// revisionBump is --revision-bump: a number, auto for restore's estimate
+// (Options.SafeRevision), 0 to keep the backup's revision
+// (Options.KeepRevision); unset, restore's default.
 type revisionBump struct{ opts *restore.Options }
 
 func (b *revisionBump) String() string {
-	if b.opts == nil || b.opts.SafeRevision {
+	switch {
+	case b.opts == nil:
+		return ""
+	case b.opts.SafeRevision:
 		return "auto"
+	case b.opts.KeepRevision:
+		return "0"
+	case b.opts.RevisionBump == 0:
+		return ""
 	}
 	return strconv.FormatUint(b.opts.RevisionBump, 10)
 }
 
 func (b *revisionBump) Set(s string) error {
 	if s == "auto" {
-		b.opts.RevisionBump, b.opts.SafeRevision = 0, true
+		b.opts.RevisionBump, b.opts.SafeRevision, b.opts.KeepRevision = 0, true, false
 		return nil
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return errors.New("a number of revisions, or auto")
 	}
-	b.opts.RevisionBump, b.opts.SafeRevision = n, false
+	b.opts.RevisionBump, b.opts.SafeRevision, b.opts.KeepRevision = n, false, n == 0
 	return nil
 }
 
@@ -87,8 +95,9 @@ type restoreRun struct {
 		on                 bool
 		poll, catchUpAfter time.Duration
 	}
-	tn      tenantFlags
-	etcdutl etcdutlFlags
+	tn       tenantFlags
+	etcdutl  etcdutlFlags
+	ifNeeded bool
 }
 
 func restoreCmd(g *globals) *cobra.Command {
@@ -124,11 +133,14 @@ writes the keys under another prefix.`,
 	f.StringVar(&r.opts.Member.Token, "initial-cluster-token", member.DefaultToken, "the new cluster's token")
 	cli.Release(f, &r.opts.Release, "etcd-version", "the etcd release that is to start the data dir (3.5, 3.6 or 3.7), whichever release the backups' cluster ran (default "+restore.Module.MinorString()+")")
 	f.Var(&revisionBump{opts: &r.opts}, "revision-bump",
-		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back (0: keep the backup's)")
+		"raise the restored revision by N, or with auto past any the cluster may have served that the backups do not hold, and mark it compacted, so clients never see it go back; "+
+			"0 keeps the backup's (default: auto when the store's backups reach past the revision restored, so the cluster's own backups there sort after them, else 0)")
 	f.IntVar(&r.opts.Read.Concurrency, "concurrency", 4, "parallel downloads")
 	f.DurationVar(&r.opts.Read.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
 	cli.KeepMovedAside(f, &r.opts.KeepMovedAside)
+	f.BoolVar(&r.ifNeeded, "if-needed", false, "restore only when the member's start-up would: the data dir is missing or damaged and the store holds backups (an init container's step); "+
+		"a valid data dir, or no backups, is left as it is and the command exits 0")
 	f.BoolVar(&r.follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")
 	f.DurationVar(&r.follow.poll, "poll", time.Second, "with --follow: how often the store is listed for new snapshots")
 	f.DurationVar(&r.follow.catchUpAfter, "catch-up-after", 30*time.Second,
@@ -183,6 +195,9 @@ func (r *restoreRun) run(cmd *cobra.Command, g *globals) error {
 	}
 	if err := r.check(cmd); err != nil {
 		return err
+	}
+	if r.ifNeeded {
+		return r.restoreIfNeeded(ctx, cmd, g)
 	}
 	// A restore replays as a compaction does: its heap stays flat in the
 	// revisions under the same limit, where without one it grows to twice

@@ -112,6 +112,83 @@ func (b *brStore) urlFor(containerEnv, envPrefix string) (string, error) {
 	return u.String(), nil
 }
 
+// brConn is etcd-backup-restore's connection to etcd (its
+// EtcdConnectionConfig's flags).
+type brConn struct {
+	endpoints, serviceEndpoints           []string
+	cacert, cert, key, username, password string
+	insecureTransport, insecureSkipVerify bool
+	connTimeout, defragTimeout            time.Duration
+}
+
+func (c *brConn) flags(fs *pflag.FlagSet) {
+	fs.StringSliceVarP(&c.endpoints, "endpoints", "e", []string{"http://127.0.0.1:2379"}, "comma separated list of etcd endpoints")
+	fs.StringSliceVar(&c.serviceEndpoints, "service-endpoints", nil, "comma separated list of etcd endpoints that are used for etcd-backup-restore to connect to etcd through a (Kubernetes) service")
+	fs.StringVar(&c.cacert, "cacert", "", "verify certificates of TLS-enabled secure servers using this CA bundle")
+	fs.StringVar(&c.cert, "cert", "", "identify secure client using this TLS certificate file")
+	fs.StringVar(&c.key, "key", "", "identify secure client using this TLS key file")
+	fs.BoolVar(&c.insecureTransport, "insecure-transport", true, "disable transport security for client connections")
+	fs.BoolVar(&c.insecureSkipVerify, "insecure-skip-tls-verify", true, "skip server certificate verification")
+	fs.StringVar(&c.username, "etcd-username", "", "etcd server username, if one is required")
+	fs.StringVar(&c.password, "etcd-password", "", "etcd server password, if one is required")
+	fs.DurationVar(&c.connTimeout, "etcd-connection-timeout", 30*time.Second, "etcd client connection timeout")
+	fs.Duration("etcd-snapshot-timeout", 15*time.Minute, "timeout duration for taking etcd snapshots")
+	fs.DurationVar(&c.defragTimeout, "etcd-defrag-timeout", 8*time.Minute, "timeout duration for etcd defrag call")
+}
+
+// brMember is etcd-backup-restore's restoration flags: the member a
+// restore builds, and knobs of its embedded etcd.
+type brMember struct {
+	dataDir, name, initialCluster, token string
+	peerURLs                             []string
+}
+
+func (m *brMember) flags(fs *pflag.FlagSet) {
+	fs.StringVarP(&m.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
+	fs.StringVar(&m.name, "name", member.DefaultName, "human-readable name for this member")
+	fs.StringVar(&m.initialCluster, "initial-cluster", "default=http://localhost:2380", "initial cluster configuration for restore bootstrap")
+	fs.StringVar(&m.token, "initial-cluster-token", member.DefaultToken, "initial cluster token for the etcd cluster during restore bootstrap")
+	fs.StringArrayVar(&m.peerURLs, "initial-advertise-peer-urls", []string{member.DefaultPeerURL}, "list of this member's peer URLs to advertise to the rest of the cluster")
+	fs.String("restoration-temp-snapshots-dir", "default.restoration.tmp", "path to the temporary directory to store snapshot files during restoration")
+	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "maximum backend quota for the embedded etcd used for applying delta snapshots")
+	fs.Uint("max-fetchers", 6, "maximum number of threads that will fetch delta snapshots in parallel")
+	fs.Uint("max-request-bytes", 10<<20, "Maximum client request size in bytes the server will accept")
+	fs.Uint("max-txn-ops", 10240, "Maximum number of operations permitted in a transaction")
+	fs.Int("max-call-send-message-size", 10<<20, "maximum size of message that the client sends")
+	fs.Bool("skip-hash-check", false, "ignore snapshot integrity hash value (required if copied from data directory)")
+	fs.String("auto-compaction-mode", "periodic", "mode for auto-compaction: 'periodic' for duration based retention. 'revision' for revision number based retention.")
+	fs.String("auto-compaction-retention", "30m", "Auto-compaction retention length.")
+}
+
+// spec is the member the flags describe.
+func (m *brMember) spec() member.Spec {
+	return member.Spec{DataDir: m.dataDir, Name: m.name, PeerURLs: m.peerURLs, InitialCluster: m.initialCluster, Token: m.token}
+}
+
+// brSnapshots is etcd-backup-restore's snapshotter flags, with its
+// compression and backoff ones.
+type brSnapshots struct {
+	schedule, gcPolicy, compression       string
+	deltaPeriod, deltaRetention, gcPeriod time.Duration
+	deltaMemory, maxBackups               uint
+	compress                              bool
+}
+
+func (b *brSnapshots) flags(fs *pflag.FlagSet) {
+	fs.StringVarP(&b.schedule, "schedule", "s", "0 */1 * * *", "schedule for snapshots")
+	fs.DurationVar(&b.deltaPeriod, "delta-snapshot-period", 20*time.Second, "Period after which delta snapshot will be persisted. If this value is set to be lesser than 1, delta snapshotting will be disabled.")
+	fs.DurationVar(&b.deltaRetention, "delta-snapshot-retention-period", 0, "Defines the retention period for older delta snapshots, excluding the latest snapshot set which is always retained for data safety.")
+	fs.UintVar(&b.deltaMemory, "delta-snapshot-memory-limit", 10<<20, "memory limit after which delta snapshots will be taken")
+	fs.DurationVar(&b.gcPeriod, "garbage-collection-period", time.Minute, "Period for garbage collecting old backups")
+	fs.StringVar(&b.gcPolicy, "garbage-collection-policy", "Exponential", "Policy for garbage collecting old backups")
+	fs.UintVarP(&b.maxBackups, "max-backups", "m", 7, "maximum number of previous backups to keep")
+	fs.BoolVar(&b.compress, "compress-snapshots", true, "whether to compress the snapshots or not")
+	fs.StringVar(&b.compression, "compression-policy", "gzip", "Policy for compressing the snapshots")
+	fs.Uint("backoff-attempt-limit", 6, "threshold no. of attempt limit")
+	fs.Uint("backoff-multiplier", 2, "multiplicative factor for backoff mechanism")
+	fs.Duration("backoff-threshold-time", 128*time.Second, "upper bound backoff time")
+}
+
 // brServer holds etcd-backup-restore's server flags, as etcd-druid passes
 // them.
 type brServer struct {
@@ -119,29 +196,28 @@ type brServer struct {
 	syncSecondary    bool
 	syncPeriod       time.Duration
 
-	schedule, gcPolicy, compression, defragSchedule string
-	deltaPeriod, deltaRetention, gcPeriod           time.Duration
-	deltaMemory, maxBackups                         uint
-	compress                                        bool
-
-	endpoints, serviceEndpoints           []string
-	cacert, cert, key, username, password string
-	insecureTransport, insecureSkipVerify bool
-	connTimeout, defragTimeout            time.Duration
+	brSnapshots
+	brConn
+	brMember
+	defragSchedule string
 
 	leases leaseFlags
 
 	port                  uint
 	serverCert, serverKey string
-	dataDir, configFile   string
+	configFile            string
 	profiling             bool
 	useEtcdWrapper        bool
-	logLevel              uint32
+	logLevel              brLogLevel
+}
 
-	// name, initial cluster, peer URLs and token describe the member when
-	// no ETCD_CONF file exists (a server run by hand).
-	name, initialCluster, token string
-	peerURLs                    []string
+// logIgnored logs each flag given that means nothing to etcdkit, with why.
+func logIgnored(fs *pflag.FlagSet, command string, log *slog.Logger) {
+	fs.Visit(func(f *pflag.Flag) {
+		if why, ok := ignoredFlags[f.Name]; ok {
+			log.Info("etcd-backup "+command+": flag ignored", "flag", "--"+f.Name, "value", f.Value.String(), "why", why)
+		}
+	})
 }
 
 // ignoredFlags are etcd-backup-restore's flags that mean nothing to
@@ -174,71 +250,46 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	b.secondary.flags(fs, "secondary-")
 	fs.BoolVar(&b.syncSecondary, "secondary-backup-sync-enabled", false, "enable secondary backup-sync feature")
 	fs.DurationVar(&b.syncPeriod, "secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
-
-	fs.StringVarP(&b.schedule, "schedule", "s", "0 */1 * * *", "schedule for snapshots")
-	fs.DurationVar(&b.deltaPeriod, "delta-snapshot-period", 20*time.Second, "Period after which delta snapshot will be persisted. If this value is set to be lesser than 1, delta snapshotting will be disabled.")
-	fs.DurationVar(&b.deltaRetention, "delta-snapshot-retention-period", 0, "Defines the retention period for older delta snapshots, excluding the latest snapshot set which is always retained for data safety.")
-	fs.UintVar(&b.deltaMemory, "delta-snapshot-memory-limit", 10<<20, "memory limit after which delta snapshots will be taken")
-	fs.DurationVar(&b.gcPeriod, "garbage-collection-period", time.Minute, "Period for garbage collecting old backups")
-	fs.StringVar(&b.gcPolicy, "garbage-collection-policy", "Exponential", "Policy for garbage collecting old backups")
-	fs.UintVarP(&b.maxBackups, "max-backups", "m", 7, "maximum number of previous backups to keep")
-	fs.BoolVar(&b.compress, "compress-snapshots", true, "whether to compress the snapshots or not")
-	fs.StringVar(&b.compression, "compression-policy", "gzip", "Policy for compressing the snapshots")
-	fs.Duration("etcd-snapshot-timeout", 15*time.Minute, "timeout duration for taking etcd snapshots")
-	fs.StringVar(&b.defragSchedule, "defragmentation-schedule", "0 0 */3 * *", "schedule to defragment etcd data directory")
-	fs.DurationVar(&b.defragTimeout, "etcd-defrag-timeout", 8*time.Minute, "timeout duration for etcd defrag call")
-
-	fs.StringSliceVarP(&b.endpoints, "endpoints", "e", []string{"http://127.0.0.1:2379"}, "comma separated list of etcd endpoints")
-	fs.StringSliceVar(&b.serviceEndpoints, "service-endpoints", nil, "comma separated list of etcd endpoints that are used for etcd-backup-restore to connect to etcd through a (Kubernetes) service")
-	fs.StringVar(&b.cacert, "cacert", "", "verify certificates of TLS-enabled secure servers using this CA bundle")
-	fs.StringVar(&b.cert, "cert", "", "identify secure client using this TLS certificate file")
-	fs.StringVar(&b.key, "key", "", "identify secure client using this TLS key file")
-	fs.BoolVar(&b.insecureTransport, "insecure-transport", true, "disable transport security for client connections")
-	fs.BoolVar(&b.insecureSkipVerify, "insecure-skip-tls-verify", true, "skip server certificate verification")
-	fs.StringVar(&b.username, "etcd-username", "", "etcd server username, if one is required")
-	fs.StringVar(&b.password, "etcd-password", "", "etcd server password, if one is required")
-	fs.DurationVar(&b.connTimeout, "etcd-connection-timeout", 30*time.Second, "etcd client connection timeout")
+	b.brSnapshots.flags(fs)
+	brDefragFlag(fs, &b.defragSchedule)
+	b.brConn.flags(fs)
+	b.brMember.flags(fs)
 	fs.Duration("etcd-connection-timeout-leader-election", 5*time.Second, "timeout duration of etcd client connection during leader election")
 	fs.Duration("reelection-period", 5*time.Second, "period after which election will be re-triggered to check the leadership status")
-	fs.Int("max-call-send-message-size", 10<<20, "maximum size of message that the client sends")
 
 	fs.UintVarP(&b.port, "server-port", "p", 8080, "port on which server should listen")
 	fs.StringVar(&b.serverCert, "server-cert", "", "TLS certificate file for backup-restore server")
 	fs.StringVar(&b.serverKey, "server-key", "", "TLS key file for backup-restore server")
 	fs.BoolVar(&b.profiling, "enable-profiling", false, "enable profiling")
 	fs.StringVar(&b.configFile, "config-file", "", "path to the configuration file")
-	fs.Uint32Var(&b.logLevel, "log-level", 4, "verbosity level of logs")
+	b.logLevel.flag(fs)
 	fs.BoolVar(&b.useEtcdWrapper, "use-etcd-wrapper", false, "to enable backup-restore to use etcd-wrapper related functionality. Note: enable this flag only if etcd-wrapper is deployed.")
-
-	fs.StringVarP(&b.dataDir, "data-dir", "d", "default.etcd", "path to the data directory")
-	fs.StringVar(&b.name, "name", member.DefaultName, "human-readable name for this member")
-	fs.StringVar(&b.initialCluster, "initial-cluster", "default=http://localhost:2380", "initial cluster configuration for restore bootstrap")
-	fs.StringVar(&b.token, "initial-cluster-token", member.DefaultToken, "initial cluster token for the etcd cluster during restore bootstrap")
-	fs.StringArrayVar(&b.peerURLs, "initial-advertise-peer-urls", []string{member.DefaultPeerURL}, "list of this member's peer URLs to advertise to the rest of the cluster")
-	fs.String("restoration-temp-snapshots-dir", "default.restoration.tmp", "path to the temporary directory to store snapshot files during restoration")
-	fs.Int64("embedded-etcd-quota-bytes", 8<<30, "maximum backend quota for the embedded etcd used for applying delta snapshots")
-	fs.Uint("max-fetchers", 6, "maximum number of threads that will fetch delta snapshots in parallel")
-	fs.Uint("max-request-bytes", 10<<20, "Maximum client request size in bytes the server will accept")
-	fs.Uint("max-txn-ops", 10240, "Maximum number of operations permitted in a transaction")
-	fs.Bool("skip-hash-check", false, "ignore snapshot integrity hash value (required if copied from data directory)")
-	fs.String("auto-compaction-mode", "periodic", "mode for auto-compaction: 'periodic' for duration based retention. 'revision' for revision number based retention.")
-	fs.String("auto-compaction-retention", "30m", "Auto-compaction retention length.")
-	fs.Uint("backoff-attempt-limit", 6, "threshold no. of attempt limit")
-	fs.Uint("backoff-multiplier", 2, "multiplicative factor for backoff mechanism")
-	fs.Duration("backoff-threshold-time", 128*time.Second, "upper bound backoff time")
-
 	b.leases.flags(fs)
 }
 
-// logLevel maps etcd-backup-restore's logrus level (0 panic … 6 trace).
-func (b *brServer) logger(w io.Writer) *slog.Logger {
+// brDefragFlag is etcd-backup-restore's defragmentation schedule.
+func brDefragFlag(fs *pflag.FlagSet, schedule *string) {
+	fs.StringVar(schedule, "defragmentation-schedule", "0 0 */3 * *", "schedule to defragment etcd data directory")
+}
+
+// brLogLevel is etcd-backup-restore's --log-level: logrus's level (0
+// panic … 6 trace). Only server has the flag; the other commands log at
+// its default.
+type brLogLevel uint32
+
+func (l *brLogLevel) flag(fs *pflag.FlagSet) {
+	fs.Uint32Var((*uint32)(l), "log-level", 4, "verbosity level of logs")
+}
+
+// logger logs at the level etcd-backup-restore's would.
+func (l brLogLevel) logger(w io.Writer) *slog.Logger {
 	level := slog.LevelInfo
 	switch {
-	case b.logLevel <= 2:
+	case l <= 2:
 		level = slog.LevelError
-	case b.logLevel == 3:
+	case l == 3:
 		level = slog.LevelWarn
-	case b.logLevel >= 5:
+	case l >= 5:
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
@@ -276,12 +327,8 @@ logged as ignored.`,
 
 func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error {
 	ctx := cmd.Context()
-	log := b.logger(g.progress)
-	fs.Visit(func(f *pflag.Flag) {
-		if why, ok := ignoredFlags[f.Name]; ok {
-			log.Info("etcd-backup server: flag ignored", "flag", "--"+f.Name, "value", f.Value.String(), "why", why)
-		}
-	})
+	log := b.logLevel.logger(g.progress)
+	logIgnored(fs, "server", log)
 	if b.configFile != "" {
 		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
 	}
@@ -293,15 +340,15 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return err
 	}
-	snaps, err := b.snapshotting(log)
+	snaps, err := b.snapshotting("server", log)
 	if err != nil {
 		return err
 	}
-	conn, err := b.conn(log)
+	conn, err := b.conn(log, b.store.tempDir)
 	if err != nil {
 		return err
 	}
-	conf, pod, err := b.etcdConf()
+	conf, pod, err := b.brMember.etcdConf(b.endpoints[0])
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -354,7 +401,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 
 // snapshotting is the Snapshotter's options etcd-backup-restore's
 // flags mean (etcdbr.Snapshotting).
-func (b *brServer) snapshotting(log *slog.Logger) (capture.Options, error) {
+func (b *brSnapshots) snapshotting(command string, log *slog.Logger) (capture.Options, error) {
 	snaps, note, err := etcdbr.Snapshotting{Schedule: b.schedule, DeltaPeriod: b.deltaPeriod, DeltaMemoryLimit: int64(b.deltaMemory),
 		GCPeriod: b.gcPeriod, GCPolicy: b.gcPolicy, MaxBackups: int(b.maxBackups), DeltaRetention: b.deltaRetention,
 		Compress: b.compress, Compression: b.compression}.Options()
@@ -362,7 +409,7 @@ func (b *brServer) snapshotting(log *slog.Logger) (capture.Options, error) {
 		return capture.Options{}, cli.Usage(err)
 	}
 	if note != "" {
-		log.Warn("etcd-backup server: "+note, "compression-policy", b.compression)
+		log.Warn("etcd-backup "+command+": "+note, "compression-policy", b.compression)
 	}
 	return snaps, nil
 }
@@ -390,13 +437,19 @@ func (b *brServer) serveOptions(log *slog.Logger, storeURL string) (sidecar.Serv
 // --storage-provider: the sidecar then only initializes, defragments and
 // serves its protocol.
 func (b *brServer) openStores(ctx context.Context, g *globals, log *slog.Logger) (store.Store, string, error) {
-	storeURL, err := b.store.url("STORAGE_CONTAINER")
-	if err != nil {
-		return nil, "", cli.Usage(err)
-	}
-	if storeURL == "" {
+	st, storeURL, err := b.store.open(ctx, g, log)
+	if err == nil && st == nil {
 		log.Warn("etcd-backup server: no --storage-provider: no backups; the sidecar initializes, defragments and serves its protocol")
-		return nil, "", nil
+	}
+	return st, storeURL, err
+}
+
+// open opens the store the flags name, and says its URL; none without
+// --storage-provider.
+func (b *brStore) open(ctx context.Context, g *globals, log *slog.Logger) (store.Store, string, error) {
+	storeURL, err := b.url("STORAGE_CONTAINER")
+	if err != nil || storeURL == "" {
+		return nil, "", cli.Usage(err)
 	}
 	// etcd-backup-restore has no per-object lock: ETCDKIT_LOCK_FOR and
 	// ETCDKIT_LOCK_MODE give one.
@@ -432,8 +485,9 @@ func (b *brServer) openSecondary(ctx context.Context, g *globals, log *slog.Logg
 	return second, nil
 }
 
-// conn is the connection to etcd the flags describe.
-func (b *brServer) conn(log *slog.Logger) (etcdclient.Config, error) {
+// conn is the connection to etcd the flags describe; a password given on
+// the command line is kept in a file in tempDir.
+func (b *brConn) conn(log *slog.Logger, tempDir string) (etcdclient.Config, error) {
 	if len(b.endpoints) == 0 {
 		return etcdclient.Config{}, cli.Usage(errors.New("--endpoints is empty: give this member's client URL"))
 	}
@@ -445,7 +499,7 @@ func (b *brServer) conn(log *slog.Logger) (etcdclient.Config, error) {
 	if b.username != "" {
 		// etcd-backup-restore takes the password on the command line;
 		// the client reads it from a file, kept private to this process.
-		f, err := os.CreateTemp(b.store.tempDir, "etcd-password-")
+		f, err := os.CreateTemp(tempDir, "etcd-password-")
 		if err != nil {
 			return c, fmt.Errorf("--etcd-password: %w", err)
 		}
@@ -454,14 +508,15 @@ func (b *brServer) conn(log *slog.Logger) (etcdclient.Config, error) {
 			return c, fmt.Errorf("--etcd-password: %w", err)
 		}
 		c.User, c.PasswordFile = b.username, f.Name()
-		log.Warn("etcd-backup server: --etcd-password is on the command line, where ps shows it")
+		log.Warn("etcd-backup: --etcd-password is on the command line, where ps shows it")
 	}
 	return c, nil
 }
 
 // etcdConf is the members' configuration: ETCD_CONF's file as etcd-druid
-// mounts it, or, when there is none, one member described by the flags.
-func (b *brServer) etcdConf() (*etcdbr.EtcdConf, string, error) {
+// mounts it, or, when there is none, one member described by the flags,
+// serving clients at endpoint.
+func (b *brMember) etcdConf(endpoint string) (*etcdbr.EtcdConf, string, error) {
 	path := os.Getenv("ETCD_CONF")
 	if path == "" {
 		path = etcdbr.DefaultEtcdConf
@@ -472,7 +527,7 @@ func (b *brServer) etcdConf() (*etcdbr.EtcdConf, string, error) {
 	}
 	raw := map[string]any{
 		"name": b.name, "data-dir": b.dataDir, "initial-cluster": b.initialCluster, "initial-cluster-token": b.token,
-		"initial-advertise-peer-urls": strings.Join(b.peerURLs, ","), "advertise-client-urls": b.endpoints[0],
+		"initial-advertise-peer-urls": strings.Join(b.peerURLs, ","), "advertise-client-urls": endpoint,
 	}
 	conf, err := etcdbr.EtcdConfOf("the command line (no "+etcdbr.DefaultEtcdConf+", no ETCD_CONF)", raw)
 	return conf, b.name, err

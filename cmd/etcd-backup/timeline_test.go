@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,12 +77,13 @@ func restoredMember(t *testing.T, storeURL string, sec *etcdtest.Security, extra
 // The incident of a point-in-time restore, as an operator runs it with the
 // built binaries, TLS and authentication on: a chain ends at the cluster's
 // last revision; the cluster is restored to the middle of it (restore
-// keeps the revision), and serve runs beside the restored member on the
-// same prefix while it writes past the old end. The sidecar begins a new
-// timeline with a full snapshot of its own and never appends to the old
-// chain; verify --against finds the newest timeline equal to the live
-// cluster; list shows where it forked; and the old timeline's head still
-// restores exactly to the old cluster's last state.
+// bumps the revision past the store's backups), and serve runs beside the
+// restored member on the same prefix while it writes. The sidecar begins a
+// new timeline with a full snapshot of its own and never appends to the
+// old chain; verify --against finds the newest timeline equal to the live
+// cluster; etcd-backup-restore's rule, which knows no timelines, restores
+// the live cluster too; list shows where it forked; and the old timeline's
+// head still restores exactly to the old cluster's last state.
 func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -115,14 +117,18 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 
 	r := restoredMember(t, storeURL, sec, "--revision", fmt.Sprint(mid))
 	rConn := append([]string{"--endpoints", r.Endpoints()[0]}, connFlags(r.Security, "backup")...)
+	rcli := r.Client(t)
+	if resp, err := rcli.Get(ctx, "\x00", clientv3.WithCountOnly()); err != nil || resp.Header.Revision <= end {
+		t.Fatalf("the restored cluster starts at revision %v (%v), not past the store's %d", resp.Header.Revision, err, end)
+	}
 	p2 := startServe(t, rConn, storeURL)
 	uploading(t, p2)
-	rcli := r.Client(t)
-	last := one(rcli, int(end-mid)+80, "new")
-	if last <= end {
-		t.Fatalf("the restored cluster reached %d, not past the old end %d", last, end)
-	}
+	last := one(rcli, 80, "new")
 	etcdtest.Eventually(t, "the new timeline reaches the restored cluster's end", 30*time.Second, func() bool { return listTimelines(t, storeURL).newest() >= last })
+	// Deltas after the new timeline's full, for etcd-backup-restore's rule
+	// to replay.
+	last = one(rcli, 40, "newer")
+	etcdtest.Eventually(t, "the new timeline's deltas reach the restored cluster's end", 30*time.Second, func() bool { return listTimelines(t, storeURL).newest() >= last })
 
 	l := listTimelines(t, storeURL)
 	if len(l.Timelines) != 2 || l.Timelines[1].Parent != "first" || l.Timelines[1].ForkRevision != mid || !l.Timelines[1].Newest {
@@ -147,11 +153,13 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil || v.Live != "equal" || v.Revision != last {
 		t.Fatalf("verify --against the restored cluster: %s", out)
 	}
+	checkEtcdBRRestores(t, storeURL, rcli)
 	if err := p2.term(t); err != nil {
 		t.Fatal(err)
 	}
-	// The old timeline's head restores to the old cluster's last state.
-	o := restoredMember(t, storeURL, sec, "--timeline", "first")
+	// The old timeline's head restores to the old cluster's last state,
+	// at its own revision when asked to keep it.
+	o := restoredMember(t, storeURL, sec, "--timeline", "first", "--revision-bump", "0")
 	got, err := history.LiveDigest(ctx, o.Client(t), end)
 	if err != nil || got != oldHead {
 		t.Fatalf("the old timeline's head sums to %v (%v), the old cluster's end to %v", got, err, oldHead)
@@ -169,7 +177,10 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = ok(t, nil, "restore", "--store", storeURL, "--data-dir", filepath.Join(t.TempDir(), "forged"))
-	for _, want := range []string{fmt.Sprintf("revision  %d\n", mid),
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^revision +%d$`, mid)).MatchString(out) {
+		t.Fatalf("a restore that follows a record of a fork does not say it restored revision %d:\n%s", mid, out)
+	}
+	for _, want := range []string{
 		fmt.Sprintf("timeline first holds backups up to revision %d, past the %d restored here from the newest timeline, cafebabe", end, mid),
 		fmt.Sprintf("holds backups up to revision %d", last), "--timeline first restores from it"} {
 		if !strings.Contains(out, want) {

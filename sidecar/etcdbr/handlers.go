@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/sidecar/etcdbr/etcdbrapi"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/startup"
 	"github.com/etcdkit/etcdkit/upgrade"
 )
 
@@ -50,6 +51,22 @@ const initTimeout = 30 * time.Minute
 // status and /config. One that does not end in time is Failed, and the
 // wrapper asks again.
 func (s *Server) initialize(ctx context.Context, sanity bool) {
+	p, err := s.Initialize(ctx, sanity)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.state = etcdbrapi.StateFailed
+		return
+	}
+	s.state, s.plan = etcdbrapi.StateSuccessful, &p
+}
+
+// Initialize runs the start-up procedure once, as etcd-backup-restore's
+// initialize command does (and /initialization/start through it): the
+// data dir is validated (sanity: etcd shut down cleanly, so the quicker
+// check), restored when the plan says so, and the membership changes the
+// plan makes are carried out. It is bounded by 30 minutes.
+func (s *Server) Initialize(ctx context.Context, sanity bool) (startup.Plan, error) {
 	ctx, cancel := context.WithTimeout(ctx, initTimeout)
 	defer cancel()
 	start := time.Now()
@@ -57,15 +74,12 @@ func (s *Server) initialize(ctx context.Context, sanity bool) {
 	s.log.Info("etcdbr: initializing the data dir", "member", cfg.Member.Name, "data_dir", cfg.Member.DataDir, "sanity", sanity)
 	p, err := s.sc.Prepare(ctx, cfg, s.cfg.Startup)
 	s.m.initialized(p, time.Since(start), err)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err != nil {
 		s.log.Error("etcdbr: initialization failed", "error", err)
-		s.state = etcdbrapi.StateFailed
-		return
+		return p, err
 	}
 	s.log.Info("etcdbr: initialized", "action", p.Action, "reason", p.Reason)
-	s.state, s.plan = etcdbrapi.StateSuccessful, &p
+	return p, nil
 }
 
 // initializationStatus writes the state, and starts over after a final
