@@ -121,6 +121,7 @@ func (b *brInitialize) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) er
 	if err != nil {
 		return cli.Usage(err)
 	}
+	pod = conf.Pod(pod)
 	etcd, err := etcdclient.New(ctx, conn)
 	if err != nil {
 		return err

@@ -24,6 +24,10 @@ type EtcdConf struct {
 	path string
 	raw  map[string]any
 	file bool
+	// Name is the configuration's own name: the member's, in a
+	// configuration written for one member (etcd-druid's names none that
+	// matters: its members are named after their pods).
+	Name string
 	// NamePrefix is member-name-prefix: a member is named
 	// "<prefix>-<pod name>", or after its pod without one.
 	NamePrefix     string
@@ -73,6 +77,7 @@ func EtcdConfOf(source string, raw map[string]any) (*EtcdConf, error) {
 		s, _ := c.raw[key].(string)
 		return s
 	}
+	c.Name = str("name")
 	c.NamePrefix, c.InitialCluster, c.Token, c.State, c.DataDir, c.WALDir = str("member-name-prefix"), str("initial-cluster"),
 		str("initial-cluster-token"), str("initial-cluster-state"), str("data-dir"), str("wal-dir")
 	if c.State == "" {
@@ -153,6 +158,19 @@ func splitURLs(s string) []string {
 func (c *EtcdConf) MemberName(pod string) string {
 	if c.NamePrefix != "" {
 		return c.NamePrefix + "-" + pod
+	}
+	return pod
+}
+
+// Pod is the pod whose member the configuration describes: pod, or Name
+// when the initial cluster lists it and not pod's member (a configuration
+// written for one member, as a static pod's, whose pod is named otherwise).
+func (c *EtcdConf) Pod(pod string) string {
+	listed := func(name string) bool {
+		return slices.ContainsFunc(strings.Split(c.InitialCluster, ","), func(m string) bool { return strings.HasPrefix(m, name+"=") })
+	}
+	if c.NamePrefix == "" && c.Name != "" && !listed(c.MemberName(pod)) && listed(c.Name) {
+		return c.Name
 	}
 	return pod
 }
