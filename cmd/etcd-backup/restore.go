@@ -118,7 +118,12 @@ last revisions and their leases, every other key left out), or with --to into a 
 cluster, where each key is written in a transaction guarded on its mod revision as read,
 so a concurrent writer is never overwritten. --to is a dry run until --apply; --replace
 also deletes the live keys under the prefix that the past did not hold; --rename P=Q
-writes the keys under another prefix.`,
+writes the keys under another prefix.
+
+With --if-needed, restore is an init step: it restores only when the member's start-up
+would (the data dir is missing or damaged and the store holds backups), and leaves a sound
+data dir, or a store without backups, as it is. With --storage-provider, restore takes
+etcdbrctl restore's flags instead ("etcd-backup restore --storage-provider= --help").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return r.run(cmd, g) },
 	}

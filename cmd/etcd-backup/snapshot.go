@@ -23,7 +23,12 @@ func snapshotCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "snapshot [--delta]",
 		Short: "Take a full snapshot now, or with --delta the events since the latest chain's end",
-		Args:  cobra.NoArgs,
+		Long: `snapshot takes a full snapshot now, or with --delta the events since the latest chain's end.
+
+With --storage-provider, snapshot takes etcdbrctl snapshot's flags instead and backs the
+cluster up continuously, as etcd-backup-restore's snapshot command does
+("etcd-backup snapshot --storage-provider= --help" lists them).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			st, err := g.openStore(ctx)
