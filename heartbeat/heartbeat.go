@@ -47,7 +47,16 @@ type Options struct {
 	// period (etcd-druid takes a delta lease older than two periods for
 	// failing backups). Default 20 s.
 	DeltaPeriod time.Duration
-	// Create makes missing leases; false: they are etcd-druid's to make.
+	// EtcdMember, when set, is the name of the member's EtcdMember object
+	// (etcd-druid's DEP-04, druid.gardener.cloud/v1alpha1, in Namespace),
+	// whose status is written through StatusClient: the member's ID,
+	// cluster and role transitions, the snapshots it uploaded, its last
+	// restore and defragmentation (Ran). Every Period, and within a second
+	// of a change. "": none.
+	EtcdMember   string
+	StatusClient StatusClient
+	// Create makes missing leases (and the EtcdMember); false: they are
+	// etcd-druid's to make.
 	Create bool
 	// Timeout bounds each call to the API server. Default 30 s.
 	Timeout time.Duration
@@ -62,6 +71,8 @@ const (
 	KindMember = "member"
 	KindFull   = "full-snapshot"
 	KindDelta  = "delta-snapshot"
+	// KindEtcdMember labels the EtcdMember's status writes.
+	KindEtcdMember = "etcd-member"
 )
 
 // Heartbeat keeps a member's leases.
@@ -71,6 +82,11 @@ type Heartbeat struct {
 	log      *slog.Logger
 	failures *prometheus.CounterVec
 	renewed  *prometheus.GaugeVec
+
+	// mu guards the operations Ran recorded.
+	mu              sync.Mutex
+	restoration     *Restoration
+	defragmentation *Defragmentaton
 }
 
 // New checks the options and registers the metrics.
@@ -78,8 +94,11 @@ func New(o Options) (*Heartbeat, error) {
 	if o.Client == nil || o.Namespace == "" {
 		return nil, errors.New("heartbeat: a Kubernetes client and a namespace (POD_NAMESPACE) are required")
 	}
-	if o.MemberLease == "" && o.FullLease == "" && o.DeltaLease == "" {
+	if o.MemberLease == "" && o.FullLease == "" && o.DeltaLease == "" && o.EtcdMember == "" {
 		return nil, errors.New("heartbeat: no lease to renew")
+	}
+	if o.EtcdMember != "" && o.StatusClient == nil {
+		return nil, errors.New("heartbeat: the EtcdMember's status needs a StatusClient")
 	}
 	if o.Period <= 0 {
 		o.Period = 30 * time.Second
@@ -96,11 +115,11 @@ func New(o Options) (*Heartbeat, error) {
 		log:    logger(o.Logger),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdkit_heartbeat_failures_total",
-			Help: "Writes of a Kubernetes lease that failed, by lease: member, full-snapshot, delta-snapshot.",
+			Help: "Writes of a Kubernetes lease that failed, by lease: member, full-snapshot, delta-snapshot (and etcd-member: the EtcdMember's status).",
 		}, []string{"lease"}),
 		renewed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdkit_heartbeat_renewed_timestamp_seconds",
-			Help: "When a Kubernetes lease was last written, by lease: member, full-snapshot, delta-snapshot.",
+			Help: "When a Kubernetes lease was last written, by lease: member, full-snapshot, delta-snapshot (and etcd-member: the EtcdMember's status).",
 		}, []string{"lease"}),
 	}
 	for kind, name := range h.names() {
@@ -120,7 +139,7 @@ func New(o Options) (*Heartbeat, error) {
 }
 
 func (h *Heartbeat) names() map[string]string {
-	return map[string]string{KindMember: h.o.MemberLease, KindFull: h.o.FullLease, KindDelta: h.o.DeltaLease}
+	return map[string]string{KindMember: h.o.MemberLease, KindFull: h.o.FullLease, KindDelta: h.o.DeltaLease, KindEtcdMember: h.o.EtcdMember}
 }
 
 // Run keeps the leases until ctx ends.
@@ -133,6 +152,9 @@ func (h *Heartbeat) Run(ctx context.Context, src Source) {
 	}
 	if h.o.FullLease != "" || h.o.DeltaLease != "" {
 		wg.Go(func() { h.snapshots(ctx, src) })
+	}
+	if h.o.EtcdMember != "" {
+		wg.Go(func() { h.etcdMember(ctx, src) })
 	}
 	wg.Wait()
 }

@@ -27,6 +27,21 @@ import (
 func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	api, leases := apiServer(t)
 	ns := namespace(t, api, "etcd")
+	// DEP-04's EtcdMember, whose status each sidecar writes too.
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := api.Kube.Kubectl(t.Context(), nil, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	kubectl("apply", "-f", "../deploy/kubernetes/etcdmember-crd.yaml")
+	kubectl("wait", "--for=condition=established", "--timeout=60s", "crd/etcdmembers.druid.gardener.cloud")
+	cfg, err := heartbeat.RESTConfig(api.Kube.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, TLS: true, UnsafeNoFsync: true})
 	cli := c.Client(t)
 	st, err := store.Open(t.Context(), "file://"+t.TempDir())
@@ -47,7 +62,12 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A client each, as each sidecar has its own.
+		sc2, err := heartbeat.NewStatusClient(cfg, "heartbeat-test", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
 		hb, err := heartbeat.New(heartbeat.Options{Client: leaseClient(t, api.Kube.Kubeconfig), Namespace: ns, MemberLease: m.Name,
+			EtcdMember: m.Name, StatusClient: sc2,
 			FullLease: "full-snapshot-revisions", DeltaLease: "delta-snapshot-revisions",
 			// A long period: a change of leader is written at once, not at
 			// the next renewal; leaderIs waits a third of it.
@@ -165,7 +185,35 @@ func TestHeartbeatFollowsTheSidecars(t *testing.T) {
 	})
 
 	// A leader move: the roles follow, and so does the uploader's work.
-	leaderIs(c.MoveLeader(t))
+	// The EtcdMembers' transitions name the new roles within the same
+	// heartbeat, and the uploader's its snapshots.
+	before, old := kubectl("get", "etcdmembers", "--namespace", ns), c.Leader()
+	moved := c.MoveLeader(t)
+	leaderIs(moved)
+	var got string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the EtcdMembers: %s", got)
+		}
+	}()
+	etcdtest.Eventually(t, "the EtcdMembers name "+moved.Name+" the leader", 10*time.Second, func() bool {
+		got = kubectl("get", "etcdmembers", "--namespace", ns, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.transitions[-1:].subState}/{.status.transitions[-1:].reason}/{.status.snapshots.lastFull.endRevision} {end}`)
+		for _, m := range c.Members {
+			want := m.Name + "=Follower/MemberStarted/"
+			switch m {
+			case moved:
+				want = fmt.Sprintf("%s=Leader/GainedClusterLeadership/%d", m.Name, uploader().SnapshotStatus().LastFull.LastRevision)
+			case old:
+				want = m.Name + "=Follower/LostClusterLeadership/"
+			}
+			if !strings.Contains(got, want) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("kubectl get etcdmembers, before the move:\n%safter:\n%s", before, kubectl("get", "etcdmembers", "--namespace", ns))
 
 	// The API server goes away for a while, and the leader moves
 	// meanwhile: the backups go on, the failed writes are counted, and

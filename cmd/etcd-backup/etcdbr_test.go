@@ -680,6 +680,16 @@ func TestDruidClusterLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	d := newDruid(t, 3)
+	// DEP-04's EtcdMembers, as etcd-druid would make them, with the Role
+	// letting each sidecar write their status.
+	d.kube.kubectl(nil, "apply", "-f", "../../deploy/kubernetes/etcdmember-crd.yaml")
+	d.kube.kubectl(nil, "wait", "--for=condition=established", "--timeout=60s", "crd/etcdmembers.druid.gardener.cloud")
+	d.kube.kubectl(nil, "patch", "role", "druid.gardener.cloud:etcd:etcd-main", "--namespace="+druidNamespace, "--type=json",
+		"-p", `[{"op":"add","path":"/rules/-","value":{"apiGroups":["druid.gardener.cloud"],"resources":["etcdmembers","etcdmembers/status"],"verbs":["get","patch"]}}]`)
+	for _, m := range d.members {
+		d.kube.kubectl(fmt.Appendf(nil, "apiVersion: druid.gardener.cloud/v1alpha1\nkind: EtcdMember\nmetadata:\n  name: %s\n", m.pod), "apply", "--namespace="+druidNamespace, "-f", "-")
+	}
+	d.env = append(d.env, "ETCDKIT_ETCD_MEMBER_STATUS=true")
 	d.resize(1)
 	m0 := d.members[0]
 	d.startServer(m0)
@@ -716,6 +726,7 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		waitVoters(t, ctx, cli, d.members[:slices.Index(d.members, m)+1])
 	}
 	d.checkMemberLeases(ctx, cli, 3)
+	d.checkEtcdMembers(ctx, cli)
 	putMany(t, cli, 50, "three")
 	// etcd-druid's BackupReady, read as its reconciler reads it, again and
 	// again: the delta lease within two delta periods (1 s each here).
@@ -738,8 +749,10 @@ func TestDruidClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitVoters(t, ctx, cli, d.members)
-	// The rejoined member is a new member: its lease names its new ID.
+	// The rejoined member is a new member: its lease and its EtcdMember
+	// name its new ID.
 	d.checkMemberLeases(ctx, cli, 3)
+	d.checkEtcdMembers(ctx, cli)
 	putMany(t, cli, 50, "rejoined")
 	_, _, metrics := d.get(follower, "/metrics")
 	if !strings.Contains(metrics, `etcdbr_restoration_duration_seconds_count{restore="single_member",succeeded="true"} 1`) ||
@@ -814,6 +827,36 @@ func TestDruidClusterLifecycle(t *testing.T) {
 	if err != nil || got.Count != live.Count || got.Header.Revision != live.Header.Revision {
 		t.Fatalf("restored from the copy: %d keys at %d, live %d at %d, %v", got.Count, got.Header.Revision, live.Count, live.Header.Revision, err)
 	}
+}
+
+// checkEtcdMembers waits until every member's EtcdMember names its ID and
+// its role, as the cluster lists them, within a heartbeat (10 s here).
+func (d *druid) checkEtcdMembers(ctx context.Context, cli *clientv3.Client) {
+	d.t.Helper()
+	var got string
+	etcdtest.Eventually(d.t, "the EtcdMembers name each member's ID and role", 15*time.Second, func() bool {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return false
+		}
+		st, err := cli.Status(ctx, d.members[0].client)
+		if err != nil {
+			return false
+		}
+		got = d.kube.kubectl(nil, "get", "etcdmembers", "--namespace="+druidNamespace, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.id}/{.status.transitions[-1:].subState} {end}`)
+		for _, m := range list.Members {
+			role := "Follower"
+			if m.ID == st.Leader {
+				role = "Leader"
+			}
+			if !strings.Contains(got, fmt.Sprintf("%s=%x/%s ", m.Name, m.ID, role)) {
+				return false
+			}
+		}
+		return true
+	})
+	d.t.Logf("kubectl get etcdmembers:\n%s", d.kube.kubectl(nil, "get", "etcdmembers", "--namespace="+druidNamespace, "-o", "wide"))
 }
 
 // checkMemberLeases waits until the member leases of the first n members

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/internal/buildinfo"
+	"github.com/etcdkit/etcdkit/sidecar"
 )
 
 // leaseFlags are etcd-backup-restore's flags of the Kubernetes leases,
@@ -24,6 +26,21 @@ type leaseFlags struct {
 	period              time.Duration
 	// kubeconfig: "" finds the API server as a pod does.
 	kubeconfig string
+	// memberStatus writes the member's EtcdMember status (DEP-04):
+	// serve's --etcd-member-status, server's ETCDKIT_ETCD_MEMBER_STATUS.
+	memberStatus bool
+	// ran forwards the sidecar's operations to the heartbeat once it
+	// exists (sidecar.Options.OnOperation is set before it).
+	ran atomic.Pointer[heartbeat.Heartbeat]
+}
+
+// onOperation is the sidecar's OnOperation: its restores and
+// defragmentations go into the EtcdMember's status.
+func (l *leaseFlags) onOperation(op sidecar.Operation) {
+	if hb := l.ran.Load(); hb != nil {
+		end := time.Now()
+		hb.Ran(heartbeat.Operation{Name: op.Name, Start: end.Add(-op.Took), End: end, Err: op.Err})
+	}
 }
 
 func (l *leaseFlags) flags(fs *pflag.FlagSet) {
@@ -65,7 +82,7 @@ func (l *leaseFlags) leases(log *slog.Logger) (*heartbeat.Leases, error) {
 // (etcd-druid makes its own). deltaPeriod is the delta snapshots'
 // (negative: none, and no delta lease).
 func (l *leaseFlags) heartbeat(reg prometheus.Registerer, memberLease string, deltaPeriod time.Duration, create bool, log *slog.Logger) (*heartbeat.Heartbeat, error) {
-	if !l.member && !l.snapshots {
+	if !l.member && !l.snapshots && !l.memberStatus {
 		return nil, nil
 	}
 	if err := (cli.Durations{{"k8s-heartbeat-duration", l.period, false}}).Check(); err != nil {
@@ -88,10 +105,24 @@ func (l *leaseFlags) heartbeat(reg prometheus.Registerer, memberLease string, de
 			o.DeltaLease = l.deltaName
 		}
 	}
+	if l.memberStatus {
+		if memberLease == "" {
+			return nil, cli.Usage(errors.New("the EtcdMember's status: POD_NAME is not set: it names the member"))
+		}
+		cfg, err := heartbeat.RESTConfig(l.kubeconfig)
+		if err != nil {
+			return nil, cli.Usage(err)
+		}
+		if o.StatusClient, err = heartbeat.NewStatusClient(cfg, "etcd-backup/"+buildinfo.Read().Version, 30*time.Second); err != nil {
+			return nil, err
+		}
+		o.EtcdMember = memberLease
+	}
 	hb, err := heartbeat.New(o)
 	if err != nil {
 		return nil, cli.Usage(err)
 	}
+	l.ran.Store(hb)
 	return hb, nil
 }
 

@@ -101,6 +101,7 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	f.DurationVar(&r.followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&r.shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	r.leases.flags(f)
+	f.BoolVar(&r.leases.memberStatus, "etcd-member-status", false, "write the member's state to its EtcdMember's status (etcd-druid's DEP-04, druid.gardener.cloud/v1alpha1, named POD_NAME in POD_NAMESPACE; deploy/kubernetes/etcdmember-crd.yaml): role transitions, snapshots, last restore and defragmentation, within a second of a change")
 	f.StringVar(&r.leases.kubeconfig, "kubeconfig", "", "kubeconfig of the API server the leases are on (default: $KUBECONFIG, the pod's service account, ~/.kube/config)")
 }
 
@@ -153,6 +154,7 @@ func (r *serveRun) run(ctx context.Context, g *globals) error {
 	if r.standby.Restore.Member.DataDir != "" {
 		o.Standby = &r.standby
 	}
+	o.OnOperation = r.leases.onOperation
 	sc, err := sidecar.New(*o)
 	if err != nil {
 		return cli.Usage(err)

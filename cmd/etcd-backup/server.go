@@ -368,10 +368,14 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 			// whether the bucket's lock is really on.
 			WriteOncePeriod: time.Hour,
 		},
-		Defrag:     sidecar.DefragOptions{Schedule: b.defragSchedule, Options: defrag.Options{Timeout: b.defragTimeout}},
-		API:        sidecar.APIOptions{PeerTLS: tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}}},
-		Membership: sidecar.MembershipOptions{Conn: conn},
+		Defrag:      sidecar.DefragOptions{Schedule: b.defragSchedule, Options: defrag.Options{Timeout: b.defragTimeout}},
+		API:         sidecar.APIOptions{PeerTLS: tlsfiles.Files{CA: b.cacert, Names: tlsfiles.Names{CA: "--cacert"}}},
+		Membership:  sidecar.MembershipOptions{Conn: conn},
+		OnOperation: b.leases.onOperation,
 	}
+	// etcd-backup-restore has no such flag: the variable turns on the
+	// EtcdMember's status.
+	b.leases.memberStatus = os.Getenv(cli.EnvName("etcd-member-status")) == "true"
 	c := etcdbr.Config{
 		EtcdConf: conf, Pod: pod, DataDir: b.dataDir, StorePrefix: b.store.prefix, Port: int(b.port),
 		// Flag defaults are no configuration: a live member's peer URLs
