@@ -16,6 +16,7 @@ replace github.com/etcdkit/etcdkit/tlsfiles => ../tlsfiles
 
 require (
 	github.com/etcdkit/etcdkit v0.0.0-00010101000000-000000000000
+	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000
 	github.com/etcdkit/etcdkit/store v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.23.2
 	k8s.io/api v0.37.2
@@ -39,7 +40,6 @@ require (
 	github.com/etcdkit/etcdkit/internal/reload v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/internal/scratch v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/sidecar/api v0.0.0-00010101000000-000000000000 // indirect
-	github.com/etcdkit/etcdkit/snapshot v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/tlsfiles v0.0.0-00010101000000-000000000000 // indirect
 	github.com/etcdkit/etcdkit/validate v0.0.0-00010101000000-000000000000 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect

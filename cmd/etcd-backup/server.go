@@ -348,7 +348,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return err
 	}
-	conf, pod, err := b.brMember.etcdConf(b.endpoints[0])
+	conf, pod, err := b.etcdConf(b.endpoints[0])
 	if err != nil {
 		return cli.Usage(err)
 	}
