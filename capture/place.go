@@ -334,9 +334,12 @@ func (p *placer) sharedPast(ctx context.Context, chain snapshot.Chain, fullTail 
 // own says which keys the comparisons leave to the datastore.
 func (p placer) own() ownKeys { return ownKeys(p.o.Source == snapshot.SourceEtcdAPI) }
 
-// tail leaves out of a tail the datastore's own keys.
+// tail leaves out of a tail the datastore's own keys, and the empty key
+// of a revision bump.
 func (o ownKeys) tail(t []snapshot.KeyVersion) []snapshot.KeyVersion {
-	return slices.DeleteFunc(slices.Clone(t), func(k snapshot.KeyVersion) bool { return o.key(k.Key, k.Deleted) })
+	// An empty key is no key: a restore's revision bump is recorded as
+	// one at the raised revision (etcdutl's), which no client can ask.
+	return slices.DeleteFunc(slices.Clone(t), func(k snapshot.KeyVersion) bool { return len(k.Key) == 0 || o.key(k.Key, k.Deleted) })
 }
 
 // begin writes the record of a timeline of this cluster's own.

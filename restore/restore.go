@@ -506,7 +506,9 @@ var ErrBumpTooSmall = errors.New("the revision bump leaves the restored cluster 
 // asks for it or the store reaches past rev.
 func (o Options) bump(latest snap.Chain, newest, rev int64) (uint64, error) {
 	newest = max(newest, latest.LastRevision())
-	behind := newest > rev
+	// A tenant's keys make a cluster of their own, which the store's
+	// uploader would refuse as another cluster's: it forks nothing here.
+	behind := newest > rev && o.Prefix == ""
 	switch {
 	case o.KeepRevision:
 		if behind {

@@ -234,10 +234,12 @@ func TestRestoreContinuesOnlyFromTheEnd(t *testing.T) {
 			t.Fatalf("a restore of the end: %+v", l)
 		}
 	})
-	// etcdutl restores with the old configuration: the cluster's ID is the
-	// old one's, and the store has no word of the restore.
+	// etcdutl restores with the old configuration and keeps the revision:
+	// the cluster's ID is the old one's, and the store has no word of the
+	// restore.
 	same := func(o restore.Options) restore.Options {
 		o.Member.Name, o.Member.PeerURLs, o.Member.Token = h.name, []string{h.peer.String()}, h.token
+		o.KeepRevision = true
 		return o
 	}
 	forget := func(t *testing.T) {

@@ -278,7 +278,10 @@ func New(o Options) (*Sidecar, error) {
 		}
 	}
 	s.metrics = newMetrics(o.Registry, func() float64 { return float64(s.SnapshotStatus().PendingEvents) })
-	s.up = &uploader{snap: s.snap, log: o.Logger, metrics: s.metrics}
+	s.up = &uploader{snap: s.snap, log: o.Logger, metrics: s.metrics, why: "the member leads"}
+	if s.leaderless() {
+		s.up.why = "the member answers"
+	}
 	s.drills = &drills{}
 	s.drills.m = newDrillMetrics(o.Registry, s.drills.verifiedAge, s.rpo)
 	s.drills.m.budget.Set(o.Backups.MaxRestoreTime.Seconds())

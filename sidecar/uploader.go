@@ -17,6 +17,9 @@ type uploader struct {
 	snap    *capture.Snapshotter // nil: no store, nothing to run
 	log     *slog.Logger
 	metrics *metrics
+	// why it runs: "the member leads", or "the member answers" for a
+	// sidecar that needs no leader (BackupOptions.FromOutside, kine).
+	why string
 
 	mu     sync.Mutex
 	on     bool          // the member leads: the Snapshotter runs
@@ -47,11 +50,11 @@ func (u *uploader) start(ctx context.Context, prepare func(context.Context)) boo
 	u.mu.Unlock()
 	u.metrics.uploader.Set(1)
 	if u.snap == nil {
-		u.log.Info("sidecar: the member leads; this sidecar defragments (it has no store)")
+		u.log.Info("sidecar: " + u.why + "; this sidecar defragments (it has no store)")
 		close(done)
 		return true
 	}
-	u.log.Info("sidecar: the member leads; this sidecar uploads")
+	u.log.Info("sidecar: " + u.why + "; this sidecar uploads")
 	prepare(uctx)
 	go func() {
 		defer close(done)

@@ -119,7 +119,7 @@ func TestDiskFullWhileRestoring(t *testing.T) {
 		// fill.
 		disk := smallDisk(t, 208)
 		dataDir := filepath.Join(disk, "data")
-		ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir, "--revision", strconv.FormatInt(small, 10))
+		ok(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir, "--revision", strconv.FormatInt(small, 10), "--revision-bump", "0")
 		r := etcdBackup(t, nil, "restore", "--store", storeURL, "--data-dir", dataDir)
 		if r.code != exitFailed || !strings.Contains(r.stderr, "no space left on device") || !strings.Contains(r.stderr, dataDir) {
 			t.Fatalf("restore onto a disk that fills: exit %d\n%s", r.code, r.stderr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/defrag"
 	"github.com/etcdkit/etcdkit/etcdclient"
@@ -223,9 +225,33 @@ func (b *brSnapshot) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) erro
 	}
 	log.Info("etcd-backup snapshot: backing the cluster up from outside it", "endpoints", strings.Join(b.endpoints, ","), "store", storeURL,
 		"schedule", b.schedule, "delta_period", b.deltaPeriod)
-	err = sc.Run(ctx)
-	log.Info("etcd-backup snapshot: stopped")
-	return err
+	return runUntilDisplaced(ctx, sc, storeURL, log)
+}
+
+// runUntilDisplaced runs sc until ctx ends, or until another writer on
+// the store displaces it (a second snapshot on the same prefix, the newer
+// of which writes): then it exits with the reason, rather than live on
+// backing nothing up while its supervisor sees it healthy.
+func runUntilDisplaced(ctx context.Context, sc *sidecar.Sidecar, storeURL string, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- sc.Run(ctx) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			log.Info("etcd-backup snapshot: stopped")
+			return err
+		case <-tick.C:
+		}
+		if st := sc.SnapshotStatus(); st.Refused == capture.RefusedConflict {
+			cancel()
+			<-done
+			return fmt.Errorf("another uploader writes %s (%s): this one exits; run one snapshot per store prefix", storeURL, st.LastError)
+		}
+	}
 }
 
 // brRestore holds etcdbrctl restore's flags.

@@ -89,7 +89,7 @@ func TestEtcdBRCtlCommands(t *testing.T) {
 	t.Run("restore", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "default.etcd")
 		out := ok(t, env, append(append([]string{"restore"}, storeFlags...), append(member, "--data-dir="+dir)...)...)
-		if !strings.Contains(out, fmt.Sprintf("revision  %d", last)) {
+		if !saysRevision(out, last) {
 			t.Fatalf("restore with etcdbrctl's flags:\n%s", out)
 		}
 		r := etcdtest.StartDataDir(t, started, "r0", dir, peer)

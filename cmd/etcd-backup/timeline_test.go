@@ -60,6 +60,11 @@ func writes(t *testing.T, cli *clientv3.Client, n int, tag string) int64 {
 	return resp.Header.Revision
 }
 
+// saysRevision says whether restore's table says it restored revision rev.
+func saysRevision(out string, rev int64) bool {
+	return regexp.MustCompile(fmt.Sprintf(`(?m)^revision +%d$`, rev)).MatchString(out)
+}
+
 // restoredMember restores the store (extra: restore's flags) and starts a
 // member on it with sec's certificates and users.
 func restoredMember(t *testing.T, storeURL string, sec *etcdtest.Security, extra ...string) *etcdtest.Cluster {
@@ -157,6 +162,24 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 	if err := p2.term(t); err != nil {
 		t.Fatal(err)
 	}
+	// A restore of the old timeline, from a full older than the newest
+	// (bumped, its database holds the bump's empty key): its cluster
+	// begins a third timeline and backs up, and etcd-backup-restore's
+	// rule restores it too.
+	r3 := restoredMember(t, storeURL, sec, "--timeline", "first")
+	p3 := startServe(t, append([]string{"--endpoints", r3.Endpoints()[0]}, connFlags(r3.Security, "backup")...), storeURL)
+	uploading(t, p3)
+	r3cli := r3.Client(t)
+	last3 := one(r3cli, 20, "third")
+	etcdtest.Eventually(t, "the third timeline reaches its cluster's end", 30*time.Second, func() bool { return listTimelines(t, storeURL).newest() >= last3 })
+	if n := len(listTimelines(t, storeURL).Timelines); n != 3 {
+		t.Fatalf("%d timelines after a second fork, want 3", n)
+	}
+	checkEtcdBRRestores(t, storeURL, r3cli)
+	if err := p3.term(t); err != nil {
+		t.Fatal(err)
+	}
+	r3.Close()
 	// The old timeline's head restores to the old cluster's last state,
 	// at its own revision when asked to keep it.
 	o := restoredMember(t, storeURL, sec, "--timeline", "first", "--revision-bump", "0")
@@ -177,7 +200,7 @@ func TestPointInTimeRestoreForksTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = ok(t, nil, "restore", "--store", storeURL, "--data-dir", filepath.Join(t.TempDir(), "forged"))
-	if !regexp.MustCompile(fmt.Sprintf(`(?m)^revision +%d$`, mid)).MatchString(out) {
+	if !saysRevision(out, mid) {
 		t.Fatalf("a restore that follows a record of a fork does not say it restored revision %d:\n%s", mid, out)
 	}
 	for _, want := range []string{

@@ -136,7 +136,7 @@ func TestWriteOnceBucket(t *testing.T) {
 	// The newest chain restores, and so does the first, locked and kept.
 	ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "latest"))
 	rev := strconv.FormatInt(firstFull, 10)
-	if out := ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "first"), "--revision", rev); !strings.Contains(out, "revision  "+rev) {
+	if out := ok(t, env, "restore", "--store", url, "--data-dir", filepath.Join(t.TempDir(), "first"), "--revision", rev); !saysRevision(out, firstFull) {
 		t.Fatalf("restore of the first chain:\n%s", out)
 	}
 }

@@ -237,13 +237,14 @@ func (h *harness) checkRestores(ctx context.Context, n, newest int, withLatest b
 }
 
 // restoreAndCompare runs etcd-backup restore into a new data dir and
-// compares it with the record at the revision it restored.
+// compares it with the record at the revision it restored, which it
+// keeps.
 func (h *harness) restoreAndCompare(ctx context.Context, name string, target []string) (int64, error) {
 	dir := filepath.Join(h.dir, "restores", name)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	args := append([]string{"restore", "--store", h.o.DirectStoreURL, "--data-dir", dir, "--name", name,
-		"--peer-urls", "http://127.0.0.1:1", "-o", "json"}, target...)
+		"--peer-urls", "http://127.0.0.1:1", "--revision-bump", "0", "-o", "json"}, target...)
 	cmd := exec.CommandContext(ctx, h.o.BackupBin, args...)
 	cmd.Env = append(os.Environ(), h.o.Env...)
 	var stderr bytes.Buffer
