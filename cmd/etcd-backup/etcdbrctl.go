@@ -248,8 +248,7 @@ func runUntilDisplaced(ctx context.Context, sc *sidecar.Sidecar, storeURL string
 		}
 		if st := sc.SnapshotStatus(); st.Refused == capture.RefusedConflict {
 			cancel()
-			<-done
-			return fmt.Errorf("another uploader writes %s (%s): this one exits; run one snapshot per store prefix", storeURL, st.LastError)
+			return errors.Join(fmt.Errorf("another uploader writes %s (%s): this one exits; run one snapshot per store prefix", storeURL, st.LastError), <-done)
 		}
 	}
 }
