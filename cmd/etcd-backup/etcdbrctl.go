@@ -141,7 +141,16 @@ func (b *brInitialize) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) er
 		return fmt.Errorf("initialize the data dir of member %s: %w", srv.MemberName(), err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "initialized\t%s (member %s, store %s)\naction\t%s: %s\n", b.dataDir, srv.MemberName(), orNone(storeURL), p.Action, p.Reason)
+	if st != nil && p.Action == startup.Bootstrap {
+		warnEmptyStore(log, storeURL, "--storage-provider, --store-container and --store-prefix")
+	}
 	return nil
+}
+
+// warnEmptyStore says that a store given holds no backups, so a new,
+// empty cluster begins: a store named wrong looks just so.
+func warnEmptyStore(log *slog.Logger, storeURL, flags string) {
+	log.Warn("the store holds no backups: the member bootstraps a new, empty cluster; if its cluster had backups, "+flags+" name another place", "store", storeURL)
 }
 
 // orNone is s, or "none".
@@ -345,6 +354,9 @@ func (r *restoreRun) restoreIfNeeded(ctx context.Context, cmd *cobra.Command, g 
 		return fmt.Errorf("restore --if-needed into %s: %s", m.DataDir, plan.Reason)
 	default:
 		fmt.Fprintf(w, "nothing restored\t%s: %s (%s)\n", m.DataDir, plan.Reason, plan.Action)
+		if plan.Action == startup.Bootstrap {
+			warnEmptyStore(g.log, g.storeURL, "--store")
+		}
 		return nil
 	}
 	res, err := src.Restore(ctx, cfg, plan)

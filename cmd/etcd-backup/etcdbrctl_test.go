@@ -158,8 +158,9 @@ func TestEtcdBRCtlCommands(t *testing.T) {
 		if out := ok(t, nil, args...); !strings.Contains(out, "nothing restored\t") || !strings.Contains(out, "(restart)") {
 			t.Fatalf("restore --if-needed into a sound data dir:\n%s", out)
 		}
-		if out := ok(t, nil, "restore", "--if-needed", "--store", "file://"+t.TempDir(), "--data-dir", filepath.Join(t.TempDir(), "n.etcd")); !strings.Contains(out, "nothing restored\t") {
-			t.Fatalf("restore --if-needed from a store without backups:\n%s", out)
+		if r := etcdBackup(t, nil, "restore", "--if-needed", "--store", "file://"+t.TempDir(), "--data-dir", filepath.Join(t.TempDir(), "n.etcd")); r.code != 0 ||
+			!strings.Contains(r.stdout, "nothing restored\t") || !strings.Contains(r.stderr, "the store holds no backups") {
+			t.Fatalf("restore --if-needed from a store without backups: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
 }
