@@ -86,13 +86,13 @@ func (c statusClient) PatchStatus(ctx context.Context, namespace, name string, s
 // MemberStatus is EtcdMember's status as DEP-04 shapes it, as far as the
 // sidecar knows it.
 type MemberStatus struct {
-	ID                  string          `json:"id,omitempty"`
-	ClusterID           string          `json:"clusterID,omitempty"`
-	PeerTLSEnabled      *bool           `json:"peerTLSEnabled,omitempty"`
-	Snapshots           *Snapshots      `json:"snapshots,omitempty"`
-	LastRestoration     *Restoration    `json:"lastRestoration,omitempty"`
-	LastDefragmentation *Defragmentaton `json:"lastDefragmentation,omitempty"`
-	Transitions         []Transition    `json:"transitions"`
+	ID                  string           `json:"id,omitempty"`
+	ClusterID           string           `json:"clusterID,omitempty"`
+	PeerTLSEnabled      *bool            `json:"peerTLSEnabled,omitempty"`
+	Snapshots           *Snapshots       `json:"snapshots,omitempty"`
+	LastRestoration     *Restoration     `json:"lastRestoration,omitempty"`
+	LastDefragmentation *Defragmentation `json:"lastDefragmentation,omitempty"`
+	Transitions         []Transition     `json:"transitions"`
 }
 
 // Snapshots are the latest full and delta snapshots the member's sidecar
@@ -119,8 +119,8 @@ type Restoration struct {
 	Message   string    `json:"message,omitempty"`
 }
 
-// Defragmentaton is the latest defragmentation the sidecar ran.
-type Defragmentaton struct {
+// Defragmentation is the latest defragmentation the sidecar ran.
+type Defragmentation struct {
 	StartTime time.Time `json:"startTime"`
 	EndTime   time.Time `json:"endTime"`
 	Reason    string    `json:"reason,omitempty"`
@@ -272,6 +272,6 @@ func (h *Heartbeat) Ran(op Operation) {
 	case "restore":
 		h.restoration = &Restoration{Type: "FromSnapshot", Status: status, StartTime: op.Start.UTC(), EndTime: op.End.UTC(), Message: msg}
 	case "defrag":
-		h.defragmentation = &Defragmentaton{StartTime: op.Start.UTC(), EndTime: op.End.UTC(), Reason: "Scheduled", Message: msg}
+		h.defragmentation = &Defragmentation{StartTime: op.Start.UTC(), EndTime: op.End.UTC(), Reason: "Scheduled", Message: msg}
 	}
 }

@@ -86,7 +86,7 @@ type Heartbeat struct {
 	// mu guards the operations Ran recorded.
 	mu              sync.Mutex
 	restoration     *Restoration
-	defragmentation *Defragmentaton
+	defragmentation *Defragmentation
 }
 
 // New checks the options and registers the metrics.

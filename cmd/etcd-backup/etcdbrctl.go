@@ -45,8 +45,10 @@ func brArgs(args []string) []string {
 }
 
 // brCommand is a command that takes etcd-backup-restore's flags: they
-// are parsed by run, apart from the root's.
-func brCommand(use, name, short, long string, flags func(*pflag.FlagSet), run func(*cobra.Command, *pflag.FlagSet) error) *cobra.Command {
+// are parsed by run, apart from the root's. run logs to log, at
+// etcd-backup-restore's default level, which has already said which of
+// the flags given mean nothing to etcdkit.
+func brCommand(g *globals, use, name, short, long string, flags func(*pflag.FlagSet), run func(*cobra.Command, *slog.Logger) error) *cobra.Command {
 	return &cobra.Command{
 		Use: use, Short: short, Long: long,
 		DisableFlagParsing: true,
@@ -55,7 +57,9 @@ func brCommand(use, name, short, long string, flags func(*pflag.FlagSet), run fu
 			if fs == nil {
 				return err
 			}
-			return run(cmd, fs)
+			log := brLogLevel(4).logger(g.progress)
+			logIgnored(fs, name, log)
+			return run(cmd, log)
 		},
 	}
 }
@@ -77,7 +81,7 @@ func (b *brInitialize) flags(fs *pflag.FlagSet) {
 
 func initializeCmd(g *globals) *cobra.Command {
 	var b brInitialize
-	return brCommand("initialize [etcdbrctl initialize's flags]", "initialize",
+	return brCommand(g, "initialize [etcdbrctl initialize's flags]", "initialize",
 		"Make the member's data dir ready and exit, in etcdbrctl initialize's place (an init container)",
 		`initialize takes etcd-backup-restore's "etcdbrctl initialize" flags and environment (STORAGE_CONTAINER,
 POD_NAME, ETCD_CONF and the credential variables) and runs the start-up procedure once, as
@@ -92,13 +96,11 @@ by no one (etcd-backup-restore removes it), a member the cluster removed on purp
 out. A data dir is never deleted: one a restore replaces is moved aside beside it.
 "initialize --help" lists the flags; those that mean nothing to etcdkit are accepted and
 logged as ignored.`,
-		b.flags, func(cmd *cobra.Command, fs *pflag.FlagSet) error { return b.run(cmd, g, fs) })
+		b.flags, func(cmd *cobra.Command, log *slog.Logger) error { return b.run(cmd, g, log) })
 }
 
-func (b *brInitialize) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error {
+func (b *brInitialize) run(cmd *cobra.Command, g *globals, log *slog.Logger) error {
 	ctx := cmd.Context()
-	log := brLogLevel(4).logger(g.progress)
-	logIgnored(fs, "initialize", log)
 	if b.mode != "full" && b.mode != "sanity" {
 		return cli.Usage(fmt.Errorf("--validation-mode %q: full or sanity", b.mode))
 	}
@@ -178,7 +180,7 @@ func (b *brSnapshot) flags(fs *pflag.FlagSet) {
 
 func brSnapshotCmd(g *globals) *cobra.Command {
 	var b brSnapshot
-	c := brCommand(brCommands["snapshot"]+" [etcdbrctl snapshot's flags]", "snapshot",
+	c := brCommand(g, brCommands["snapshot"]+" [etcdbrctl snapshot's flags]", "snapshot",
 		"Back a cluster up from outside it, in etcdbrctl snapshot's place",
 		`snapshot with --storage-provider takes etcd-backup-restore's "etcdbrctl snapshot" flags and
 environment (STORAGE_CONTAINER and the credential variables) and backs the cluster at
@@ -189,24 +191,19 @@ collection by --garbage-collection-policy, and every member defragmented on
 leader or not; a second one on the same store stops (the newest run writes). The chain
 goes on from where etcd-backup-restore's left off. Without --storage-provider, snapshot
 is etcd-backup's own one-shot snapshot (etcd-backup snapshot --help).`,
-		b.flags, func(cmd *cobra.Command, fs *pflag.FlagSet) error { return b.run(cmd, g, fs) })
+		b.flags, func(cmd *cobra.Command, log *slog.Logger) error { return b.run(cmd, g, log) })
 	c.Hidden = true
 	return c
 }
 
-func (b *brSnapshot) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error {
+func (b *brSnapshot) run(cmd *cobra.Command, g *globals, log *slog.Logger) error {
 	ctx := cmd.Context()
-	log := brLogLevel(4).logger(g.progress)
-	logIgnored(fs, "snapshot", log)
 	if len(b.endpoints) == 0 {
 		return cli.Usage(errors.New("--endpoints is empty: give the cluster's client URLs"))
 	}
-	st, storeURL, err := b.store.open(ctx, g, log)
-	switch {
-	case err != nil:
+	st, storeURL, err := b.store.require(ctx, g, log, "back up to")
+	if err != nil {
 		return err
-	case st == nil:
-		return cli.Usage(errors.New("--storage-provider is empty: name the store to back up to"))
 	}
 	snaps, err := b.snapshotting("snapshot", log)
 	if err != nil {
@@ -275,7 +272,7 @@ func (b *brRestore) flags(fs *pflag.FlagSet) {
 
 func brRestoreCmd(g *globals) *cobra.Command {
 	var b brRestore
-	c := brCommand(brCommands["restore"]+" [etcdbrctl restore's flags]", "restore",
+	c := brCommand(g, brCommands["restore"]+" [etcdbrctl restore's flags]", "restore",
 		"Restore the latest backup into a data dir, in etcdbrctl restore's place",
 		`restore with --storage-provider takes etcd-backup-restore's "etcdbrctl restore" flags and
 environment (STORAGE_CONTAINER and the credential variables) and builds the member
@@ -283,21 +280,16 @@ environment (STORAGE_CONTAINER and the credential variables) and builds the memb
 describe at --data-dir from the store's latest full snapshot and the deltas after it.
 An existing data dir is moved aside, never deleted. Without --storage-provider, restore
 is etcd-backup's own (etcd-backup restore --help).`,
-		b.flags, func(cmd *cobra.Command, fs *pflag.FlagSet) error { return b.run(cmd, g, fs) })
+		b.flags, func(cmd *cobra.Command, log *slog.Logger) error { return b.run(cmd, g, log) })
 	c.Hidden = true
 	return c
 }
 
-func (b *brRestore) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error {
+func (b *brRestore) run(cmd *cobra.Command, g *globals, log *slog.Logger) error {
 	ctx := cmd.Context()
-	log := brLogLevel(4).logger(g.progress)
-	logIgnored(fs, "restore", log)
-	st, _, err := b.store.open(ctx, g, log)
-	switch {
-	case err != nil:
+	st, _, err := b.store.require(ctx, g, log, "restore from")
+	if err != nil {
 		return err
-	case st == nil:
-		return cli.Usage(errors.New("--storage-provider is empty: name the store to restore from"))
 	}
 	opts := restore.Options{Member: b.spec(), KeepMovedAside: 1,
 		Read: restore.ReadOptions{Logger: log, Progress: g.progress.Update}}
@@ -331,10 +323,7 @@ func (r *restoreRun) restoreIfNeeded(ctx context.Context, cmd *cobra.Command, g 
 	defer p.Done()
 	src := &startup.Local{Store: st, Secondary: r.opts.Read.Secondary, Codec: r.opts.Read.Codec, KeepMovedAside: r.opts.KeepMovedAside,
 		KeepRevision: r.opts.KeepRevision, Progress: p.Update, Logger: g.log}
-	m := r.opts.Member
-	if m.InitialCluster == "" {
-		m.InitialCluster = m.Name + "=" + strings.Join(m.PeerURLs, ","+m.Name+"=")
-	}
+	m := r.opts.Member.WithDefaults()
 	cfg := startup.Config{Member: m, Etcd: r.opts.Release}
 	if cmd.Flags().Changed("endpoints") {
 		// The other members', asked whether a cluster runs.

@@ -464,6 +464,16 @@ func (b *brStore) open(ctx context.Context, g *globals, log *slog.Logger) (store
 	return st, storeURL, err
 }
 
+// require is open for a command that has nothing to do without a store:
+// what says what it is for.
+func (b *brStore) require(ctx context.Context, g *globals, log *slog.Logger, what string) (store.Store, string, error) {
+	st, storeURL, err := b.open(ctx, g, log)
+	if err == nil && st == nil {
+		err = cli.Usage(fmt.Errorf("--storage-provider is empty: name the store to %s", what))
+	}
+	return st, storeURL, err
+}
+
 // openSecondary opens the second site when the flags sync one; one that
 // does not answer now is copied to later: it must not keep the sidecar
 // from starting.
