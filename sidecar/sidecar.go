@@ -38,12 +38,15 @@ var ErrNotUploader = errors.New("this sidecar is not the uploader: its member do
 // ErrNoStore is a call for backups to a sidecar that has no store.
 var ErrNoStore = errors.New("this sidecar has no store: it takes no backups")
 
-// Options configures a Sidecar. Client and Endpoint are required; the
-// rest is grouped by duty: the backups, defragmentation, the API, the
-// membership of the sidecar's own member, and a warm standby.
+// Options configures a Sidecar. Client is required, and Endpoint but for
+// a sidecar outside the cluster; the rest is grouped by duty: the
+// backups, defragmentation, the API, the membership of the sidecar's own
+// member, and a warm standby.
 type Options struct {
 	// Client reaches the cluster; Endpoint is this sidecar's own member's
-	// client URL.
+	// client URL. "" with Backups.FromOutside: the sidecar has no member
+	// of its own and follows the cluster at Client's endpoints, whichever
+	// member leads (member.AskLeader).
 	Client   *clientv3.Client
 	Endpoint string
 	// Backups are what the uploader does while its member leads.
@@ -88,11 +91,13 @@ type BackupOptions struct {
 	Snapshots capture.Options
 	// FromOutside: the sidecar backs up the cluster from outside it, one
 	// process for the whole cluster (etcd-backup-restore's snapshot
-	// command, a Deployment beside a kubeadm etcd), not beside a member:
-	// it uploads while the member at Endpoint answers, leader or not, and
-	// leaves that member's membership alone (no promotion, no removal
-	// watch). A second one on the same prefix is stopped by the uploader
-	// records (snapshot.ErrNewerUploader).
+	// command, a Deployment beside a kubeadm or external etcd), not beside
+	// a member: it uploads while the member at Endpoint answers, leader or
+	// not, or with Endpoint "" while a member of Client's endpoints names
+	// a leader, whichever member that is; and it leaves the members'
+	// membership alone (no promotion, no removal watch). A second one on
+	// the same prefix is stopped by the uploader records
+	// (snapshot.ErrNewerUploader).
 	FromOutside bool
 	// Secondary, when set with Store, is a second site: the uploader
 	// copies to it what it lacks of Store after each snapshot written and
@@ -299,8 +304,10 @@ func New(o Options) (*Sidecar, error) {
 // check refuses options that cannot work together.
 func (o Options) check() error {
 	switch {
-	case o.Client == nil || o.Endpoint == "":
-		return errors.New("sidecar: a client and the member's endpoint are required")
+	case o.Client == nil:
+		return errors.New("sidecar: a client is required")
+	case o.Endpoint == "" && !o.Backups.FromOutside:
+		return errors.New("sidecar: the member's endpoint is required, but for a sidecar outside the cluster (FromOutside)")
 	case o.Standby != nil && o.Backups.Store == nil:
 		return errors.New("sidecar: a warm standby needs a store to follow")
 	case o.Backups.Snapshots.Source == snapshot.SourceEtcdAPI && (o.Defrag.Schedule != "" || o.Backups.DrillPeriod > 0):
@@ -480,10 +487,11 @@ func (s *Sidecar) noticeRemoval(ctx context.Context, id uint64, peers []string) 
 // Uploader says whether this sidecar uploads now.
 func (s *Sidecar) Uploader() bool { return s.up.active() }
 
-// fence fails unless the member leads right now, asked afresh: the last
-// observation may be up to an interval old.
+// fence fails unless the member leads right now (or, outside the cluster,
+// answers), asked afresh: the last observation may be up to an interval
+// old.
 func (s *Sidecar) fence(ctx context.Context) error {
-	self, err := member.AskSelf(ctx, s.opts.Client, s.opts.Endpoint, 2*time.Second)
+	self, err := member.Ask(ctx, s.opts.Client, s.opts.Endpoint, 2*time.Second)
 	if err != nil {
 		return fmt.Errorf("fence: %w", err)
 	}

@@ -187,8 +187,9 @@ environment (STORAGE_CONTAINER and the credential variables) and backs the clust
 --endpoints up from outside it until it is stopped, as a Deployment beside a kubeadm etcd
 runs it: a full snapshot on --schedule, deltas every --delta-snapshot-period, garbage
 collection by --garbage-collection-policy, and every member defragmented on
---defragmentation-schedule. It uploads while the member at the first endpoint answers,
-leader or not; a second one on the same store stops (the newest run writes). The chain
+--defragmentation-schedule. It uploads while a member of --endpoints names a leader,
+whichever member leads (serve --from-outside); a second one on the same store stops (the
+newest run writes). The chain
 goes on from where etcd-backup-restore's left off. Without --storage-provider, snapshot
 is etcd-backup's own one-shot snapshot (etcd-backup snapshot --help).`,
 		b.flags, func(cmd *cobra.Command, log *slog.Logger) error { return b.run(cmd, g, log) })
@@ -221,8 +222,9 @@ func (b *brSnapshot) run(cmd *cobra.Command, g *globals, log *slog.Logger) error
 		return err
 	}
 	defer func() { _ = etcd.Close() }()
+	snaps.FullFrom = capture.FromLeader(etcd, conn)
 	sc, err := sidecar.New(sidecar.Options{
-		Client: etcd, Endpoint: b.endpoints[0], WorkDir: b.store.tempDir, Logger: log,
+		Client: etcd, WorkDir: b.store.tempDir, Logger: log,
 		Backups: sidecar.BackupOptions{Store: st, Snapshots: snaps, FromOutside: true},
 		Defrag:  sidecar.DefragOptions{Schedule: b.defragSchedule, Options: defrag.Options{Timeout: b.defragTimeout}},
 	})
@@ -231,30 +233,32 @@ func (b *brSnapshot) run(cmd *cobra.Command, g *globals, log *slog.Logger) error
 	}
 	log.Info("etcd-backup snapshot: backing the cluster up from outside it", "endpoints", strings.Join(b.endpoints, ","), "store", storeURL,
 		"schedule", b.schedule, "delta_period", b.deltaPeriod)
-	return runUntilDisplaced(ctx, sc, storeURL, log)
+	err = untilDisplaced(ctx, sc, storeURL, "snapshot", sc.Run)
+	log.Info("etcd-backup snapshot: stopped")
+	return err
 }
 
-// runUntilDisplaced runs sc until ctx ends, or until another writer on
-// the store displaces it (a second snapshot on the same prefix, the newer
-// of which writes): then it exits with the reason, rather than live on
-// backing nothing up while its supervisor sees it healthy.
-func runUntilDisplaced(ctx context.Context, sc *sidecar.Sidecar, storeURL string, log *slog.Logger) error {
+// untilDisplaced runs sc (with run) until ctx ends, or until another
+// writer on the store displaces it (a second sidecar outside the cluster
+// on the same prefix, the newer of which writes): then it exits with the
+// reason, rather than live on backing nothing up while its supervisor sees
+// it healthy.
+func untilDisplaced(ctx context.Context, sc *sidecar.Sidecar, storeURL, command string, run func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- sc.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case err := <-done:
-			log.Info("etcd-backup snapshot: stopped")
 			return err
 		case <-tick.C:
 		}
 		if st := sc.SnapshotStatus(); st.Refused == capture.RefusedConflict {
 			cancel()
-			return errors.Join(fmt.Errorf("another uploader writes %s (%s): this one exits; run one snapshot per store prefix", storeURL, st.LastError), <-done)
+			return errors.Join(fmt.Errorf("another uploader writes %s (%s): this one exits; run one %s per store prefix", storeURL, st.LastError, command), <-done)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"os"
 	"sync/atomic"
 	"time"
@@ -12,10 +13,12 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/heartbeat"
 	"github.com/etcdkit/etcdkit/internal/buildinfo"
 	"github.com/etcdkit/etcdkit/sidecar"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 // leaseFlags are etcd-backup-restore's flags of the Kubernetes leases,
@@ -124,6 +127,72 @@ func (l *leaseFlags) heartbeat(reg prometheus.Registerer, memberLease string, de
 	}
 	l.ran.Store(hb)
 	return hb, nil
+}
+
+// backupObjects is serve's --backup-objects: the store's catalog as
+// EtcdSnapshot objects in POD_NAMESPACE, and the EtcdBackups answered.
+type backupObjects struct {
+	cluster string
+	// keeper is set once the objects are kept, for the sidecar's
+	// OnResult, which is set before it exists.
+	keeper atomic.Pointer[heartbeat.Backups]
+}
+
+func (b *backupObjects) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&b.cluster, "backup-objects", "", "keep an EtcdSnapshot object per full snapshot in the store (its chain summed up: revisions, size, drill, lock; deleted when retention deletes the full) and take the full each EtcdBackup asks for, in POD_NAMESPACE, as the cluster of this name (backup.etcdkit.io, deploy/kubernetes/etcdsnapshot-crd.yaml); \"\": none")
+}
+
+// onResult tells the keeper a snapshot landed.
+func (b *backupObjects) onResult(capture.Result) {
+	if k := b.keeper.Load(); k != nil {
+		k.Changed()
+	}
+}
+
+// run keeps the objects beside serve until ctx ends; without
+// --backup-objects it runs serve alone.
+func (b *backupObjects) run(ctx context.Context, kubeconfig string, st store.Store, storeURL string, sc *sidecar.Sidecar, log *slog.Logger, serve func(context.Context) error) error {
+	if b.cluster == "" {
+		return serve(ctx)
+	}
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		return cli.Usage(errors.New("--backup-objects: POD_NAMESPACE is not set: it is the namespace of the objects (set it from the pod's metadata.namespace)"))
+	}
+	cfg, err := heartbeat.RESTConfig(kubeconfig)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	klog.SetSlogLogger(log)
+	c, err := heartbeat.NewObjectClient(cfg, "etcd-backup/"+buildinfo.Read().Version, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	k, err := heartbeat.NewBackups(heartbeat.BackupsOptions{Client: c, Namespace: ns, Cluster: b.cluster, Store: st, StoreURL: shownURL(storeURL), Logger: log})
+	if err != nil {
+		return cli.Usage(err)
+	}
+	b.keeper.Store(k)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		k.Run(ctx, sc)
+	}()
+	err = serve(ctx)
+	cancel()
+	<-done
+	return err
+}
+
+// shownURL is a store URL without the credentials it may carry.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }
 
 // withHeartbeat runs hb beside serve until ctx ends; serve's error is the

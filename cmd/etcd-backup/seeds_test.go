@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -53,35 +51,8 @@ func TestClusterMovesBetweenSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = wcli.Close() }()
-	var (
-		mu    sync.Mutex
-		acked = map[string]int64{}
-		wg    sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			key := fmt.Sprintf("/move/%06d", i)
-			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-			resp, err := wcli.Put(pctx, key, "v")
-			pcancel()
-			if err == nil {
-				mu.Lock()
-				acked[key] = resp.Header.Revision
-				mu.Unlock()
-			}
-		}
-	})
-	ackedCount := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
+	w := startWriter(ctx, wcli, "/move/")
+	defer w.stop()
 	etcdtest.Eventually(t, "the source bucket holds a chain", 30*time.Second, func() bool { return listTimelines(t, sourceStore).newest() > 1 })
 
 	// The target seed joins, one member at a time (etcd admits one
@@ -122,8 +93,8 @@ func TestClusterMovesBetweenSeeds(t *testing.T) {
 		return etcdBackup(t, nil, "list", "--store", targetStore).code == 0 && listTimelines(t, targetStore).newest() > 1
 	})
 	took := time.Since(moved)
-	writtenAt := ackedCount()
-	etcdtest.Eventually(t, "writes go on after the move", 30*time.Second, func() bool { return ackedCount() > writtenAt+50 })
+	writtenAt := w.count()
+	etcdtest.Eventually(t, "writes go on after the move", 30*time.Second, func() bool { return w.count() > writtenAt+50 })
 
 	// The source members are removed one by one, through the target's.
 	mcli, err := etcdclient.New(ctx, etcdclient.Config{Endpoints: []string{d.members[0].client, d.members[1].client, d.members[2].client}, TLS: d.sec.TLSFiles()})
@@ -152,8 +123,7 @@ func TestClusterMovesBetweenSeeds(t *testing.T) {
 			return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(b), "removed on purpose")
 		})
 	}
-	close(stop)
-	wg.Wait()
+	acked := w.stop()
 	last := int64(0)
 	for _, rev := range acked {
 		last = max(last, rev)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,9 +33,10 @@ type serveRun struct {
 	fullSchedule, fullFrom   string
 	deltaPeriod, gcPeriod    time.Duration
 	followInterval, shutdown time.Duration
-	profiling                bool
+	profiling, fromOutside   bool
 	source                   string
 	leases                   leaseFlags
+	objects                  backupObjects
 	standby                  restore.FollowOptions
 }
 
@@ -48,6 +50,12 @@ snapshots on a schedule, deltas in between, retention, scheduled defragmentation
 compaction of the chain. It promotes its member when it is a learner, and serves the
 HTTP API (health, readiness, metrics, snapshots, restore, defrag, compact). On SIGTERM
 it uploads the pending delta and exits 0.
+
+With --from-outside, one serve backs up a whole cluster it does not run beside (an
+external or kubeadm etcd, from a Deployment of one replica): it uploads while a member
+of --endpoints names a leader, whichever member leads, streams fulls from the leader
+(or a follower with --full-from follower), and leaves the members' membership alone.
+A second serve on the same prefix takes over and this one exits 1.
 
 On Kubernetes it keeps the leases etcd-druid reads, made when missing, in POD_NAMESPACE:
 the member's (named POD_NAME) with --enable-member-lease-renewal, and the full and delta
@@ -63,6 +71,7 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	f := cmd.Flags()
 	f.StringVar(&r.source, "source", "etcd", "what --endpoints reach: etcd (a cluster; fulls are its snapshots) or etcd-api (a datastore that serves etcd's KV and Watch API without snapshots, such as kine over SQLite, Postgres or MySQL; fulls are logical: its keys at one revision)")
 	f.StringVar(&r.memberEndpoint, "member-endpoint", "", "client URL of this sidecar's own member (default: the first of --endpoints)")
+	f.BoolVar(&r.fromOutside, "from-outside", false, "back up the whole cluster --endpoints name from outside it, following whichever member leads, with no member of its own (an external or kubeadm etcd, one serve per cluster)")
 	f.StringVar(&r.listen, "listen", "127.0.0.1:8080", "address of the HTTP API")
 	f.StringVar(&r.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (read again when it changes)")
 	f.StringVar(&r.tlsKey, "tls-key", "", "and this key")
@@ -101,6 +110,7 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	f.DurationVar(&r.followInterval, "follow-interval", 500*time.Millisecond, "how often the member is asked who leads")
 	f.DurationVar(&r.shutdown, "shutdown-timeout", 30*time.Second, "bound on draining the API at exit")
 	r.leases.flags(f)
+	r.objects.flags(f)
 	f.BoolVar(&r.leases.memberStatus, "etcd-member-status", false, "write the member's state to its EtcdMember's status (etcd-druid's DEP-04, druid.gardener.cloud/v1alpha1, named POD_NAME in POD_NAMESPACE; deploy/kubernetes/etcdmember-crd.yaml): role transitions, snapshots, last restore and defragmentation, within a second of a change")
 	f.StringVar(&r.leases.kubeconfig, "kubeconfig", "", "kubeconfig of the API server the leases are on (default: $KUBECONFIG, the pod's service account, ~/.kube/config)")
 }
@@ -134,7 +144,10 @@ func (r *serveRun) run(ctx context.Context, g *globals) error {
 		return err
 	}
 	defer func() { _ = etcd.Close() }()
-	if r.memberEndpoint == "" {
+	if err := r.outside(); err != nil {
+		return err
+	}
+	if r.memberEndpoint == "" && !r.fromOutside {
 		r.memberEndpoint = g.endpoints[0]
 	}
 	if err := r.secondary(ctx, g); err != nil {
@@ -164,9 +177,37 @@ func (r *serveRun) run(ctx context.Context, g *globals) error {
 	if err != nil {
 		return err
 	}
-	runErr := withHeartbeat(ctx, hb, sc, func(ctx context.Context) error { return sc.Serve(ctx, so) })
+	runErr := withHeartbeat(ctx, hb, sc, func(ctx context.Context) error {
+		return r.objects.run(ctx, r.leases.kubeconfig, st, g.storeURL, sc, g.log, func(ctx context.Context) error {
+			if r.fromOutside {
+				// Two serves outside one cluster would displace each
+				// other in turn: the one displaced exits.
+				return untilDisplaced(ctx, sc, g.storeURL, "serve", func(ctx context.Context) error { return sc.Serve(ctx, so) })
+			}
+			return sc.Serve(ctx, so)
+		})
+	})
 	g.log.Info("etcd-backup: stopped")
 	return runErr
+}
+
+// outside checks --from-outside against the flags of a member's own
+// sidecar: a serve outside the cluster has no member to name, promote or
+// keep a lease or an EtcdMember for.
+func (r *serveRun) outside() error {
+	if !r.fromOutside {
+		return nil
+	}
+	r.o.Backups.FromOutside = true
+	for flag, set := range map[string]bool{
+		"--member-endpoint": r.memberEndpoint != "", "--enable-member-lease-renewal": r.leases.member,
+		"--etcd-member-status": r.leases.memberStatus, "--standby-data-dir": r.standby.Restore.Member.DataDir != "",
+	} {
+		if set {
+			return cli.Usage(fmt.Errorf("%s names this sidecar's own member, and --from-outside backs the cluster up with none", flag))
+		}
+	}
+	return nil
 }
 
 // secondary opens the second site, which may not answer yet.
@@ -193,8 +234,12 @@ func (r *serveRun) snapshots(etcd *clientv3.Client, conn etcdclient.Config) erro
 	so.FullSchedule, so.DeltaPeriod, so.DeltaMemoryLimit = r.fullSchedule, offIfZero(r.deltaPeriod), r.memoryLimit
 	so.Now = clock
 	so.RetentionPeriod = offIfZero(r.gcPeriod)
+	so.OnResult = r.objects.onResult
 	switch r.fullFrom {
 	case "member":
+		if r.fromOutside {
+			so.FullFrom = capture.FromLeader(etcd, conn)
+		}
 	case "follower":
 		so.FullFrom = capture.FromFollower(etcd, conn)
 	default:
@@ -207,7 +252,11 @@ func (r *serveRun) snapshots(etcd *clientv3.Client, conn etcdclient.Config) erro
 func (r *serveRun) serveOptions(g *globals) (sidecar.ServeOptions, error) {
 	so := sidecar.ServeOptions{Listen: r.listen, Auth: sidecar.Auth{TokenFile: r.tokenFile}, ShutdownTimeout: r.shutdown, Profiling: r.profiling,
 		OnListening: func(addr string) {
-			g.log.Info("etcd-backup: serving", "listen", addr, "member", r.memberEndpoint, "store", g.storeURL)
+			member := r.memberEndpoint
+			if r.fromOutside {
+				member = "none: the cluster at " + strings.Join(g.endpoints, ",") + ", from outside it"
+			}
+			g.log.Info("etcd-backup: serving", "listen", addr, "member", member, "store", g.storeURL)
 		}}
 	switch {
 	case r.tlsCert != "" || r.tlsKey != "":

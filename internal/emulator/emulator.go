@@ -29,7 +29,22 @@ const (
 	// Kube is kube-apiserver: started by StartKube, over an etcd of the
 	// test's.
 	Kube Kind = "kube-apiserver"
+	// Helm is no server: the pinned helm program (RequireProgram), which
+	// lints and renders the chart.
+	Helm Kind = "helm"
 )
+
+// RequireProgram is the path of a program tools/install-emulators.sh
+// installs that the test runs itself (helm): skipped when it is not
+// installed, failed under ETCDKIT_REQUIRE_EMULATORS=1.
+func RequireProgram(t testing.TB, kind Kind) string {
+	t.Helper()
+	p, err := program(kind)
+	if err != nil {
+		needed(t, err)
+	}
+	return p
+}
 
 // Azurite's well-known development account, the one its documentation
 // publishes; it is not a secret.
@@ -132,7 +147,7 @@ func program(kind Kind) (string, error) {
 		p = filepath.Join(tools, "azurite", "node_modules", ".bin", "azurite-blob")
 	case Kube:
 		p = filepath.Join(tools, "bin", "kube-apiserver")
-	case Etcd35, Etcd36, Etcd37, Kine:
+	case Etcd35, Etcd36, Etcd37, Kine, Helm:
 		p = filepath.Join(tools, "bin", string(kind))
 	case Swift:
 		return swiftProgram(tools)

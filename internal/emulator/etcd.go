@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -67,6 +69,10 @@ type EtcdOptions struct {
 	// member Name (default "old") at PeerURL, which it was built for; ""
 	// starts a new member in a new directory.
 	DataDir, Name, PeerURL string
+	// InitialCluster, when set, is the cluster ("name=peerURL,…") the
+	// member Name at PeerURL starts in, new, instead of one of its own
+	// (StartEtcdCluster).
+	InitialCluster string
 	// Args are more of the server's flags, after the ones it is given.
 	Args []string
 }
@@ -160,6 +166,57 @@ func RequireEtcd(t testing.TB, kind Kind, o EtcdOptions) *Server {
 	return required(t, s, err)
 }
 
+// StartEtcdCluster starts a new cluster of n members of an older etcd,
+// m0 to m(n-1), one process each and all at once (a member is healthy
+// only once a quorum runs), each as o says but for its name, peer URL
+// and directory, and waits until every one is healthy.
+func StartEtcdCluster(ctx context.Context, kind Kind, n int, o EtcdOptions) ([]*Server, error) {
+	opts := make([]EtcdOptions, n)
+	var initial []string
+	for i := range opts {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		opts[i] = o
+		opts[i].Name, opts[i].PeerURL, opts[i].Dir, opts[i].DataDir = fmt.Sprintf("m%d", i), fmt.Sprintf("http://127.0.0.1:%d", port), "", ""
+		initial = append(initial, opts[i].Name+"="+opts[i].PeerURL)
+	}
+	members := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range opts {
+		opts[i].InitialCluster = strings.Join(initial, ",")
+		wg.Go(func() { members[i], errs[i] = StartEtcd(ctx, kind, opts[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, m := range members {
+			if m != nil {
+				m.Stop()
+			}
+		}
+		return nil, err
+	}
+	return members, nil
+}
+
+// RequireEtcdCluster starts a cluster of an older etcd for a test, as
+// RequireEtcd starts one member, and stops it when the test ends.
+func RequireEtcdCluster(t testing.TB, kind Kind, n int, o EtcdOptions) []*Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	members, err := StartEtcdCluster(ctx, kind, n, o)
+	if err != nil {
+		needed(t, err)
+	}
+	for _, m := range members {
+		t.Cleanup(m.Stop)
+	}
+	return members
+}
+
 func (e *Etcd) args(port int) []string {
 	scheme := "http"
 	if e.o.CA != "" {
@@ -167,11 +224,15 @@ func (e *Etcd) args(port int) []string {
 	}
 	e.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, port)
 	peer := e.peerURL
+	initial := e.o.Name + "=" + peer
+	if e.o.InitialCluster != "" {
+		initial = e.o.InitialCluster
+	}
 	args := []string{
 		"--name=" + e.o.Name, "--data-dir=" + e.DataDir,
 		"--listen-client-urls=" + e.ClientURL, "--advertise-client-urls=" + e.ClientURL,
 		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=" + e.o.Name + "=" + peer, "--initial-cluster-state=new", "--initial-cluster-token=etcdkit-old",
+		"--initial-cluster=" + initial, "--initial-cluster-state=new", "--initial-cluster-token=etcdkit-old",
 		"--log-level=warn",
 	}
 	if e.o.CA != "" {
