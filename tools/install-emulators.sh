@@ -3,7 +3,8 @@
 # and tools/azurite/node_modules (both git-ignored), kube-apiserver with
 # kubectl, built from the Kubernetes module pinned in tools/kube/go.mod, the
 # etcd 3.5 and 3.6 servers pinned in tools/etcd35 and tools/etcd36, the
-# etcd 3.7 server this module embeds (built from this module), and kine (k3s' etcd API over SQLite) pinned in tools/kine.
+# etcd 3.7 server this module embeds (built from this module), kine (k3s' etcd API over SQLite) pinned in tools/kine,
+# and Helm pinned in tools/helm.
 # OpenStack Swift and memcached come from Debian's packages (the release's
 # Swift: 2.30 on bookworm), run by tools/swift/run.sh, and PostgreSQL (15 on
 # bookworm, a datastore of kine's) too, run by tools/postgres/run.sh.
@@ -91,6 +92,23 @@ install_kine() {
 }
 install_kine &
 kine=$!
+
+# Helm, which lints, renders and packages deploy/helm/etcdkit.
+install_helm() {
+  local dir="$here/helm" want
+  want=$(cat "$dir/go.mod" "$dir/go.sum" | sha256sum | cut -d' ' -f1)
+  if [[ -x "$bin/helm" && -f "$bin/.helm.version" && "$(cat "$bin/.helm.version")" == "$want" ]]; then
+    return
+  fi
+  echo "installing helm $(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" >&2
+  local version
+  version=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-X helm.sh/helm/v4/internal/version.version=$version" \
+    -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
+  echo "$want" >"$bin/.helm.version"
+}
+install_helm &
+helm=$!
 install_etcd 36 &
 etcd36=$!
 # etcd 3.7: the release the library embeds, built from tools/etcd (whose
@@ -149,6 +167,7 @@ wait $gcs
 wait $kube
 wait $etcd35
 wait $kine
+wait $helm
 wait $etcd36
 wait $etcd37
 wait $swift

@@ -16,6 +16,10 @@
 #                                       linux/amd64 and linux/arm64, their
 #                                       SBOMs and their binaries' (pushed to
 #                                       REGISTRY with --push)
+#   etcdkit-X.Y.Z.tgz                   the Helm chart deploy/helm/etcdkit, its
+#                                       version and appVersion the release's
+#                                       (pushed to oci://REGISTRY/charts with
+#                                       --push, by the pinned helm)
 #   SHA256SUMS                          the SHA-256 of every file above
 #
 # Each binary stamps the version from the tag (Go records it from the
@@ -116,5 +120,12 @@ for dir in "$stage"/etcdkit_*/; do
 done
 bash "$here/vulncheck.sh"
 bash "$here/image.sh" --out "$out/images" --platforms linux/amd64,linux/arm64 --licenses "${push[@]}"
+# The chart, packaged by the pinned helm with the release's version as its
+# own and the images' tag; pushed beside the images with --push.
+"$here/install-emulators.sh" >/dev/null
+"$here/bin/helm" package "$root/deploy/helm/etcdkit" --version "${version#v}" --app-version "$version" --destination "$out" >&2
+if ((${#push[@]})); then
+  "$here/bin/helm" push "$out/etcdkit-${version#v}.tgz" "oci://${push[1]}/charts" >&2
+fi
 (cd "$out" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort | xargs sha256sum >SHA256SUMS)
 echo "release.sh: etcdkit $version in $out" >&2
