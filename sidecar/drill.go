@@ -126,15 +126,29 @@ func newDrillMetrics(reg prometheus.Registerer, verifiedAge, rpo func() float64)
 
 // drillLoop runs a drill every DrillPeriod while this sidecar uploads.
 func (s *Sidecar) drillLoop(ctx context.Context) {
+	skipped := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(s.opts.Backups.DrillPeriod):
 		}
-		if s.Uploader() {
-			s.RunDrill(ctx)
+		if !s.Uploader() {
+			continue
 		}
+		// A refused uploader backs this cluster up into no chain (the
+		// store's is another cluster's, or another writer's): its chain
+		// compared with this cluster would be a verdict on neither.
+		refused := s.SnapshotStatus().Refused
+		if refused != "" {
+			if !skipped {
+				s.log.Info("sidecar: no restore drill while the backups are refused", "refused", refused)
+			}
+			skipped = true
+			continue
+		}
+		skipped = false
+		s.RunDrill(ctx)
 	}
 }
 

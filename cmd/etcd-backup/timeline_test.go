@@ -263,7 +263,7 @@ func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			storeURL := "file://" + filepath.Join(dir, "p")
 			before := ok(t, nil, "list", "--store", storeURL, "-o", "json")
-			p := startServe(t, bConn, storeURL)
+			p := startServe(t, bConn, storeURL, "--drill-period", "100ms")
 			var body map[string]any
 			etcdtest.Eventually(t, "serve refuses the foreign full", 30*time.Second, func() bool {
 				resp, err := http.Get(p.url + "/readyz")
@@ -289,8 +289,15 @@ func TestForeignFullWithoutIdentityIsRefused(t *testing.T) {
 			if !strings.Contains(string(metrics), `etcdkit_backups_refused{reason="other-cluster"} 1`) {
 				t.Fatalf("metrics:\n%s", grepLines(string(metrics), "refused"))
 			}
+			// Nor is the foreign chain drilled against this cluster.
+			etcdtest.Eventually(t, "serve skips the drills", 30*time.Second, func() bool {
+				return strings.Contains(p.logs.String(), "no restore drill while the backups are refused")
+			})
 			if err := p.term(t); err != nil {
 				t.Fatal(err)
+			}
+			if drills, _ := filepath.Glob(filepath.Join(dir, "p", "etcdkit", "drills", "*")); len(drills) > 0 {
+				t.Fatalf("the foreign chain was drilled against this cluster: %v", drills)
 			}
 			if after := ok(t, nil, "list", "--store", storeURL, "-o", "json"); after != before {
 				t.Fatalf("the foreign store changed:\n%s\nwas\n%s", after, before)
