@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,9 +61,9 @@ func (g *guard) raftLog(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	type answer struct {
-		ep    string
-		index uint64
-		err   error
+		ep             string
+		index, cluster uint64
+		err            error
 	}
 	eps := g.cli.Endpoints()
 	answers := make(chan answer, len(eps))
@@ -78,12 +80,16 @@ func (g *guard) raftLog(ctx context.Context) error {
 				answers <- answer{ep: ep, err: err}
 				return
 			}
-			answers <- answer{ep: ep, index: st.RaftIndex}
+			answers <- answer{ep: ep, index: st.RaftIndex, cluster: st.Header.GetClusterId()}
 		}()
 	}
 	var replaced error
+	clusters := map[uint64]string{}
 	for range eps {
 		a := <-answers
+		if a.err == nil {
+			clusters[a.cluster] = a.ep
+		}
 		// Down or slow: it says nothing either way.
 		g.silent[a.ep] = a.err != nil
 		switch seen := g.index[a.ep]; {
@@ -94,8 +100,21 @@ func (g *guard) raftLog(ctx context.Context) error {
 			g.index[a.ep] = a.index
 		}
 	}
+	if len(clusters) > 1 {
+		var named []string
+		for id, ep := range clusters {
+			named = append(named, fmt.Sprintf("%x at %s", id, ep))
+		}
+		slices.Sort(named)
+		return fmt.Errorf("%w: %s; give the endpoints of one cluster", ErrTwoClusters, strings.Join(named, ", "))
+	}
 	return replaced
 }
+
+// ErrTwoClusters: the endpoints reach members of more than one cluster, so
+// the events and fulls an uploader receives may be any of theirs: nothing
+// is uploaded until they reach one.
+var ErrTwoClusters = errors.New("the endpoints reach two clusters")
 
 // ErrReplaced: a member of the cluster an uploader placed its backups
 // for restarted on another raft log (its raft index went back: a

@@ -2,7 +2,9 @@ package capture
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,4 +75,23 @@ func TestGuardMarksAHungMemberSilent(t *testing.T) {
 	// A member silent once answers again.
 	g.silent[live] = true
 	checks("the member answers again", func() bool { return !g.silent[live] })
+}
+
+// Endpoints that reach members of two clusters stop every upload, naming
+// both: the events and fulls received may be either's.
+func TestGuardRefusesTwoClusters(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	b := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{a.Endpoints()[0], b.Endpoints()[0]}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	g := newGuard(ctx, cli)
+	err = g.check(ctx)
+	if !errors.Is(err, ErrTwoClusters) || !strings.Contains(err.Error(), a.Endpoints()[0]) || !strings.Contains(err.Error(), b.Endpoints()[0]) {
+		t.Fatalf("two clusters' endpoints: %v", err)
+	}
 }

@@ -154,6 +154,9 @@ type Backups struct {
 	// failing, that the last round failed otherwise.
 	refused string
 	failing bool
+	// held are the EtcdSnapshots the store called for at the last sync
+	// that listed it; nil before one.
+	held map[string]bool
 }
 
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`)
@@ -338,6 +341,13 @@ func (b *Backups) sync(ctx context.Context) ([]EtcdSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	held := map[string]bool{}
+	for _, o := range want {
+		held[o.Name] = true
+	}
+	b.mu.Lock()
+	b.held = held
+	b.mu.Unlock()
 	items, err := b.o.Client.List(ctx, b.o.Namespace, etcdSnapshots, ClusterLabel+"="+b.o.Cluster)
 	if err != nil {
 		return want, fmt.Errorf("list EtcdSnapshots in %s: %w", b.o.Namespace, err)
@@ -631,7 +641,16 @@ func (b *Backups) answer(ctx context.Context, src BackupSource) error {
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return fmt.Errorf("EtcdBackup in %s: %w", b.o.Namespace, err)
 		}
-		if (r.Spec.ClusterName == "" || r.Spec.ClusterName == b.o.Cluster) && r.Status.Phase != PhaseSucceeded && r.Status.Phase != PhaseFailed {
+		if r.Spec.ClusterName != "" && r.Spec.ClusterName != b.o.Cluster {
+			continue
+		}
+		switch r.Status.Phase {
+		case PhaseSucceeded:
+			if err := b.gone(ctx, r); err != nil {
+				return err
+			}
+		case PhaseFailed:
+		default:
 			asked = append(asked, r)
 		}
 	}
@@ -642,6 +661,30 @@ func (b *Backups) answer(ctx context.Context, src BackupSource) error {
 		}
 	}
 	return nil
+}
+
+// gone says in the status of an EtcdBackup that succeeded when the store
+// no longer holds its full (retention deleted it): its phase stays, the
+// condition Available turns False.
+func (b *Backups) gone(ctx context.Context, r EtcdBackup) error {
+	b.mu.Lock()
+	held := b.held
+	b.mu.Unlock()
+	if held == nil || r.Status.Snapshot == "" || held[r.Status.Snapshot] {
+		return nil
+	}
+	if slices.ContainsFunc(r.Status.Conditions, func(c metav1.Condition) bool {
+		return c.Type == "Available" && c.Status == metav1.ConditionFalse
+	}) {
+		return nil // said already
+	}
+	st := r.Status
+	st.Conditions = slices.DeleteFunc(slices.Clone(st.Conditions), func(c metav1.Condition) bool { return c.Type == "Available" })
+	st.Message = "the store no longer holds " + st.SnapshotLocation + ": retention deleted it"
+	st.Conditions = append(st.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionFalse, Reason: "DeletedByRetention",
+		Message: st.Message, LastTransitionTime: metav1.NewTime(b.o.Now())})
+	b.log.Info("backup objects: the full an EtcdBackup asked for is gone", "etcdbackup", r.Name, "full", st.SnapshotLocation)
+	return b.patch(ctx, etcdBackups, r.Name, st)
 }
 
 // take takes the full r asks for.
@@ -679,5 +722,9 @@ func (b *Backups) take(ctx context.Context, src BackupSource, r EtcdBackup) erro
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "SnapshotTaken", fmt.Sprintf("full snapshot %s at revision %d", sn.Key, sn.LastRevision)
 	}
 	st.Conditions = []metav1.Condition{cond}
+	if err == nil {
+		st.Conditions = append(st.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "InTheStore",
+			Message: "the store holds " + st.SnapshotLocation, LastTransitionTime: end})
+	}
 	return b.patch(ctx, etcdBackups, r.Name, st)
 }

@@ -110,7 +110,7 @@ func TestBackupObjects(t *testing.T) {
 			return b.Status.Phase == heartbeat.PhaseSucceeded
 		})
 		if b.Status.Snapshot == "" || !strings.HasPrefix(b.Status.SnapshotLocation, storeURL+"/") || b.Status.Revision < rev || b.Status.SnapshotSizeBytes == 0 ||
-			b.Status.CompletionTime == nil || len(b.Status.Conditions) != 1 || b.Status.Conditions[0].Status != "True" {
+			b.Status.CompletionTime == nil || len(b.Status.Conditions) != 2 || b.Status.Conditions[0].Status != "True" || b.Status.Conditions[1].Status != "True" {
 			t.Fatalf("%s: %+v", name, b.Status)
 		}
 		k.kubectl(nil, "get", "etcdsnapshot", b.Status.Snapshot, "--namespace=etcd")
@@ -118,6 +118,19 @@ func TestBackupObjects(t *testing.T) {
 	etcdtest.Eventually(t, "retention's deletion reaches the objects", time.Minute, func() bool {
 		s := snapshots()
 		return len(s) == 2 && s[0].Name != first.Name && s[1].Name != first.Name
+	})
+	// A third: the full the first EtcdBackup asked for goes, and its
+	// status says so.
+	k.kubectl([]byte("apiVersion: backup.etcdkit.io/v1alpha1\nkind: EtcdBackup\nmetadata:\n  name: now-2\n"), "create", "--namespace=etcd", "-f", "-")
+	etcdtest.Eventually(t, "now-0 says its full is gone", time.Minute, func() bool {
+		var b heartbeat.EtcdBackup
+		must(t, json.Unmarshal([]byte(k.kubectl(nil, "get", "etcdbackup", "now-0", "--namespace=etcd", "-o", "json")), &b))
+		for _, c := range b.Status.Conditions {
+			if c.Type == "Available" && c.Status == "False" && c.Reason == "DeletedByRetention" {
+				return b.Status.Phase == heartbeat.PhaseSucceeded
+			}
+		}
+		return false
 	})
 	t.Logf("kubectl get etcdsnapshots:\n%s", k.kubectl(nil, "get", "etcdsnapshots", "--namespace=etcd"))
 	t.Logf("kubectl get etcdbackups:\n%s", k.kubectl(nil, "get", "etcdbackups", "--namespace=etcd"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -150,6 +151,9 @@ func (r *serveRun) run(ctx context.Context, g *globals) error {
 	if r.memberEndpoint == "" && !r.fromOutside {
 		r.memberEndpoint = g.endpoints[0]
 	}
+	if r.fromOutside {
+		warnFewEndpoints(ctx, etcd, g.endpoints, g.log)
+	}
 	if err := r.secondary(ctx, g); err != nil {
 		return err
 	}
@@ -208,6 +212,25 @@ func (r *serveRun) outside() error {
 		}
 	}
 	return nil
+}
+
+// warnFewEndpoints says when the cluster has members --endpoints does not
+// name: a serve outside the cluster follows only the members it is given,
+// and stops backing up when they stop answering while the others still
+// run. A cluster that does not answer now is not asked again.
+func warnFewEndpoints(ctx context.Context, etcd *clientv3.Client, endpoints []string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := etcd.MemberList(ctx)
+	if err != nil || len(list.Members) <= len(endpoints) {
+		return
+	}
+	var urls []string
+	for _, m := range list.Members {
+		urls = append(urls, m.ClientURLs...)
+	}
+	log.Warn(fmt.Sprintf("--endpoints names %d of the cluster's %d members: the backups stop when those stop answering, while the others still run; give every member's client URL", len(endpoints), len(list.Members)),
+		"members", strings.Join(urls, ","))
 }
 
 // secondary opens the second site, which may not answer yet.

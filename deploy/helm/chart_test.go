@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -85,6 +86,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{"store.url=file:///backups", "store.credentials.secretName=x"}, "store.credentials.variable"},
 		{[]string{"etcd.auth.passwordSecret="}, "etcd.auth.passwordSecret"},
 		{[]string{"encryption.recipients[0]=AGE-SECRET-KEY-1X"}, "recipients"},
+		{[]string{"mode=node", "etcd.tls.secretName="}, "kubeadm's etcd takes clients with certificates only"},
+		{[]string{"mode=node", "api.port=2380"}, "/api/port"},
+		{[]string{"api.port=80"}, "/api/port"},
 	} {
 		out, err := render(t, "testdata/external.yaml", c.set...)
 		if err == nil || !strings.Contains(out, c.want) {
@@ -143,52 +147,71 @@ func TestChartRenders(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", values, err, out)
 		}
-		objs := objects(t, out)
-		node := strings.Contains(values, "node") || strings.Contains(values, "file")
-		kind := map[bool]string{true: "DaemonSet", false: "Deployment"}[node]
-		w := objs[kind+"/backup-etcdkit"]
-		if w == nil {
-			t.Fatalf("%s: no %s backup-etcdkit among %v", values, kind, slices.Collect(func(yield func(string) bool) {
-				for k := range objs {
-					if !yield(k) {
-						return
-					}
-				}
-			}))
+		checkRendered(t, bin, values, out)
+	}
+	// A release name as long as helm takes: the cluster name the backup
+	// objects carry stays one etcd-backup takes.
+	out, err := helm(t, "template", strings.Repeat("r", 53), chart, "--namespace", "etcd", "-f", "testdata/external.yaml")
+	if err != nil {
+		t.Fatalf("a long release name: %v\n%s", err, out)
+	}
+	checkRendered(t, bin, "a long release name", out)
+}
+
+// checkRendered checks the workload of what values rendered against the
+// binary bin.
+func checkRendered(t *testing.T, bin, values, out string) {
+	t.Helper()
+	objs := objects(t, out)
+	node := strings.Contains(values, "node") || strings.Contains(values, "file")
+	kind := map[bool]string{true: "DaemonSet", false: "Deployment"}[node]
+	var w map[string]any
+	for name, o := range objs {
+		if strings.HasPrefix(name, kind+"/") {
+			w = o
 		}
-		spec := dig(w, "spec", "template", "spec").(map[string]any)
-		if node != (spec["hostNetwork"] == true) {
-			t.Errorf("%s: hostNetwork %v", values, spec["hostNetwork"])
+	}
+	if w == nil {
+		t.Fatalf("%s: no %s among %d objects", values, kind, len(objs))
+	}
+	spec := dig(w, "spec", "template", "spec").(map[string]any)
+	if node != (spec["hostNetwork"] == true) {
+		t.Errorf("%s: hostNetwork %v", values, spec["hostNetwork"])
+	}
+	c := spec["containers"].([]any)[0]
+	args := strs(dig(c, "args"))
+	if out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput(); err != nil {
+		t.Errorf("%s: the arguments do not parse as serve's: %v\n%s", values, err, out)
+	}
+	outside := slices.Contains(args, "--from-outside")
+	if outside == node || node != slices.Contains(args, "--member-endpoint=https://127.0.0.1:2379") {
+		t.Errorf("%s: mode and arguments disagree: %v", values, args)
+	}
+	listen := ""
+	mounts := map[string]bool{}
+	for _, a := range args {
+		// etcd-backup checks this name only when it runs.
+		if name, ok := strings.CutPrefix(a, "--backup-objects="); ok && !regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$`).MatchString(name) {
+			t.Errorf("%s: %s is no name etcd-backup takes", values, a)
 		}
-		c := spec["containers"].([]any)[0]
-		args := strs(dig(c, "args"))
-		if out, err := exec.Command(bin, append(args, "--help")...).CombinedOutput(); err != nil {
-			t.Errorf("%s: the arguments do not parse as serve's: %v\n%s", values, err, out)
+	}
+	for _, m := range dig(c, "volumeMounts").([]any) {
+		mounts[dig(m, "mountPath").(string)] = true
+	}
+	for _, a := range args {
+		flag, v, _ := strings.Cut(a, "=")
+		if flag == "--listen" {
+			listen = v[strings.LastIndex(v, ":")+1:]
 		}
-		outside := slices.Contains(args, "--from-outside")
-		if outside == node || node != slices.Contains(args, "--member-endpoint=https://127.0.0.1:2379") {
-			t.Errorf("%s: mode and arguments disagree: %v", values, args)
+		if strings.HasPrefix(v, "/") && !mounts[filepath.Dir(v)] && !mounts[v] {
+			t.Errorf("%s: %s names a file on no volume the container mounts", values, a)
 		}
-		listen := ""
-		mounts := map[string]bool{}
-		for _, m := range dig(c, "volumeMounts").([]any) {
-			mounts[dig(m, "mountPath").(string)] = true
-		}
-		for _, a := range args {
-			flag, v, _ := strings.Cut(a, "=")
-			if flag == "--listen" {
-				listen = v[strings.LastIndex(v, ":")+1:]
-			}
-			if strings.HasPrefix(v, "/") && !mounts[filepath.Dir(v)] && !mounts[v] {
-				t.Errorf("%s: %s names a file on no volume the container mounts", values, a)
-			}
-		}
-		for _, probe := range []string{"livenessProbe", "readinessProbe"} {
-			port := dig(c, probe, "httpGet", "port")
-			ports := dig(c, "ports").([]any)
-			if port != "api" || strconv.Itoa(int(dig(ports[0], "containerPort").(float64))) != listen {
-				t.Errorf("%s: %s on %v, the binary listens on %s", values, probe, port, listen)
-			}
+	}
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		port := dig(c, probe, "httpGet", "port")
+		ports := dig(c, "ports").([]any)
+		if port != "api" || strconv.Itoa(int(dig(ports[0], "containerPort").(float64))) != listen {
+			t.Errorf("%s: %s on %v, the binary listens on %s", values, probe, port, listen)
 		}
 	}
 }
