@@ -159,6 +159,11 @@ type Result struct {
 // Status is the Snapshotter's state, safe to read at any time.
 type Status struct {
 	Running bool
+	// Placed: this run placed its backups on the store (Place): what it
+	// writes continues the store's chain or begins this cluster's own.
+	// A restore drill of the store's chain compares it with this cluster
+	// only then.
+	Placed bool
 	// LastRevision is the newest revision on the store.
 	LastRevision int64
 	// LastFull and LastDelta are the newest full snapshot and delta of
@@ -379,7 +384,7 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 	}
 	s.status.Running = true
 	s.mu.Unlock()
-	defer s.setStatus(func(st *Status) { st.Running = false })
+	defer s.setStatus(func(st *Status) { st.Running, st.Placed = false, false })
 
 	l := &loop{Snapshotter: s, retry: time.NewTimer(0), probe: stoppedTimer(), uploads: make(chan upload, 1)}
 	l.upCtx, l.upCancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -596,6 +601,7 @@ func (l *loop) startup(ctx context.Context) error {
 		l.log.Info("recorded as the prefix's uploader", "record", l.uploader.Key())
 	}
 	l.started = true
+	l.setStatus(func(st *Status) { st.Placed = true })
 	if !lin.Continues {
 		l.needFull = "no chain to continue"
 		if _, err := cat.Latest(); errors.Is(err, snapshot.ErrNoFull) {
@@ -915,6 +921,7 @@ func (l *loop) fail(op Operation, reason string, err error, began time.Time) {
 		l.capture.stop()
 		l.capture.reset()
 		l.started, l.needFull, l.chained = false, "", false
+		l.setStatus(func(st *Status) { st.Placed = false })
 		wait = l.opts.MinBackoff
 	}
 	l.retry.Reset(wait)

@@ -136,15 +136,16 @@ func (s *Sidecar) drillLoop(ctx context.Context) {
 		if !s.Uploader() {
 			continue
 		}
-		// A refused uploader backs this cluster up into no chain (the
-		// store's is another cluster's, or another writer's): its chain
-		// compared with this cluster would be a verdict on neither.
-		refused := s.SnapshotStatus().Refused
-		if refused != "" {
-			if !skipped {
-				s.log.Info("sidecar: no restore drill while the backups are refused", "refused", refused)
+		// An uploader that has not placed its backups, or is refused, backs
+		// this cluster up into no chain yet (the store's may be another
+		// cluster's, or another writer's): its chain compared with this
+		// cluster would be a verdict on neither.
+		st := s.SnapshotStatus()
+		if st.Refused != "" || !st.Placed {
+			if st.Refused != "" && !skipped {
+				s.log.Info("sidecar: no restore drill while the backups are refused", "refused", st.Refused)
+				skipped = true
 			}
-			skipped = true
 			continue
 		}
 		skipped = false

@@ -23,13 +23,13 @@ import (
 	"github.com/etcdkit/etcdkit/validate"
 )
 
-// trials is how many times each fault is injected: a few in CI, 50 with
+// trials is how many times each fault is injected: twice in CI, 50 with
 // ETCDKIT_LONG=1.
 func trials() int {
 	if os.Getenv("ETCDKIT_LONG") == "1" {
 		return 50
 	}
-	return 3
+	return 2
 }
 
 // killedAt runs etcd-backup and sends SIGKILL after delay, unless it ended

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,16 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	// Most of these tests wait: on processes of the binary, on etcd
+	// members and their elections, on emulators. Three at a time keep two
+	// cores busier than two do, and this package is the longest of the
+	// test command's; -parallel given on the command line wins.
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		_ = flag.Set("test.parallel", "3")
+	}
 	dir, err := os.MkdirTemp("", "etcd-backup-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
