@@ -14,9 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -52,15 +50,9 @@ type ObjectClient interface {
 // NewObjectClient is a client of the API server's backup objects, with
 // userAgent; timeout as NewClient's.
 func NewObjectClient(cfg *rest.Config, userAgent string, timeout time.Duration) (ObjectClient, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent, cfg.Timeout = userAgent, timeout
-	cfg.APIPath, cfg.GroupVersion = "/apis", &BackupGroupVersion
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := restClientFor(cfg, BackupGroupVersion, userAgent, timeout, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client of %s: %w", cfg.Host, err)
+		return nil, err
 	}
 	return objectClient{rc}, nil
 }

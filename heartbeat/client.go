@@ -27,21 +27,34 @@ type Client interface {
 // It knows leases alone: client-go's typed clients carry every API
 // group's types, 20 MB more in etcd-backup (82 MB instead of 62).
 func NewClient(cfg *rest.Config, userAgent string, timeout time.Duration) (Client, error) {
-	scheme := runtime.NewScheme()
-	if err := coordinationv1.AddToScheme(scheme); err != nil {
+	rc, err := restClientFor(cfg, coordinationv1.SchemeGroupVersion, userAgent, timeout, coordinationv1.AddToScheme)
+	if err != nil {
 		return nil, err
 	}
-	// The API server's errors come as meta/v1 Status objects.
+	return restClient{rc}, nil
+}
+
+// restClientFor is a REST client of the API group and version gv, with
+// userAgent and timeout, whose scheme knows what add registers (nil:
+// nothing, the objects are JSON the caller reads) and meta/v1, in which
+// the API server's errors come.
+func restClientFor(cfg *rest.Config, gv schema.GroupVersion, userAgent string, timeout time.Duration, add func(*runtime.Scheme) error) (*rest.RESTClient, error) {
+	scheme := runtime.NewScheme()
+	if add != nil {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent, cfg.Timeout = userAgent, timeout
-	cfg.APIPath, cfg.GroupVersion = "/apis", &coordinationv1.SchemeGroupVersion
+	cfg.APIPath, cfg.GroupVersion = "/apis", &gv
 	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	rc, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client of %s: %w", cfg.Host, err)
 	}
-	return restClient{rc}, nil
+	return rc, nil
 }
 
 type restClient struct{ rc *rest.RESTClient }

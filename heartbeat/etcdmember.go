@@ -8,10 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -35,15 +32,9 @@ type StatusClient interface {
 // NewStatusClient is a client of the API server's EtcdMember objects,
 // with userAgent; timeout as NewClient's.
 func NewStatusClient(cfg *rest.Config, userAgent string, timeout time.Duration) (StatusClient, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent, cfg.Timeout = userAgent, timeout
-	cfg.APIPath, cfg.GroupVersion = "/apis", &EtcdMemberGroupVersion
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := restClientFor(cfg, EtcdMemberGroupVersion, userAgent, timeout, nil)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client of %s: %w", cfg.Host, err)
+		return nil, err
 	}
 	return statusClient{rc}, nil
 }
