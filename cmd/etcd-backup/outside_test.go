@@ -104,9 +104,12 @@ func serveFromOutside(t *testing.T, kind emulator.Kind) {
 	}
 	for _, m := range killed {
 		// A delta is pending whenever the writer has written since the
-		// last one: the chain's end is behind the writer's.
+		// last one: the chain's end is behind the writer's. The chain is
+		// read first: listing it takes longer than a delta period on a
+		// busy machine, and a writer's revision read before the listing
+		// is behind the chain by the time the listing answers.
 		at := w.last()
-		etcdtest.Eventually(t, "a delta pending", time.Minute, func() bool { return w.last() > newest() })
+		etcdtest.Eventually(t, "a delta pending", time.Minute, func() bool { end := newest(); return w.last() > end })
 		m.Halt()
 		goesOn(fmt.Sprintf("with %s killed (the chain ended at %d, the writer at %d)", m.Etcd.ClientURL, newest(), at))
 		rctx, rcancel := context.WithTimeout(ctx, time.Minute)
