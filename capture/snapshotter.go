@@ -152,8 +152,12 @@ type Result struct {
 	Deleted  int                 // snapshots deleted by GC
 	Expired  []snapshot.Snapshot // and which
 	Locked   []snapshot.Snapshot // expired, kept by a write-once lock
-	Duration time.Duration
-	Err      error
+	// Kept is what GC keeps, with the rules that keep it, and Deletions
+	// the records of operators' deletions on the store.
+	Kept      []snapshot.Kept
+	Deletions int
+	Duration  time.Duration
+	Err       error
 }
 
 // Status is the Snapshotter's state, safe to read at any time.
@@ -841,7 +845,8 @@ func (l *loop) gc(ctx context.Context) {
 	if err != nil {
 		l.log.Warn("retention failed", "err", err)
 	}
-	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(gc.Deleted), Expired: gc.Deleted, Locked: gc.Locked, Duration: time.Since(start), Err: err})
+	l.report(Result{Op: OpGC, Reason: "period", Deleted: len(gc.Deleted), Expired: gc.Deleted, Locked: gc.Locked, Kept: gc.Kept,
+		Deletions: gc.Deletions, Duration: time.Since(start), Err: err})
 }
 
 // stop lets the upload in flight finish and writes what is pending, with

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/view"
@@ -94,6 +96,8 @@ type Cluster struct {
 	Stale        bool      `json:"stale"`
 	// Drill is the newest drill record, nil when none was recorded.
 	Drill *snapshot.DrillRecord `json:"drill,omitempty"`
+	// Pins are the prefix's pinned chains (etcd-backup pin).
+	Pins []api.PinView `json:"pins,omitempty"`
 	// Problem says what is wrong with the latest chain or reading it.
 	Problem string `json:"problem,omitempty"`
 }
@@ -254,6 +258,13 @@ func summarize(ctx context.Context, l *listed, opts ScanOptions, now time.Time) 
 	c.EstimatedRestoreSeconds, c.Problem, c.ClusterID = s.EstimatedRestore, s.Problem, s.ClusterID
 	if err != nil {
 		c.Problem = cmp.Or(c.Problem, err.Error())
+	}
+	pins, err := snapshot.ReadPins(ctx, l)
+	if err != nil {
+		c.Problem = cmp.Or(c.Problem, err.Error())
+	}
+	for _, full := range slices.Sorted(maps.Keys(pins)) {
+		c.Pins = append(c.Pins, view.PinOf(pins[full]))
 	}
 	if keys := snapshot.DrillKeys(drills); len(keys) > 0 {
 		r, ok, err := snapshot.ReadDrill(ctx, l, keys[len(keys)-1])

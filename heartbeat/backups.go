@@ -300,17 +300,28 @@ type EtcdSnapshotSpec struct {
 // EtcdSnapshotStatus is the chain the full begins, as the store holds it
 // now.
 type EtcdSnapshotStatus struct {
-	LastRevision  int64              `json:"lastRevision"`
-	Deltas        int                `json:"deltas"`
-	SizeBytes     int64              `json:"sizeBytes"`
-	Size          string             `json:"size"`
-	LastDeltaTime *metav1.Time       `json:"lastDeltaTime,omitempty"`
-	Latest        bool               `json:"latest"`
-	ReadyToUse    bool               `json:"readyToUse"`
-	Problem       string             `json:"problem"`
-	LockedUntil   *metav1.Time       `json:"lockedUntil,omitempty"`
-	Verified      *Verification      `json:"verified,omitempty"`
-	Conditions    []metav1.Condition `json:"conditions"`
+	LastRevision  int64        `json:"lastRevision"`
+	Deltas        int          `json:"deltas"`
+	SizeBytes     int64        `json:"sizeBytes"`
+	Size          string       `json:"size"`
+	LastDeltaTime *metav1.Time `json:"lastDeltaTime,omitempty"`
+	Latest        bool         `json:"latest"`
+	ReadyToUse    bool         `json:"readyToUse"`
+	Problem       string       `json:"problem"`
+	LockedUntil   *metav1.Time `json:"lockedUntil,omitempty"`
+	// Pinned: an operator pinned the chain (etcd-backup pin); Pin says
+	// with which label, by whom and when.
+	Pinned     bool               `json:"pinned"`
+	Pin        *PinStatus         `json:"pin,omitempty"`
+	Verified   *Verification      `json:"verified,omitempty"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// PinStatus is a chain's pin.
+type PinStatus struct {
+	Label string      `json:"label,omitempty"`
+	By    string      `json:"by,omitempty"`
+	Time  metav1.Time `json:"time"`
 }
 
 // Verification is the newest restore drill of a chain.
@@ -426,6 +437,10 @@ func (b *Backups) desired(ctx context.Context) ([]EtcdSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	pins, err := snapshot.ReadPins(ctx, b.o.Store)
+	if err != nil {
+		return nil, err
+	}
 	first := cat.Timelines[0].ID
 	seen := map[string]bool{}
 	var out []EtcdSnapshot
@@ -440,7 +455,7 @@ func (b *Backups) desired(ctx context.Context) ([]EtcdSnapshot, error) {
 			continue
 		}
 		seen[c.Full.Key] = true
-		o, err := b.object(ctx, c, first, latest, drills)
+		o, err := b.object(ctx, c, first, latest, drills, pins)
 		if err != nil {
 			return nil, err
 		}
@@ -460,7 +475,7 @@ func boolOrder(x, y bool) int {
 }
 
 // object is the EtcdSnapshot of chain c.
-func (b *Backups) object(ctx context.Context, c snapshot.Chain, first, latest string, drills map[string]snapshot.DrillRecord) (EtcdSnapshot, error) {
+func (b *Backups) object(ctx context.Context, c snapshot.Chain, first, latest string, drills map[string]snapshot.DrillRecord, pins snapshot.Pins) (EtcdSnapshot, error) {
 	full := c.Full
 	name := fmt.Sprintf("%s-%d-%d", b.o.Cluster, full.LastRevision, full.Created.Unix())
 	if full.Timeline != "" && full.Timeline != first {
@@ -511,6 +526,9 @@ func (b *Backups) object(ctx context.Context, c snapshot.Chain, first, latest st
 		}
 	}
 	st.Conditions = append(st.Conditions, verified)
+	if p, ok := pins[full.Key]; ok {
+		st.Pinned, st.Pin = true, &PinStatus{Label: p.Label, By: p.By, Time: metav1.NewTime(p.Created.UTC())}
+	}
 	until, err := store.LockedUntil(ctx, b.o.Store, full.Key)
 	if err != nil {
 		return o, fmt.Errorf("lock of %s: %w", full.Key, err)

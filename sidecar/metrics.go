@@ -1,12 +1,15 @@
 package sidecar
 
 import (
+	"cmp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/internal/buildinfo"
+	"github.com/etcdkit/etcdkit/snapshot"
 	"github.com/etcdkit/etcdkit/startup"
 )
 
@@ -24,7 +27,12 @@ type metrics struct {
 	uploader         prometheus.Gauge
 	refused          *prometheus.GaugeVec
 	gcLocked         prometheus.Counter
+	gcDeleted        prometheus.Counter
+	deletions        prometheus.Gauge
 	memberRemoved    prometheus.Gauge
+	// backups are the per-backup metrics: a series per full snapshot
+	// retention keeps, refreshed by each retention run.
+	backupInfo, backupRevision, backupSize, backupTime *prometheus.GaugeVec
 }
 
 // newMetrics registers the metrics; pending reads the events captured and
@@ -63,6 +71,24 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		uploader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_uploader", Help: "1 while this sidecar is the uploader (its member leads), else 0.",
 		}),
+		gcDeleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdkit_gc_deleted_total", Help: "Snapshots deleted by retention.",
+		}),
+		deletions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdkit_operator_deletions", Help: "Deletions an operator asked with etcd-backup delete, as recorded on the store (etcdkit/deletions/); read by each retention run.",
+		}),
+		backupInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_backup_info", Help: "1 for each full snapshot retention keeps, labelled with its key, timeline and pin label (\"\": not pinned) and the rules that keep it; read by each retention run.",
+		}, []string{"full", "timeline", "pin", "kept_by"}),
+		backupRevision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_backup_last_revision", Help: "Last revision of each kept chain (its full and the deltas kept with it).",
+		}, []string{"full"}),
+		backupSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_backup_size_bytes", Help: "Size on the store of each kept chain.",
+		}, []string{"full"}),
+		backupTime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdkit_backup_timestamp_seconds", Help: "Unix time each kept chain's full snapshot was taken.",
+		}, []string{"full"}),
 		gcLocked: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdkit_gc_locked_total", Help: "Deletes by retention a write-once lock refused (the snapshot is kept and asked again on the next run).",
 		}),
@@ -74,7 +100,8 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 		}),
 	}
 	reg.MustRegister(m.snapshotDuration, m.snapshotSize, m.lastRevision, m.lastSuccess, m.failures,
-		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader, m.refused, m.gcLocked, m.memberRemoved,
+		m.chainDeltas, m.chainRevisions, m.durations, m.memberOps, m.uploader, m.refused, m.gcLocked, m.gcDeleted, m.deletions, m.memberRemoved,
+		m.backupInfo, m.backupRevision, m.backupSize, m.backupTime,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "etcdkit_delta_pending_events", Help: "Events captured and not yet uploaded.",
 		}, pending))
@@ -119,12 +146,41 @@ func (m *metrics) result(r capture.Result) {
 		return
 	}
 	if r.Op == capture.OpGC {
+		m.gcDeleted.Add(float64(r.Deleted))
+		m.deletions.Set(float64(r.Deletions))
+		m.backups(r.Kept)
 		return
 	}
 	m.snapshotDuration.WithLabelValues(kind).Observe(r.Duration.Seconds())
 	m.snapshotSize.WithLabelValues(kind).Set(float64(r.Snapshot.Size))
 	m.lastRevision.WithLabelValues(kind).Set(float64(r.Snapshot.LastRevision))
 	m.lastSuccess.WithLabelValues(kind).Set(float64(time.Now().Unix()))
+}
+
+// backups sets the per-backup metrics to the fulls kept, each with the
+// deltas kept in its chain.
+func (m *metrics) backups(kept []snapshot.Kept) {
+	for _, v := range []*prometheus.GaugeVec{m.backupInfo, m.backupRevision, m.backupSize, m.backupTime} {
+		v.Reset()
+	}
+	for _, k := range kept {
+		s := k.Snapshot
+		if s.Kind != snapshot.KindFull {
+			if k.Full != "" {
+				m.backupSize.WithLabelValues(k.Full).Add(float64(s.Size))
+				m.backupRevision.WithLabelValues(k.Full).Set(float64(s.LastRevision))
+			}
+			continue
+		}
+		pin := ""
+		if k.Pin != nil {
+			pin = cmp.Or(k.Pin.Label, "pinned")
+		}
+		m.backupInfo.WithLabelValues(s.Key, s.Timeline, pin, strings.Join(k.Rules, ", ")).Set(1)
+		m.backupSize.WithLabelValues(s.Key).Add(float64(s.Size))
+		m.backupRevision.WithLabelValues(s.Key).Set(float64(s.LastRevision))
+		m.backupTime.WithLabelValues(s.Key).Set(float64(s.Created.Unix()))
+	}
 }
 
 // chain records the latest chain's length.

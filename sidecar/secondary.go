@@ -51,8 +51,13 @@ func newSecondary(o Options, reg prometheus.Registerer, log *slog.Logger) *secon
 	if s.period <= 0 {
 		s.period = time.Hour
 	}
-	if o.Backups.Snapshots.RetentionPeriod >= 0 {
-		r := o.Backups.Snapshots.Retention
+	switch b := o.Backups; {
+	case b.SecondaryKeepsAll:
+	case b.SecondaryRetention != nil:
+		r := *b.SecondaryRetention
+		s.retention = &r
+	case b.Snapshots.RetentionPeriod >= 0:
+		r := b.Snapshots.Retention
 		s.retention = &r
 	}
 	reg.MustRegister(s.syncedAt, s.failures, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -101,7 +106,12 @@ func (s *secondary) sync(ctx context.Context) {
 		res, err = snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
 	}
 	if err == nil && s.retention != nil {
-		_, err = snapshot.GC(ctx, s.dst, *s.retention, s.gc)
+		// The first site's pins keep their chains here too; not knowing
+		// them is no reason to delete.
+		gc := s.gc
+		if gc.Pins, err = snapshot.ReadPins(ctx, s.src); err == nil {
+			_, err = snapshot.GC(ctx, s.dst, *s.retention, gc)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -106,6 +106,14 @@ type BackupOptions struct {
 	// site that fails never stops the backups.
 	Secondary       store.Store
 	SecondaryPeriod time.Duration
+	// SecondaryRetention is the second site's own retention (longer or
+	// shorter than Store's), applied after each copy. nil: the
+	// Snapshots' Retention, unless their RetentionPeriod is Off. The
+	// first site's pins keep their chains on the second too.
+	SecondaryRetention *snapshot.Retention
+	// SecondaryKeepsAll: no retention on the second site; it keeps every
+	// snapshot copied there.
+	SecondaryKeepsAll bool
 	// CompactAfter: the uploader compacts the latest chain into a new
 	// full snapshot once its deltas cover this many revisions. 0: never.
 	CompactAfter int64
@@ -314,6 +322,12 @@ func (o Options) check() error {
 		return errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
 	case o.Backups.Secondary != nil && o.Backups.Store == nil:
 		return errors.New("sidecar: a second site needs a store to copy from")
+	case o.Backups.SecondaryRetention != nil && o.Backups.SecondaryKeepsAll:
+		return errors.New("sidecar: the second site takes a retention of its own or keeps everything, not both")
+	case o.Backups.SecondaryRetention != nil:
+		if err := o.Backups.SecondaryRetention.Check(); err != nil {
+			return fmt.Errorf("sidecar: the second site's retention: %w", err)
+		}
 	}
 	return nil
 }

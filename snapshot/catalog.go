@@ -264,14 +264,17 @@ func (c Catalog) Own() []Snapshot {
 // sortSnapshots orders by revision, numerically (names sort wrongly as
 // strings once revisions pass eight digits), then by creation.
 func sortSnapshots(c []Snapshot) {
-	slices.SortStableFunc(c, func(a, b Snapshot) int {
-		return cmp.Or(
-			cmp.Compare(a.LastRevision, b.LastRevision),
-			cmp.Compare(a.StartRevision, b.StartRevision),
-			a.Created.Compare(b.Created),
-			strings.Compare(a.Key, b.Key),
-		)
-	})
+	slices.SortStableFunc(c, compareSnapshots)
+}
+
+// compareSnapshots orders by revision, then creation and key.
+func compareSnapshots(a, b Snapshot) int {
+	return cmp.Or(
+		cmp.Compare(a.LastRevision, b.LastRevision),
+		cmp.Compare(a.StartRevision, b.StartRevision),
+		a.Created.Compare(b.Created),
+		strings.Compare(a.Key, b.Key),
+	)
 }
 
 // Fulls are the catalog's full snapshots, oldest revision first.

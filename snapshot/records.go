@@ -43,6 +43,12 @@ const (
 	// store it copies.
 	siteKey   = "etcdkit/site.json"
 	mirrorKey = "etcdkit/mirror-of.json"
+	// pinDir holds one record per pinned full, named as its identity
+	// record is: Full-<start>-<last>-<unix>.json. Unpinning deletes it.
+	pinDir = "etcdkit/pins"
+	// deletionDir holds one record per deletion an operator asked
+	// (DeleteChains), written before it: <time>-<random>.json.
+	deletionDir = "etcdkit/deletions"
 	// probeDir holds the objects that ask whether a store refuses deletes:
 	// <unix>-<random>, a line of text, deleted at once where nothing locks.
 	probeDir = "etcdkit/lock-probe"

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,15 @@ const (
 	Exponential Policy = "Exponential"
 	// LimitBased keeps the newest MaxFulls full snapshots.
 	LimitBased Policy = "LimitBased"
+	// Calendar keeps the union of what each of its rules keeps: the
+	// newest full of each of the newest Hourly hours, Daily days, Weekly
+	// ISO weeks, Monthly months and Yearly years that hold one (as restic
+	// and borg count them: a period without a full is not counted, so a
+	// cluster whose backups stopped keeps its last ones), every full
+	// younger than MaxAge, and the newest fulls whose chains together fit
+	// in MaxSize bytes. A kept full keeps its own chain whole: the deltas
+	// after it up to the next full.
+	Calendar Policy = "Calendar"
 )
 
 // Retention says what GC keeps. The zero value is the Exponential policy
@@ -36,35 +46,90 @@ type Retention struct {
 	// point-in-time restores into the past. 0 keeps them as long as their
 	// full snapshot.
 	DeltaRetention time.Duration
+	// The Calendar policy's rules (the other policies take none); a zero
+	// rule keeps nothing, and at least one is needed.
+	Hourly, Daily, Weekly, Monthly, Yearly int
+	MaxAge                                 time.Duration
+	MaxSize                                int64
+	// Location is the time zone Calendar's periods are counted in. nil:
+	// UTC.
+	Location *time.Location
 }
 
 // Check reports a retention that cannot be applied.
 func (r Retention) Check() error {
+	calendar := r.Hourly != 0 || r.Daily != 0 || r.Weekly != 0 || r.Monthly != 0 || r.Yearly != 0 || r.MaxAge != 0 || r.MaxSize != 0
 	switch r.Policy {
 	case "", Exponential, LimitBased:
+		if calendar {
+			return fmt.Errorf("retention policy %s: the hourly, daily, weekly, monthly, yearly, max-age and max-size rules are the Calendar policy's", r.policy())
+		}
+	case Calendar:
+		if !calendar {
+			return errors.New("retention policy Calendar: give at least one rule (hourly, daily, weekly, monthly, yearly, max-age or max-size)")
+		}
 	default:
-		return fmt.Errorf("retention policy %q: want Exponential or LimitBased", r.Policy)
+		return fmt.Errorf("retention policy %q: want Exponential, LimitBased or Calendar", r.Policy)
 	}
-	if r.MaxFulls < 0 || r.DeltaRetention < 0 {
-		return errors.New("retention: MaxFulls and DeltaRetention cannot be negative")
+	if r.MaxFulls < 0 || r.DeltaRetention < 0 || r.Hourly < 0 || r.Daily < 0 || r.Weekly < 0 || r.Monthly < 0 || r.Yearly < 0 || r.MaxAge < 0 || r.MaxSize < 0 {
+		return errors.New("retention: no count, age or size can be negative")
 	}
 	return nil
 }
 
-// Expired lists what r deletes from cat at now, sorted by revision. The
-// policy applies to each timeline's own full snapshots apart, so a
-// timeline that forked keeps its old past as long as any past of that
-// age is kept. The newest timeline's newest full snapshot and every delta
-// after it (the chain a restore uses) are never expired, nor is anything
-// in the read-only v1 layout.
+func (r Retention) policy() Policy {
+	if r.Policy == "" {
+		return Exponential
+	}
+	return r.Policy
+}
+
+// Kept is a snapshot retention keeps, and the rules that keep it: for a
+// full "newest chain", "pinned", the policy's rule ("daily 2026-12-06",
+// "max-age", "limit-based", "exponential hourly", …); for a delta the
+// full whose chain it is in ("chain of KEY").
+type Kept struct {
+	Snapshot Snapshot
+	Rules    []string
+	// Full is, for a delta, the key of the full whose chain keeps it.
+	Full string
+	// Pin is a pinned full's pin.
+	Pin *Pin
+}
+
+// Plan is what a retention keeps of a store and what it expires, each
+// sorted by revision.
+type Plan struct {
+	Kept    []Kept
+	Expired []Snapshot
+}
+
+// Expired lists what r deletes from cat at now, sorted by revision: the
+// Plan's, with no pins.
 func (r Retention) Expired(cat Catalog, now time.Time) []Snapshot {
-	var expired []Snapshot
+	return r.Plan(cat, now, nil).Expired
+}
+
+// Plan sorts cat's snapshots into what r keeps at now, with why, and what
+// it expires. The policy applies to each timeline's own full snapshots
+// apart (but MaxSize to the store's), so a timeline that forked keeps its
+// old past as long as any past of that age is kept. The newest timeline's
+// newest full snapshot and every delta after it (the chain a restore
+// uses) are never expired, nor is a pinned full with its chain, nor
+// anything in the read-only v1 layout.
+func (r Retention) Plan(cat Catalog, now time.Time, pins Pins) Plan {
+	var plan Plan
 	newest := cat.Timelines[len(cat.Timelines)-1].ID
+	bySize := r.keptBySize(cat)
 	for _, t := range cat.Timelines {
 		var fulls, deltas []Snapshot
 		for _, s := range cat.all {
 			switch {
-			case s.Timeline != t.ID || s.Legacy():
+			case s.Timeline != t.ID:
+			case s.Legacy():
+				if t.ID == FirstTimeline {
+					plan.Kept = append(plan.Kept, Kept{Snapshot: s, Rules: []string{"v1 layout (read-only)"}})
+				}
 			case s.Kind == KindFull:
 				fulls = append(fulls, s)
 			default:
@@ -72,93 +137,199 @@ func (r Retention) Expired(cat Catalog, now time.Time) []Snapshot {
 			}
 		}
 		if len(fulls) == 0 {
+			// A timeline's deltas before its first full: nothing
+			// supersedes them yet.
+			for _, d := range deltas {
+				plan.Kept = append(plan.Kept, Kept{Snapshot: d, Rules: []string{"no full on its timeline yet"}})
+			}
 			continue
 		}
-		keep := r.keptFulls(fulls, now, t.ID == newest)
+		rules := r.keptFulls(fulls, now, t.ID == newest)
 		var kept []Snapshot
+		pinned := map[string]bool{}
 		for i, s := range fulls {
-			if keep[i] {
+			if bySize[s.Key] {
+				rules[i] = append(rules[i], "max-size")
+			}
+			var pin *Pin
+			if p, ok := pins[s.Key]; ok {
+				rules[i] = append(rules[i], p.rule())
+				pinned[s.Key], pin = true, &p
+			}
+			if len(rules[i]) > 0 {
 				kept = append(kept, s)
+				plan.Kept = append(plan.Kept, Kept{Snapshot: s, Rules: rules[i], Pin: pin})
 			} else {
-				expired = append(expired, s)
+				plan.Expired = append(plan.Expired, s)
 			}
 		}
 		for _, d := range deltas {
-			if r.deltaExpired(d, kept, now) {
-				expired = append(expired, d)
+			if owner, ok := r.deltaKept(d, fulls, kept, pinned, now); ok {
+				plan.Kept = append(plan.Kept, Kept{Snapshot: d, Rules: []string{"chain of " + owner.Key}, Full: owner.Key})
+			} else {
+				plan.Expired = append(plan.Expired, d)
 			}
 		}
 	}
-	sortSnapshots(expired)
-	return expired
+	sortSnapshots(plan.Expired)
+	slices.SortStableFunc(plan.Kept, func(a, b Kept) int { return compareSnapshots(a.Snapshot, b.Snapshot) })
+	return plan
 }
 
-// keptFulls marks the fulls of one timeline (sorted by revision) the
-// policy keeps; the newest always when the timeline is the newest.
-func (r Retention) keptFulls(fulls []Snapshot, now time.Time, newestTimeline bool) []bool {
-	keep := make([]bool, len(fulls))
+// keptFulls is, for each full of one timeline (sorted by revision), the
+// rules of the policy that keep it (none: it expires); the newest is kept
+// when the timeline is the newest.
+func (r Retention) keptFulls(fulls []Snapshot, now time.Time, newestTimeline bool) [][]string {
+	rules := make([][]string, len(fulls))
 	newest := len(fulls) - 1
-	keep[newest] = newestTimeline
-	if r.Policy == LimitBased {
+	if newestTimeline {
+		rules[newest] = []string{"newest chain"}
+	}
+	switch r.policy() {
+	case LimitBased:
 		n := r.MaxFulls
 		if n == 0 {
 			n = 7
 		}
 		for i := max(0, len(fulls)-n); i < len(fulls); i++ {
-			keep[i] = true
+			rules[i] = append(rules[i], fmt.Sprintf("limit-based (newest %d)", n))
 		}
-		return keep
+	case Calendar:
+		r.calendar(fulls, now, rules)
+	default:
+		exponential(fulls, now, rules)
 	}
+	return rules
+}
+
+// exponential marks what the Exponential policy keeps of fulls.
+func exponential(fulls []Snapshot, now time.Time, rules [][]string) {
 	type bucket struct {
 		unit time.Duration
 		n    int64
 	}
 	seen := map[bucket]bool{}
 	// Newest first, so the first full seen in a bucket is its latest.
-	for i := newest; i >= 0; i-- {
+	for i := len(fulls) - 1; i >= 0; i-- {
 		age := now.Sub(fulls[i].Created)
 		var unit time.Duration
+		var name string
 		switch {
 		case age < time.Hour:
-			keep[i] = true
+			rules[i] = append(rules[i], "exponential (the last hour)")
 			continue
 		case age < 24*time.Hour:
-			unit = time.Hour
+			unit, name = time.Hour, "hourly"
 		case age < 7*24*time.Hour:
-			unit = 24 * time.Hour
+			unit, name = 24*time.Hour, "daily"
 		case age < 28*24*time.Hour:
-			unit = 7 * 24 * time.Hour
+			unit, name = 7*24*time.Hour, "weekly"
 		default:
 			continue
 		}
 		b := bucket{unit, int64(age / unit)}
 		if !seen[b] {
 			seen[b] = true
-			keep[i] = true
+			rules[i] = append(rules[i], "exponential ("+name+")")
 		}
 	}
-	return keep
 }
 
-// deltaExpired: a delta belongs to the newest kept full of its timeline
-// below it. With none it is useless; after the newest full it is needed;
-// otherwise it lives DeltaRetention past the next kept full.
-func (r Retention) deltaExpired(d Snapshot, kept []Snapshot, now time.Time) bool {
-	owner := -1
-	for i, f := range kept {
-		if f.LastRevision < d.LastRevision {
-			owner = i
+// calendar marks what the Calendar policy's period and age rules keep of
+// fulls (MaxSize is the store's: keptBySize).
+func (r Retention) calendar(fulls []Snapshot, now time.Time, rules [][]string) {
+	loc := r.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	for _, p := range []struct {
+		name   string
+		n      int
+		period func(time.Time) string
+	}{
+		{"hourly", r.Hourly, func(t time.Time) string { return t.Format("2006-01-02T15") }},
+		{"daily", r.Daily, func(t time.Time) string { return t.Format(time.DateOnly) }},
+		{"weekly", r.Weekly, func(t time.Time) string { y, w := t.ISOWeek(); return fmt.Sprintf("%d-W%02d", y, w) }},
+		{"monthly", r.Monthly, func(t time.Time) string { return t.Format("2006-01") }},
+		{"yearly", r.Yearly, func(t time.Time) string { return t.Format("2006") }},
+	} {
+		last, counted := "", 0
+		// Newest first: the first full of a period is its newest.
+		for i := len(fulls) - 1; i >= 0 && counted < p.n; i-- {
+			if period := p.period(fulls[i].Created.In(loc)); period != last {
+				last, counted = period, counted+1
+				rules[i] = append(rules[i], p.name+" "+period)
+			}
 		}
 	}
-	switch {
-	case owner < 0:
-		return true
-	case owner == len(kept)-1:
-		return false
-	case r.DeltaRetention == 0:
-		return false
+	if r.MaxAge > 0 {
+		for i, f := range fulls {
+			if now.Sub(f.Created) <= r.MaxAge {
+				rules[i] = append(rules[i], "max-age "+r.MaxAge.String())
+			}
+		}
 	}
-	return now.Sub(kept[owner+1].Created) > r.DeltaRetention
+}
+
+// keptBySize is the fulls MaxSize keeps: the newest of the store's, by
+// creation, as long as their chains (each full with the deltas up to the
+// next full of its timeline) fit in MaxSize together.
+func (r Retention) keptBySize(cat Catalog) map[string]bool {
+	kept := map[string]bool{}
+	if r.policy() != Calendar || r.MaxSize <= 0 {
+		return kept
+	}
+	size := map[string]int64{}
+	var fulls []Snapshot
+	own := ownDeltas(cat)
+	for _, s := range cat.all {
+		if s.Kind == KindFull && !s.Legacy() {
+			fulls = append(fulls, s)
+			size[s.Key] = s.Size
+			for _, d := range own[s.Key] {
+				size[s.Key] += d.Size
+			}
+		}
+	}
+	slices.SortStableFunc(fulls, func(a, b Snapshot) int { return b.Created.Compare(a.Created) })
+	total := int64(0)
+	for _, f := range fulls {
+		if total += size[f.Key]; total > r.MaxSize {
+			break
+		}
+		kept[f.Key] = true
+	}
+	return kept
+}
+
+// deltaKept says whether delta d is kept, and in whose chain. Under
+// Calendar a delta is in the chain of the full it follows (the newest of
+// its timeline below it), kept or not: kept fulls keep their own chains,
+// not those of expired fulls after them. Under the other policies it is
+// in the chain of the newest kept full below it, which serves
+// point-in-time restores through expired fulls. Either way, a pinned
+// full's own deltas stay; a chain with no full kept goes; the newest kept
+// full's stays; another's lives DeltaRetention (0: forever) past the next
+// kept full.
+func (r Retention) deltaKept(d Snapshot, fulls, kept []Snapshot, pinned map[string]bool, now time.Time) (Snapshot, bool) {
+	// The index of the last of list (sorted by revision) below d, or -1.
+	below := func(list []Snapshot) int {
+		i, _ := slices.BinarySearchFunc(list, d.LastRevision, func(f Snapshot, rev int64) int { return cmp.Compare(f.LastRevision, rev) })
+		return i - 1
+	}
+	i, j := below(kept), below(fulls)
+	switch {
+	case j >= 0 && pinned[fulls[j].Key]:
+		// A pinned chain is kept whole: its own deltas.
+		return fulls[j], true
+	case i < 0:
+		return Snapshot{}, false
+	case r.policy() == Calendar && fulls[j].Key != kept[i].Key:
+		return Snapshot{}, false
+	case i == len(kept)-1, r.DeltaRetention == 0:
+		return kept[i], true
+	}
+	return kept[i], now.Sub(kept[i+1].Created) <= r.DeltaRetention
 }
 
 // GCOptions configures GC. The zero value deletes.
@@ -178,6 +349,9 @@ type GCOptions struct {
 	// their names say and which not, so each is read once and a full set
 	// aside is logged once. nil: every run checks again.
 	Checked *CheckedFulls
+	// Pins are kept besides the store's own (ReadPins): a second site's
+	// GC takes the first site's, so a chain pinned there is kept on both.
+	Pins Pins
 }
 
 // CheckedFulls are full snapshots checked against their names, with
@@ -214,6 +388,8 @@ func (c *CheckedFulls) add(key string, err error) {
 
 // GCResult is what a GC run did.
 type GCResult struct {
+	// Kept is what the retention keeps, with the rules that keep each.
+	Kept []Kept
 	// Deleted are the snapshots deleted (with DryRun: those that would be).
 	Deleted []Snapshot
 	// Locked are the expired snapshots a write-once lock kept
@@ -229,6 +405,9 @@ type GCResult struct {
 	// DrillsDeleted counts drill records deleted: all but the newest 32
 	// and the newest a sidecar verified against its cluster.
 	DrillsDeleted int
+	// Deletions counts the records of deletions operators asked
+	// (DeleteChains) on the store.
+	Deletions int
 }
 
 // SetAside is a full snapshot retention does not count, and why.
@@ -255,9 +434,16 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 	if err != nil {
 		return res, err
 	}
+	pins, err := ReadPins(ctx, st)
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	for k, p := range opts.Pins {
+		pins[k] = p
+	}
 	log := logger(opts.Logger)
-	expired, aside, found, err := r.expiredChecked(ctx, st, cat, opts)
-	res.SetAside = aside
+	plan, aside, found, err := r.planChecked(ctx, st, cat, pins, opts)
+	res.SetAside, res.Kept = aside, plan.Kept
 	if found > 0 {
 		log.Warn("retention: full snapshots that do not hold what their names say are neither counted nor deleted; delete them or take them out of the backups with "+store.ExcludeTag,
 			"count", len(aside), "first", aside[0].Snapshot.Key, "why", aside[0].Why)
@@ -266,14 +452,47 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 		return res, err
 	}
 	if opts.DryRun {
-		res.Deleted = expired
+		res.Deleted = plan.Expired
 		return res, nil
 	}
 	// Expiry depends only on the kept snapshots, so a GC interrupted here
-	// leaves nothing the next run would keep. Expired is in revision
-	// order: a chain's full comes before its deltas.
+	// leaves nothing the next run would keep.
+	d, err := deleteSnapshots(ctx, st, cat, plan.Expired, log, "snapshot deleted by retention", "policy", r.policy())
+	res.Deleted, res.Locked, res.KeptForLock = d.Deleted, d.Locked, d.KeptForLock
+	if err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	if res.DrillsDeleted, err = pruneDrills(ctx, st); err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	deletions, err := st.List(ctx, deletionDir+"/")
+	if err != nil {
+		return res, fmt.Errorf("gc: list deletions: %w", err)
+	}
+	res.Deletions = len(deletions)
+	if len(res.Locked) > 0 {
+		// Once a run, not once a snapshot: on a bucket locked for days
+		// every run meets the same ones.
+		log.Info("retention: expired snapshots are locked (write-once); kept, and asked again on the next run",
+			"locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
+	}
+	return res, nil
+}
+
+// deleted is what deleteSnapshots did.
+type deleted struct {
+	Deleted, Locked, KeptForLock []Snapshot
+}
+
+// deleteSnapshots deletes list (in revision order: a chain's full before
+// its deltas), each logged with msg and args. A delete a write-once lock
+// refuses keeps the snapshot (Locked) and, for a full, its chain's deltas
+// after it (KeptForLock), so that chain stays whole while its full does.
+// Any other failed delete stops; what was done is returned with the error.
+func deleteSnapshots(ctx context.Context, st store.Store, cat Catalog, list []Snapshot, log *slog.Logger, msg string, args ...any) (deleted, error) {
+	var res deleted
 	lockedChains := map[string]bool{}
-	for _, s := range expired {
+	for _, s := range list {
 		if s.Kind == KindDelta {
 			if full, ok := fullOf(cat, s); ok && lockedChains[full.Key] {
 				res.KeptForLock = append(res.KeptForLock, s)
@@ -287,10 +506,10 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			if s.Kind == KindFull {
 				lockedChains[s.Key] = true
 			}
-			log.Debug("retention: the snapshot is locked (write-once)", "key", s.Key)
+			log.Debug("the snapshot is locked (write-once)", "key", s.Key)
 			continue
 		case err != nil:
-			return res, fmt.Errorf("gc: delete %s: %w", s.Key, err)
+			return res, fmt.Errorf("delete %s: %w", s.Key, err)
 		}
 		res.Deleted = append(res.Deleted, s)
 		if s.Kind == KindFull {
@@ -298,21 +517,12 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 			// few bytes and misleads nobody, so a failure is not one.
 			_ = st.Delete(ctx, identityKey(s))
 		}
-		log.Info("snapshot deleted by retention", "key", s.Key, "policy", r.Policy)
-	}
-	if res.DrillsDeleted, err = pruneDrills(ctx, st); err != nil {
-		return res, fmt.Errorf("gc: %w", err)
-	}
-	if len(res.Locked) > 0 {
-		// Once a run, not once a snapshot: on a bucket locked for days
-		// every run meets the same ones.
-		log.Info("retention: expired snapshots are locked (write-once); kept, and asked again on the next run",
-			"locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
+		log.Info(msg, append([]any{"key", s.Key}, args...)...)
 	}
 	return res, nil
 }
 
-// expiredChecked is what r expires once every full snapshot it keeps,
+// planChecked is r's plan once every full snapshot it keeps,
 // and so lets supersede others, was checked to hold what its name says: a
 // full copied or written by hand under a newer name would otherwise
 // expire the real ones (and make every delta since look superseded). The
@@ -320,14 +530,14 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 // found counts those this run found, not Checked. A full that cannot be
 // checked (the store does not answer) stops GC: unknown is no reason to
 // delete.
-func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catalog, opts GCOptions) (expired []Snapshot, aside []SetAside, found int, err error) {
+func (r Retention) planChecked(ctx context.Context, st store.Store, cat Catalog, pins Pins, opts GCOptions) (plan Plan, aside []SetAside, found int, err error) {
 	for {
-		expired = r.Expired(cat, now(opts.Now))
-		if len(expired) == 0 {
-			return nil, aside, found, nil
+		plan = r.Plan(cat, now(opts.Now), pins)
+		if len(plan.Expired) == 0 {
+			return plan, aside, found, nil
 		}
 		gone := map[string]bool{}
-		for _, s := range expired {
+		for _, s := range plan.Expired {
 			gone[s.Key] = true
 		}
 		var bad []string
@@ -348,13 +558,13 @@ func (r Retention) expiredChecked(ctx context.Context, st store.Store, cat Catal
 					opts.Checked.add(s.Key, cerr)
 				}
 			case cerr != nil:
-				return nil, aside, found, fmt.Errorf("gc: %s is kept and would expire older snapshots, and whether it holds what its name says is not known; nothing deleted: %w", s.Key, cerr)
+				return Plan{}, aside, found, fmt.Errorf("gc: %s is kept and would expire older snapshots, and whether it holds what its name says is not known; nothing deleted: %w", s.Key, cerr)
 			case !known:
 				opts.Checked.add(s.Key, nil)
 			}
 		}
 		if len(bad) == 0 {
-			return expired, aside, found, nil
+			return plan, aside, found, nil
 		}
 		cat.all = slices.DeleteFunc(slices.Clone(cat.all), func(s Snapshot) bool { return slices.Contains(bad, s.Key) })
 	}
@@ -380,6 +590,25 @@ func checkFull(ctx context.Context, st store.Store, full Snapshot, opts GCOption
 	}
 	defer done()
 	return holdsItsName(full, path)
+}
+
+// ownDeltas maps each full's key to the deltas of its own chain: those
+// after it up to the next full of its timeline.
+func ownDeltas(cat Catalog) map[string][]Snapshot {
+	own := map[string][]Snapshot{}
+	// cat.all is in revision order: a delta's full is the last one of its
+	// timeline before it.
+	last := map[string]string{}
+	for _, s := range cat.all {
+		switch {
+		case s.Legacy():
+		case s.Kind == KindFull:
+			last[s.Timeline] = s.Key
+		case last[s.Timeline] != "":
+			own[last[s.Timeline]] = append(own[last[s.Timeline]], s)
+		}
+	}
+	return own
 }
 
 // fullOf is the full whose chain delta d is in: the newest full of its

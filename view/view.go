@@ -26,6 +26,21 @@ func ChainOf(c snapshot.Chain) api.ChainView {
 	return v
 }
 
+// PinOf shows a pin.
+func PinOf(p snapshot.Pin) api.PinView {
+	return api.PinView{Snapshot: p.Snapshot, Label: p.Label, Created: p.Created.UTC(), By: p.By}
+}
+
+// PinFor is the pin of the chain full begins, nil when it has none.
+func PinFor(pins snapshot.Pins, full string) *api.PinView {
+	p, ok := pins[full]
+	if !ok {
+		return nil
+	}
+	v := PinOf(p)
+	return &v
+}
+
 // TimelinesOf shows the catalog's timelines, the first first, then those
 // set aside.
 func TimelinesOf(cat snapshot.Catalog) []api.TimelineView {

@@ -70,6 +70,15 @@ func TestFlagsAreEtcdBackupRestores(t *testing.T) {
 			}
 			got = append(got, strings.Join(slices.DeleteFunc([]string{f.Name, f.Shorthand, typ, def}, func(s string) bool { return s == "" }), " "))
 		})
+		// etcdkit's own flags beside etcd-backup-restore's, none of
+		// which it has.
+		own := map[string][]string{"server": {`secondary-retention string "same"`}}[c.command]
+		for _, f := range own {
+			if slices.Contains(want, f) || !slices.Contains(got, f) {
+				t.Errorf("%s: etcdkit's own flag %s is etcd-backup-restore's, or missing", c.command, f)
+			}
+		}
+		got = slices.DeleteFunc(got, func(f string) bool { return slices.Contains(own, f) })
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s's flags differ from etcd-backup-restore's:\n%s", c.command, lineDiff(want, got))

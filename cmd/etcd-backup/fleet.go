@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -75,7 +77,7 @@ digest its sidecar's drill recorded.`,
 }
 
 func printFleet(w *tabwriter.Writer, f fleet.Fleet, o fleet.ScanOptions) {
-	fmt.Fprintf(w, "PREFIX\tCLUSTER\tREVISION\tRPO\tDELTAS\tSIZE\tRESTORE\tDRILL\tSTALE\tPROBLEM\n")
+	fmt.Fprintf(w, "PREFIX\tCLUSTER\tREVISION\tRPO\tDELTAS\tSIZE\tRESTORE\tDRILL\tPINS\tSTALE\tPROBLEM\n")
 	var bytes int64
 	var stale, failed []string
 	for _, c := range f.Clusters {
@@ -100,8 +102,16 @@ func printFleet(w *tabwriter.Writer, f fleet.Fleet, o fleet.ScanOptions) {
 		if prefix == "" {
 			prefix = "(the bucket's root)"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", prefix, cluster, c.Revision, (time.Duration(c.RPOSeconds) * time.Second).String(),
-			c.ChainDeltas, size(c.Bytes), (time.Duration(c.EstimatedRestoreSeconds) * time.Second).String(), drill, staleMark, c.Problem)
+		pins := "-"
+		if len(c.Pins) > 0 {
+			labels := make([]string, len(c.Pins))
+			for i, p := range c.Pins {
+				labels[i] = cmp.Or(p.Label, "(no label)")
+			}
+			pins = strings.Join(labels, ", ")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", prefix, cluster, c.Revision, (time.Duration(c.RPOSeconds) * time.Second).String(),
+			c.ChainDeltas, size(c.Bytes), (time.Duration(c.EstimatedRestoreSeconds) * time.Second).String(), drill, pins, staleMark, c.Problem)
 	}
 	fmt.Fprintf(w, "\n%d prefixes with backups, %s (about %.2f a month at %g a GiB), listed in %s\n", len(f.Clusters), size(bytes),
 		float64(bytes)/(1<<30)*o.PricePerGiBMonth, o.PricePerGiBMonth, f.Took.Round(time.Millisecond))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -82,11 +83,16 @@ func runList(ctx context.Context, g *globals, check bool) error {
 	if res.Timelines == nil {
 		res.Timelines = []api.TimelineView{}
 	}
+	pins, err := snapshot.ReadPins(ctx, st)
+	if err != nil {
+		return err
+	}
 	for _, c := range cat.AllChains() {
 		lc, err := listChainOf(ctx, st, c, codec, check)
 		if err != nil {
 			return err
 		}
+		lc.Pin = view.PinFor(pins, lc.Full.Key)
 		res.Chains = append(res.Chains, lc)
 	}
 	views := res.views()
@@ -210,6 +216,14 @@ func (r listResult) table(w *tabwriter.Writer) {
 		if c.Logical != nil {
 			fmt.Fprintf(w, "%s\t%d\t%s\t~%slogical full of a datastore behind etcd's API (%s): %s\n", c.Timeline, i+1, cluster, blank,
 				c.Source, strings.Join(c.Logical.Limits, "; "))
+		}
+		if c.Pin != nil {
+			label := ""
+			if c.Pin.Label != "" {
+				label = " " + strconv.Quote(c.Pin.Label)
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t~%spinned%s by %s, %s ago: kept whatever the retention\n", c.Timeline, i+1, cluster, blank,
+				label, c.Pin.By, age(r.now.Sub(c.Pin.Created)))
 		}
 		if c.Problem != "" {
 			fmt.Fprintf(w, "%s\t%d\t%s\t!%s%s\n", c.Timeline, i+1, cluster, blank, c.Problem)

@@ -103,7 +103,7 @@ Exit codes:
 	cli.Alias(pf, "output", "write-out", "w", "etcdctl")
 	g.codec.Flags(pf)
 	g.lock.Flags(pf)
-	root.AddCommand(serveCmd(g), serverCmd(g), initializeCmd(g), brSnapshotCmd(g), brRestoreCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), moveCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), extendCmd(g), fleetCmd(g), checkUpgradeCmd(g),
+	root.AddCommand(serveCmd(g), serverCmd(g), initializeCmd(g), brSnapshotCmd(g), brRestoreCmd(g), copyCmd(g), snapshotCmd(g), listCmd(g), restoreCmd(g), moveCmd(g), getCmd(g), diffCmd(g), undeleteCmd(g), verifyCmd(g), compactCmd(g), defragCmd(g), gcCmd(g), pinCmd(g), unpinCmd(g), deleteCmd(g), extendCmd(g), fleetCmd(g), checkUpgradeCmd(g),
 		cli.Version(&g.output), cli.Man())
 	cli.Outputs(root)
 	cli.Strict(root)

@@ -26,6 +26,7 @@ import (
 type serveRun struct {
 	o                        sidecar.Options
 	ret                      retention
+	secondaryRetention       string
 	memberEndpoint, listen   string
 	tokenFile                string
 	tlsCert, tlsKey, tlsCA   string
@@ -89,7 +90,8 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	r.ret.flags(cmd)
 	f.StringVar(&r.o.Defrag.Schedule, "defrag-schedule", "", "cron schedule of defragmentation (empty: never); the defrag policy skips members below it")
 	defragFlags(cmd, &r.o.Defrag.Options)
-	f.StringVar(&g.secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the same retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
+	f.StringVar(&g.secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the retention of --secondary-retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
+	f.StringVar(&r.secondaryRetention, "secondary-retention", "same", secondaryRetentionHelp)
 	f.DurationVar(&r.o.Backups.SecondaryPeriod, "secondary-sync-period", time.Hour, "with --secondary-store: how often the second site is checked for snapshots it lacks, besides after each snapshot")
 	f.BoolVar(&r.profiling, "enable-profiling", false, "serve Go's runtime profiles at /debug/pprof/, behind the API's token or client certificate")
 	f.BoolVar(&r.o.Backups.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")
@@ -236,14 +238,20 @@ func warnFewEndpoints(ctx context.Context, etcd *clientv3.Client, endpoints []st
 // secondary opens the second site, which may not answer yet.
 func (r *serveRun) secondary(ctx context.Context, g *globals) error {
 	if g.secondURL == "" {
+		if r.secondaryRetention != "same" {
+			return cli.Usage(errors.New("--secondary-retention needs --secondary-store: it is the second site's"))
+		}
 		return nil
 	}
 	if g.secondURL == g.storeURL {
 		return cli.Usage(errors.New("--secondary-store is --store: a second site must be another store"))
 	}
+	var err error
+	if r.o.Backups.SecondaryRetention, r.o.Backups.SecondaryKeepsAll, err = siteRetention("secondary-retention", r.secondaryRetention); err != nil {
+		return err
+	}
 	// A second site that does not answer now is copied to later: it must
 	// not keep the sidecar from starting.
-	var err error
 	if r.o.Backups.Secondary, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
 		return fmt.Errorf("--secondary-store: %w", err)
 	}

@@ -195,6 +195,9 @@ type brServer struct {
 	store, secondary brStore
 	syncSecondary    bool
 	syncPeriod       time.Duration
+	// secondaryRetention is etcdkit's own flag: etcd-backup-restore
+	// applies the first site's retention to the second.
+	secondaryRetention string
 
 	brSnapshots
 	brConn
@@ -250,6 +253,7 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	b.secondary.flags(fs, "secondary-")
 	fs.BoolVar(&b.syncSecondary, "secondary-backup-sync-enabled", false, "enable secondary backup-sync feature")
 	fs.DurationVar(&b.syncPeriod, "secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
+	fs.StringVar(&b.secondaryRetention, "secondary-retention", "same", "etcdkit's own: "+secondaryRetentionHelp)
 	b.brSnapshots.flags(fs)
 	brDefragFlag(fs, &b.defragSchedule)
 	b.brConn.flags(fs)
@@ -344,6 +348,13 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return err
 	}
+	secondRetention, secondKeepsAll, err := siteRetention("secondary-retention", b.secondaryRetention)
+	if err != nil {
+		return err
+	}
+	if second == nil && b.secondaryRetention != "same" {
+		return cli.Usage(errors.New("--secondary-retention needs --secondary-backup-sync-enabled: it is the second site's"))
+	}
 	conn, err := b.conn(log, b.store.tempDir)
 	if err != nil {
 		return err
@@ -364,6 +375,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 		Client: etcd, Endpoint: b.endpoints[0], WorkDir: b.store.tempDir, Logger: log,
 		Backups: sidecar.BackupOptions{
 			Store: st, Snapshots: snaps, Secondary: second, SecondaryPeriod: b.syncPeriod,
+			SecondaryRetention: secondRetention, SecondaryKeepsAll: secondKeepsAll,
 			// As serve's default: /readyz and etcdkit_store_write_once say
 			// whether the bucket's lock is really on.
 			WriteOncePeriod: time.Hour,

@@ -55,6 +55,17 @@ type ChainView struct {
 	Deltas       []SnapshotView `json:"deltas"`
 	LastRevision int64          `json:"last_revision"`
 	Size         int64          `json:"size"`
+	// Pin, when set, keeps the chain whatever the retention.
+	Pin *PinView `json:"pin,omitempty"`
+}
+
+// PinView is a chain's pin: an operator's mark that keeps it whatever
+// the retention.
+type PinView struct {
+	Snapshot string    `json:"snapshot"`
+	Label    string    `json:"label,omitempty"`
+	Created  time.Time `json:"created"`
+	By       string    `json:"by,omitempty"`
 }
 
 // Member is a member as the requests name it: etcd's member flags.
