@@ -101,17 +101,22 @@ func (s *secondary) sync(ctx context.Context) {
 	began := time.Now()
 	// Never into another store's copies: its retention would delete them.
 	err := snapshot.ClaimMirror(ctx, s.src, s.dst)
+	// The first site's pins keep their chains here too; not knowing them
+	// is no reason to delete.
+	var pins snapshot.Pins
+	if err == nil {
+		pins, err = snapshot.ReadPins(ctx, s.src)
+	}
 	var res snapshot.CopyResult
 	if err == nil {
-		res, err = snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log})
+		// Only what this site's retention keeps: a shorter one than the
+		// first's would otherwise delete what each copy writes.
+		res, err = snapshot.Copy(ctx, s.src, s.dst, snapshot.CopyOptions{Logger: s.log, Retention: s.retention, Pins: pins, Now: s.gc.Now})
 	}
 	if err == nil && s.retention != nil {
-		// The first site's pins keep their chains here too; not knowing
-		// them is no reason to delete.
 		gc := s.gc
-		if gc.Pins, err = snapshot.ReadPins(ctx, s.src); err == nil {
-			_, err = snapshot.GC(ctx, s.dst, *s.retention, gc)
-		}
+		gc.Pins = pins
+		_, err = snapshot.GC(ctx, s.dst, *s.retention, gc)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -31,7 +31,14 @@ type CopyOptions struct {
 	WaitForFinal bool
 	WaitTimeout  time.Duration
 	PollInterval time.Duration
-	// Now is the clock MaxAge is measured on. Default time.Now.
+	// Retention, when set, copies only what it keeps of the source (at
+	// Now, with Pins): a second site with a retention of its own,
+	// shorter than the first's, is not written what its retention
+	// deletes at once, only to be written again by the next copy.
+	Retention *Retention
+	Pins      Pins
+	// Now is the clock MaxAge and Retention are measured on. Default
+	// time.Now.
 	Now func() time.Time
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -86,8 +93,19 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 	if err := copyTimelines(ctx, cat, there, src, dst); err != nil {
 		return res, err
 	}
+	kept := func(Snapshot) bool { return true }
+	if o.Retention != nil {
+		keep := map[string]bool{}
+		for _, k := range o.Retention.Plan(cat, o.Now(), o.Pins).Kept {
+			keep[k.Snapshot.Key] = true
+		}
+		kept = func(s Snapshot) bool { return keep[s.Key] }
+	}
 	var todo []Snapshot
 	for _, s := range chosen(cat, o) {
+		if !kept(s) {
+			continue
+		}
 		if have[targetKey(s)] {
 			res.Skipped = append(res.Skipped, s.Key)
 			continue

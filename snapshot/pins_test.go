@@ -148,3 +148,29 @@ func TestDeleteChains(t *testing.T) {
 		t.Fatalf("GC counts %d deletion records, %v", gc.Deletions, err)
 	}
 }
+
+// A full taken at the revision a delta ends (the delta written just
+// before it) does not own that delta: deleting the full's chain leaves
+// the chain before it whole, and so does retention.
+func TestAFullDoesNotOwnTheDeltaItCovers(t *testing.T) {
+	ctx := t.Context()
+	st := store.NewMem()
+	snaps := []snapshot.Snapshot{
+		full(4, t0), delta(5, 6, t0.Add(time.Second)), full(6, t0.Add(2*time.Second)), delta(7, 8, t0.Add(3*time.Second)),
+		full(8, t0.Add(4*time.Second)),
+	}
+	putAll(ctx, t, st, snaps)
+	res, err := snapshot.DeleteChains(ctx, st, snapshot.DeleteOptions{Keys: []string{snaps[2].Key}})
+	if err != nil || keys(res.Deleted) != keys(snaps[2:4]) {
+		t.Fatalf("delete %s: deleted %s, %v", snaps[2].Key, keys(res.Deleted), err)
+	}
+	plan, err := snapshot.GC(ctx, st, snapshot.Retention{Policy: snapshot.Calendar, MaxAge: time.Hour}, snapshot.GCOptions{DryRun: true, Now: func() time.Time { return t0 }})
+	if err != nil || len(plan.Deleted) != 0 {
+		t.Fatalf("retention would delete %s, %v", keys(plan.Deleted), err)
+	}
+	for _, k := range plan.Kept {
+		if k.Snapshot.Key == snaps[1].Key && k.Full != snaps[0].Key {
+			t.Fatalf("%s kept in the chain of %s", k.Snapshot.Key, k.Full)
+		}
+	}
+}

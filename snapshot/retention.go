@@ -312,12 +312,7 @@ func (r Retention) keptBySize(cat Catalog) map[string]bool {
 // full's stays; another's lives DeltaRetention (0: forever) past the next
 // kept full.
 func (r Retention) deltaKept(d Snapshot, fulls, kept []Snapshot, pinned map[string]bool, now time.Time) (Snapshot, bool) {
-	// The index of the last of list (sorted by revision) below d, or -1.
-	below := func(list []Snapshot) int {
-		i, _ := slices.BinarySearchFunc(list, d.LastRevision, func(f Snapshot, rev int64) int { return cmp.Compare(f.LastRevision, rev) })
-		return i - 1
-	}
-	i, j := below(kept), below(fulls)
+	i, j := ownerIndex(kept, d), ownerIndex(fulls, d)
 	switch {
 	case j >= 0 && pinned[fulls[j].Key]:
 		// A pinned chain is kept whole: its own deltas.
@@ -595,20 +590,37 @@ func checkFull(ctx context.Context, st store.Store, full Snapshot, opts GCOption
 // ownDeltas maps each full's key to the deltas of its own chain: those
 // after it up to the next full of its timeline.
 func ownDeltas(cat Catalog) map[string][]Snapshot {
-	own := map[string][]Snapshot{}
-	// cat.all is in revision order: a delta's full is the last one of its
-	// timeline before it.
-	last := map[string]string{}
+	fulls := map[string][]Snapshot{} // by timeline, in revision order
 	for _, s := range cat.all {
-		switch {
-		case s.Legacy():
-		case s.Kind == KindFull:
-			last[s.Timeline] = s.Key
-		case last[s.Timeline] != "":
-			own[last[s.Timeline]] = append(own[last[s.Timeline]], s)
+		if s.Kind == KindFull && !s.Legacy() {
+			fulls[s.Timeline] = append(fulls[s.Timeline], s)
+		}
+	}
+	own := map[string][]Snapshot{}
+	for _, d := range cat.all {
+		if d.Kind != KindDelta || d.Legacy() {
+			continue
+		}
+		if i := ownerIndex(fulls[d.Timeline], d); i >= 0 {
+			key := fulls[d.Timeline][i].Key
+			own[key] = append(own[key], d)
 		}
 	}
 	return own
+}
+
+// ownerIndex is the index in fulls (sorted by revision) of the full
+// whose chain delta d continues, as fullOf finds it: the first of those
+// with the newest revision below d's last; -1 when none is.
+func ownerIndex(fulls []Snapshot, d Snapshot) int {
+	i, _ := slices.BinarySearchFunc(fulls, d.LastRevision, func(f Snapshot, rev int64) int { return cmp.Compare(f.LastRevision, rev) })
+	if i--; i < 0 {
+		return -1
+	}
+	for i > 0 && fulls[i-1].LastRevision == fulls[i].LastRevision {
+		i--
+	}
+	return i
 }
 
 // fullOf is the full whose chain delta d is in: the newest full of its

@@ -1129,7 +1129,8 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 		fmt.Sprintf("--server-port=%d", port), "--storage-provider=Local", "--store-prefix=p", "--delta-snapshot-period=1s",
 		"--endpoints=" + c.Endpoints()[0], "--insecure-transport=false", "--insecure-skip-tls-verify=false", "--cacert=" + sec.CA.File, "--cert=" + sec.Client.CertFile, "--key=" + sec.Client.KeyFile,
 		"--data-dir=" + c.Members[0].Dir, "--enable-profiling",
-		"--secondary-backup-sync-enabled", "--secondary-storage-provider=Local", "--secondary-store-container=second", "--secondary-backup-sync-period=1h"}}
+		"--secondary-backup-sync-enabled", "--secondary-storage-provider=Local", "--secondary-store-container=second", "--secondary-backup-sync-period=1h",
+		"--secondary-retention=limit-based:max-fulls=1,delta-retention=1s"}}
 	p.env = []string{"HOME=" + home, "ETCD_CONF=", "ETCDKIT_LISTEN=" + fmt.Sprintf("127.0.0.1:%d", port)}
 	p.start(t)
 	t.Cleanup(func() {
@@ -1157,6 +1158,20 @@ func TestServerWithoutEtcdConfLeavesPeerURLs(t *testing.T) {
 	etcdtest.Eventually(t, "the second site holds a delta", time.Minute, func() bool {
 		deltas, _ := filepath.Glob(filepath.Join(home, "second", "v2", "Incr-*"))
 		return len(deltas) > 0
+	})
+	// etcdkit's own --secondary-retention: the second site keeps its
+	// newest full alone, the first every one.
+	for range 2 {
+		resp, err := cli2.Get(p.url + "/snapshot/full")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+	}
+	etcdtest.Eventually(t, "the second site keeps one full of three", time.Minute, func() bool {
+		second, _ := filepath.Glob(filepath.Join(home, "second", "v2", "Full-*"))
+		written := regexp.MustCompile(`full snapshot written" key=v2/(\S+)`).FindAllStringSubmatch(p.logs.String(), -1)
+		return len(second) == 1 && len(written) >= 3 && filepath.Base(second[0]) == written[len(written)-1][1]
 	})
 	after, err := cli.MemberList(ctx)
 	if err != nil {
