@@ -25,7 +25,7 @@ var layers = map[string]int{
 	"tenant": 6, "fleet": 6, "drill": 6,
 	"sidecar": 7, "wrapper": 7,
 	"sidecar/etcdbr": 8,
-	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/keeptest": top, "internal/soak": top, "internal/clouds": top, "validate/internal/withetcd": top, "snapshot/internal/withetcd": top, "internal/database/withbolt": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,
+	"etcdtest":       top, "examples": top, "internal/chaintest": top, "internal/soak": top, "internal/clouds": top, "validate/internal/withetcd": top, "snapshot/internal/withetcd": top, "internal/database/withbolt": top, "store/storetest": top, "bench": top, "bench/soak": top, "": top,
 }
 
 const top = 9

@@ -33,6 +33,12 @@ type Options struct {
 	// FullSchedule is a cron expression (5 fields, or descriptors such as
 	// @every 6h) for full snapshots. Default "0 * * * *": hourly.
 	FullSchedule string
+	// FullSplay delays each scheduled full by an offset below it, fixed
+	// for the store's prefix (a hash of its URL): the sidecars of a fleet
+	// on one bucket, all on "0 * * * *", do not stream their fulls at
+	// once, and one restarted keeps its time. Keep it below the
+	// schedule's period. 0: none.
+	FullSplay time.Duration
 	// FullRepeatWindow is how long after an on-demand full snapshot ends
 	// a repeat of the request that went unanswered (its caller gave up
 	// before the end) is answered with it rather than taking another; a
@@ -264,6 +270,9 @@ func New(cli *clientv3.Client, st store.Store, opts Options) (*Snapshotter, erro
 	}
 	if err := opts.Retention.Check(); err != nil {
 		return nil, err
+	}
+	if opts.FullSplay > 0 {
+		schedule = Splayed(schedule, fmt.Sprint(st), opts.FullSplay)
 	}
 	return &Snapshotter{
 		cli: cli, st: st, opts: opts, schedule: schedule,

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdkit/etcdkit/internal/keeptest"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/storetest"
 )
@@ -25,18 +24,6 @@ func TestFileConformance(t *testing.T) {
 			}
 			return st
 		},
-	})
-}
-
-// Retention, pins and deletes on the file store.
-func TestFileKeeping(t *testing.T) {
-	root := t.TempDir()
-	keeptest.Run(t, func(t *testing.T, prefix string) store.Store {
-		st, err := store.Open(context.Background(), "file://"+filepath.ToSlash(filepath.Join(root, prefix)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
 	})
 }
 

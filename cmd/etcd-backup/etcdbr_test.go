@@ -72,7 +72,7 @@ func TestFlagsAreEtcdBackupRestores(t *testing.T) {
 		})
 		// etcdkit's own flags beside etcd-backup-restore's, none of
 		// which it has.
-		own := map[string][]string{"server": {`secondary-retention string "same"`}}[c.command]
+		own := map[string][]string{"server": {`secondary-retention string "same"`, "full-splay duration", "upload-limit size", "download-limit size"}}[c.command]
 		for _, f := range own {
 			if slices.Contains(want, f) || !slices.Contains(got, f) {
 				t.Errorf("%s: etcdkit's own flag %s is etcd-backup-restore's, or missing", c.command, f)

@@ -168,10 +168,11 @@ func fleetServeCmd(g *globals) *cobra.Command {
 
 // fleetDrill is fleet drill's flags and what it does with them.
 type fleetDrill struct {
-	prefix string
-	sample int
-	index  int
-	work   string
+	bandwidth cli.Bandwidth
+	prefix    string
+	sample    int
+	index     int
+	work      string
 }
 
 func fleetDrillCmd(g *globals) *cobra.Command {
@@ -195,6 +196,7 @@ Exit 3 when the backup does not match its recorded digest.`,
 	cmd.Flags().IntVar(&d.sample, "sample", 0, "drill one of the day's sample of this many prefixes")
 	cmd.Flags().IntVar(&d.index, "index", 0, "which of the sample (default: $JOB_COMPLETION_INDEX)")
 	cmd.Flags().StringVar(&d.work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
+	d.bandwidth.Flags(cmd.Flags(), false)
 	return cmd
 }
 
@@ -215,6 +217,7 @@ func (d *fleetDrill) run(cmd *cobra.Command, g *globals) error {
 	if err := errors.Join(cli.AtLeast("sample", int64(d.sample), 0), cli.AtLeast("index", int64(d.index), 0)); err != nil {
 		return err
 	}
+	g.limits = d.bandwidth.Limits()
 	bucket, err := g.openStore(ctx)
 	if err != nil {
 		return err

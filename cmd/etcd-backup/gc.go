@@ -75,6 +75,9 @@ func (r *retention) retention() (snapshot.Retention, error) {
 	return r.r, nil
 }
 
+// fullSplayHelp is --full-splay's, in serve and server.
+const fullSplayHelp = "delay each scheduled full by an offset below this, fixed for the store's prefix (a hash of its URL), so a fleet's sidecars on one bucket do not all take their fulls at once; keep it below the schedule's period (0: none)"
+
 // secondaryRetentionHelp is --secondary-retention's, in serve and server.
 const secondaryRetentionHelp = "the second site's retention: same (the first site's), none (it keeps every snapshot copied there), or a policy with the retention flags' names and values, as calendar:keep-daily=30,keep-monthly=24 or limit-based:max-fulls=30"
 

@@ -68,6 +68,11 @@ func TestJSONContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok(t, nil, append([]string{"snapshot", "--delta"}, base...)...)
+	var listed listResult
+	if err := json.Unmarshal([]byte(ok(t, nil, "list", "--store", store, "-o", "json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	run("pin", "pin", "--store", store, listed.Chains[0].Full.Key, "--label", "before-upgrade")
 	run("list", "list", "--store", store, "--check")
 	run("verify", append([]string{"verify", "--against", eps}, base...)...)
 	run("get", "get", "--store", store, "--prefix", "/app/", "--revision", fmt.Sprint(from))
@@ -79,6 +84,7 @@ func TestJSONContract(t *testing.T) {
 	run("defrag", append([]string{"defrag", "--dry-run", "--defrag-pause", "0s"}, base...)...)
 	run("compact", append([]string{"compact", "--work-dir", t.TempDir()}, base...)...)
 	run("gc", "gc", "--store", store, "--retention-policy", "limit-based", "--max-fulls", "1", "--dry-run")
+	run("delete", "delete", "--store", store, "--before", "2100-01-01", "--dry-run")
 	run("fleet", "fleet", "--store", "file://"+filepath.Dir(strings.TrimPrefix(store, "file://")))
 
 	dir := filepath.Join("testdata", "json")

@@ -61,6 +61,9 @@ type globals struct {
 	log         *slog.Logger
 	// progress is stderr: the restore's bar, and the log written above it.
 	progress *cli.Progress
+	// limits cap the bytes the stores move, for the commands that take
+	// --upload-limit and --download-limit (nil: none).
+	limits *store.Limits
 }
 
 func main() {
@@ -171,7 +174,16 @@ func (g *globals) openStore(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cli.OpenStore(ctx, u, g.storeTimeout, g.log)
+	st, err := cli.OpenStore(ctx, u, g.storeTimeout, g.log)
+	return g.limited(st), err
+}
+
+// limited is st under the command's bandwidth limits.
+func (g *globals) limited(st store.Store) store.Store {
+	if st == nil {
+		return nil
+	}
+	return store.Limited(st, g.limits)
 }
 
 // snapshotCodec builds the codec from the flags.

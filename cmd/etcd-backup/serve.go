@@ -27,6 +27,7 @@ type serveRun struct {
 	o                        sidecar.Options
 	ret                      retention
 	secondaryRetention       string
+	bandwidth                cli.Bandwidth
 	memberEndpoint, listen   string
 	tokenFile                string
 	tlsCert, tlsKey, tlsCA   string
@@ -83,6 +84,8 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	f.StringVar(&r.peerTLS.Key, "sidecar-key", "", "the client certificate's key")
 	f.StringVar(&r.tokenFile, "token-file", "", "file holding the API's bearer token, read again when it changes")
 	f.StringVar(&r.fullSchedule, "full-schedule", "0 * * * *", "cron schedule of full snapshots")
+	f.DurationVar(&r.o.Backups.Snapshots.FullSplay, "full-splay", 0, fullSplayHelp)
+	r.bandwidth.Flags(f, true)
 	f.StringVar(&r.fullFrom, "full-from", "member", "which member full snapshots stream from: member (the one the uploader talks to, its leader) or follower (a healthy follower, so a long full does not load the leader; the member when none is)")
 	f.DurationVar(&r.deltaPeriod, "delta-period", 20*time.Second, "longest an event waits before it is uploaded in a delta (0: no deltas, full snapshots only)")
 	f.Int64Var(&r.memoryLimit, "delta-memory-limit", 100<<20, "bytes of events held in memory before a delta is forced")
@@ -119,6 +122,7 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 }
 
 func (r *serveRun) run(ctx context.Context, g *globals) error {
+	g.limits = r.bandwidth.Limits()
 	st, err := g.openStore(ctx)
 	if err != nil {
 		return err
@@ -255,6 +259,7 @@ func (r *serveRun) secondary(ctx context.Context, g *globals) error {
 	if r.o.Backups.Secondary, err = cli.OpenSite(ctx, g.secondURL, g.storeTimeout, g.log); err != nil {
 		return fmt.Errorf("--secondary-store: %w", err)
 	}
+	r.o.Backups.Secondary = g.limited(r.o.Backups.Secondary)
 	return nil
 }
 

@@ -195,9 +195,12 @@ type brServer struct {
 	store, secondary brStore
 	syncSecondary    bool
 	syncPeriod       time.Duration
-	// secondaryRetention is etcdkit's own flag: etcd-backup-restore
-	// applies the first site's retention to the second.
+	// etcdkit's own flags: etcd-backup-restore applies the first site's
+	// retention to the second, and takes every full on the schedule's
+	// minute at full speed.
 	secondaryRetention string
+	fullSplay          time.Duration
+	bandwidth          cli.Bandwidth
 
 	brSnapshots
 	brConn
@@ -254,6 +257,8 @@ func (b *brServer) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.syncSecondary, "secondary-backup-sync-enabled", false, "enable secondary backup-sync feature")
 	fs.DurationVar(&b.syncPeriod, "secondary-backup-sync-period", time.Hour, "period for periodic backup sync operations")
 	fs.StringVar(&b.secondaryRetention, "secondary-retention", "same", "etcdkit's own: "+secondaryRetentionHelp)
+	fs.DurationVar(&b.fullSplay, "full-splay", 0, "etcdkit's own: "+fullSplayHelp)
+	b.bandwidth.Flags(fs, true)
 	b.brSnapshots.flags(fs)
 	brDefragFlag(fs, &b.defragSchedule)
 	b.brConn.flags(fs)
@@ -336,6 +341,10 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if b.configFile != "" {
 		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
 	}
+	if err := (cli.Durations{{"full-splay", b.fullSplay, true}}).Check(); err != nil {
+		return err
+	}
+	g.limits = b.bandwidth.Limits()
 	st, storeURL, err := b.openStores(ctx, g, log)
 	if err != nil {
 		return err
@@ -348,6 +357,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if err != nil {
 		return err
 	}
+	snaps.FullSplay = b.fullSplay
 	secondRetention, secondKeepsAll, err := siteRetention("secondary-retention", b.secondaryRetention)
 	if err != nil {
 		return err
@@ -473,7 +483,7 @@ func (b *brStore) open(ctx context.Context, g *globals, log *slog.Logger) (store
 		return nil, "", err
 	}
 	st, err := cli.OpenStore(ctx, storeURL, g.storeTimeout, log)
-	return st, storeURL, err
+	return g.limited(st), storeURL, err
 }
 
 // require is open for a command that has nothing to do without a store:
@@ -508,7 +518,7 @@ func (b *brServer) openSecondary(ctx context.Context, g *globals, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("the second site: %w", err)
 	}
-	return second, nil
+	return g.limited(second), nil
 }
 
 // conn is the connection to etcd the flags describe; a password given on

@@ -14,7 +14,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/internal/keeptest"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/azure"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -41,21 +40,6 @@ func createContainer(t *testing.T, srv *emulator.Server, name string) {
 // commits them.
 func isPartUpload(r *http.Request) bool {
 	return r.Method == http.MethodPut && r.URL.Query().Get("comp") == "block"
-}
-
-// Retention, pins and deletes on Azure. Azurite keeps no immutability
-// policy, so a lock that refuses deletes is checked on S3 alone.
-func TestKeeping(t *testing.T) {
-	srv := emulator.Shared(t, emulator.Azure)
-	createContainer(t, srv, "keeping")
-	keeptest.Run(t, func(t *testing.T, prefix string) store.Store {
-		st, err := azure.New(context.Background(), azure.Config{Container: "keeping", Prefix: prefix, Account: srv.Account, AccountKey: srv.Key,
-			Endpoint: srv.Endpoint, Options: testOptions})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
 }
 
 func TestConformance(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/internal/keeptest"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/gcs"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -41,20 +40,6 @@ func createBucket(t *testing.T, srv *emulator.Server, bucket string) {
 // carries.
 func isPartUpload(r *http.Request) bool {
 	return r.URL.Query().Has("upload_id") && r.Header.Get("Content-Range") != ""
-}
-
-// Retention, pins and deletes on GCS. fake-gcs-server keeps no object
-// retention, so a lock that refuses deletes is checked on S3 alone.
-func TestKeeping(t *testing.T) {
-	srv := emulator.Shared(t, emulator.GCS)
-	createBucket(t, srv, "keeping")
-	keeptest.Run(t, func(t *testing.T, prefix string) store.Store {
-		st, err := gcs.New(context.Background(), gcs.Config{Bucket: "keeping", Prefix: prefix, Endpoint: srv.Endpoint, Options: testOptions})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
 }
 
 func TestConformance(t *testing.T) {

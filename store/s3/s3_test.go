@@ -27,7 +27,6 @@ import (
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/internal/emulator/s3lock"
-	"github.com/etcdkit/etcdkit/internal/keeptest"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
 	"github.com/etcdkit/etcdkit/store/storetest"
@@ -98,20 +97,6 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// Retention, pins and deletes on S3.
-func TestKeeping(t *testing.T) {
-	srv := emulator.Shared(t, emulator.S3)
-	createBucket(t, srv, "keeping")
-	keeptest.Run(t, func(t *testing.T, prefix string) store.Store {
-		st, err := s3.New(context.Background(), s3.Config{Bucket: "keeping", Prefix: prefix, Endpoint: srv.Endpoint, PathStyle: true,
-			AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: testOptions})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
-}
-
 // A bucket that keeps versions passes the whole suite: objects are first
 // versions, deletes remove every version.
 func TestVersionedConformance(t *testing.T) {
@@ -163,12 +148,6 @@ func TestObjectLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Locked(t, st, testOptions)
-	locked, err := s3.New(ctx, s3.Config{Bucket: "locked", Prefix: "keeping", Endpoint: srv.Endpoint, PathStyle: true,
-		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: testOptions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keeptest.Locked(t, locked)
 	// AWS takes uploads to a locked bucket only with a checksum; the
 	// emulator takes them either way, so the wire is checked.
 	if spy.puts.Load() == 0 || spy.without.Load() != 0 {

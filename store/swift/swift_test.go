@@ -24,7 +24,6 @@ import (
 	"github.com/gophercloud/gophercloud/v2/pagination"
 
 	"github.com/etcdkit/etcdkit/internal/emulator"
-	"github.com/etcdkit/etcdkit/internal/keeptest"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/storetest"
 	"github.com/etcdkit/etcdkit/store/swift"
@@ -81,19 +80,6 @@ func tempauth(srv *emulator.Server) swift.Credentials {
 // Segment uploads are PUTs of names ending in ten digits.
 func isPartUpload(r *http.Request) bool {
 	return r.Method == http.MethodPut && segmentName.MatchString(r.URL.Path)
-}
-
-// Retention, pins and deletes on Swift, which has no object locks.
-func TestKeeping(t *testing.T) {
-	srv := emulator.Shared(t, emulator.Swift)
-	name := container(t, srv)
-	keeptest.Run(t, func(t *testing.T, prefix string) store.Store {
-		st, err := swift.New(context.Background(), swift.Config{Container: name, Prefix: prefix, Credentials: tempauth(srv), Options: testOptions})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
 }
 
 func TestConformance(t *testing.T) {

@@ -1,4 +1,4 @@
-package keeptest
+package clouds_test
 
 import (
 	"context"
@@ -70,9 +70,22 @@ func ctxFor(t *testing.T) context.Context {
 	return ctx
 }
 
-// Run checks retention, pins and deletes on the stores open gives, each
-// prefix its own.
-func Run(t *testing.T, open func(t *testing.T, prefix string) store.Store) {
+// Retention, pins and deletes on every store: a pinned chain through the
+// Calendar policy, deletes by hand and their refusals, and a second
+// site's own retention with the first site's pins.
+func TestKeepingOnEveryStore(t *testing.T) {
+	forEachStore(t, func(t *testing.T, st store.Store) { keeping(t, st) })
+}
+
+// keeping checks retention, pins and deletes under prefixes of st.
+func keeping(t *testing.T, st store.Store) {
+	open := func(t *testing.T, prefix string) store.Store {
+		p, err := store.WithPrefix(st, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	t.Run("PinnedThroughCalendar", func(t *testing.T) {
 		ctx := ctxFor(t)
 		st := open(t, "keep-pin")
@@ -151,10 +164,11 @@ func Run(t *testing.T, open func(t *testing.T, prefix string) store.Store) {
 	})
 }
 
-// Locked checks, on a store that locks every object it holds, that GC
-// and deletes keep locked chains whole and say so, and that a pin is
-// locked with them.
-func Locked(t *testing.T, st store.Store) {
+// On a bucket that locks every object it holds (S3 Object Lock; GCS's
+// and Azure's emulators keep no lock), GC and deletes keep locked chains
+// whole and say so, and a pin is locked with them.
+func TestKeepingOnALockedBucket(t *testing.T) {
+	st := lockedBucket(t)
 	ctx := ctxFor(t)
 	snaps := chains(t, ctx, st)
 	pin(t, ctx, st, snaps[3].Key, snaps[3].Key)
