@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer, pending func() float64) *metrics {
 			Name: "etcdkit_snapshot_last_success_timestamp_seconds", Help: "Unix time of the last successful snapshot, by kind.",
 		}, []string{"kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "etcdkit_snapshot_failures_total", Help: "Failed snapshot and GC attempts, by kind (full, delta, gc, compaction; snapshotter: it stopped and is started again).",
+			Name: "etcdkit_snapshot_failures_total", Help: "Failed snapshot and GC attempts, by kind (full, delta, gc, compaction, bundle: a restore bundle not written; snapshotter: it stopped and is started again).",
 		}, []string{"kind"}),
 		chainDeltas: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdkit_chain_deltas", Help: "Deltas in the latest chain, after its full snapshot.",

@@ -114,6 +114,12 @@ type BackupOptions struct {
 	// SecondaryKeepsAll: no retention on the second site; it keeps every
 	// snapshot copied there.
 	SecondaryKeepsAll bool
+	// Bundle are files and directories (the kube-apiserver's
+	// EncryptionConfiguration and keys, the cluster's PKI) written after
+	// each full as a restore bundle (snapshot.WriteBundle), sealed to the
+	// Snapshots' recipients, when they changed since the store's newest
+	// bundle. Nothing of their contents is logged. None: no bundles.
+	Bundle []string
 	// CompactAfter: the uploader compacts the latest chain into a new
 	// full snapshot once its deltas cover this many revisions. 0: never.
 	CompactAfter int64
@@ -322,6 +328,8 @@ func (o Options) check() error {
 		return errors.New("sidecar: a datastore behind etcd's API is not defragmented or drilled by the sidecar: it serves no Defragment, and a drill compares against etcd's own history; leave out the defrag schedule and the drill period")
 	case o.Backups.Secondary != nil && o.Backups.Store == nil:
 		return errors.New("sidecar: a second site needs a store to copy from")
+	case len(o.Backups.Bundle) > 0 && len(o.Backups.Snapshots.Codec.Recipients) == 0:
+		return fmt.Errorf("sidecar: %w", snapshot.ErrBundleNotSealed)
 	case o.Backups.SecondaryRetention != nil && o.Backups.SecondaryKeepsAll:
 		return errors.New("sidecar: the second site takes a retention of its own or keeps everything, not both")
 	case o.Backups.SecondaryRetention != nil:
@@ -568,6 +576,9 @@ func (s *Sidecar) result(r capture.Result) {
 		return
 	}
 	s.up.succeeded()
+	if r.Op == capture.OpFull && len(s.opts.Backups.Bundle) > 0 {
+		s.writeBundle(r.Snapshot)
+	}
 	if s.second != nil && r.Snapshot.Key != "" {
 		s.second.written()
 	}
@@ -580,6 +591,21 @@ func (s *Sidecar) result(r capture.Result) {
 		default:
 			s.chain.end()
 		}
+	}
+}
+
+// writeBundle writes the restore bundle beside full when its files
+// changed; a failure is logged and counted, and the backups go on.
+func (s *Sidecar) writeBundle(full snapshot.Snapshot) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, wrote, err := snapshot.WriteBundle(ctx, s.opts.Backups.Store, full, s.opts.Backups.Bundle, s.opts.Backups.Snapshots.Codec)
+	switch {
+	case err != nil:
+		s.metrics.failures.WithLabelValues("bundle").Inc()
+		s.log.Warn("sidecar: the restore bundle was not written; the next full tries again", "full", full.Key, "error", err)
+	case wrote:
+		s.log.Info("restore bundle written: its files changed", "key", b.Key, "bytes", b.Size)
 	}
 }
 

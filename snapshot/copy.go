@@ -112,6 +112,9 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 		}
 		todo = append(todo, s)
 	}
+	if err := copyBundles(ctx, src, dst, cat, kept, o, log); err != nil {
+		return res, err
+	}
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -137,6 +140,46 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 	wg.Wait()
 	slices.Sort(res.Copied)
 	return res, errors.Join(errs...)
+}
+
+// copyBundles writes the restore bundles the target lacks that the fulls
+// copied take (a bundle is sealed: copied as it is).
+func copyBundles(ctx context.Context, src, dst store.Store, cat Catalog, kept func(Snapshot) bool, o CopyOptions, log *slog.Logger) error {
+	bundles, err := ListBundles(ctx, src)
+	if err != nil || len(bundles) == 0 {
+		return err
+	}
+	var fulls []Snapshot
+	for _, s := range chosen(cat, o) {
+		if s.Kind == KindFull && kept(s) {
+			fulls = append(fulls, s)
+		}
+	}
+	there, err := ListBundles(ctx, dst)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, b := range there {
+		have[b.Key] = true
+	}
+	needed := neededBundles(bundles, fulls)
+	for _, b := range bundles {
+		if have[b.Key] || !needed[b.Key] {
+			continue
+		}
+		r, err := src.Get(ctx, b.Key)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", b.Key, err)
+		}
+		err = dst.Put(ctx, b.Key, r)
+		_ = r.Close()
+		if err != nil && !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("copy %s: %w", b.Key, err)
+		}
+		log.Info("copied", "key", b.Key)
+	}
+	return nil
 }
 
 // copyTimelines writes the source's timeline records the target lacks.

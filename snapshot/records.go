@@ -49,6 +49,9 @@ const (
 	// deletionDir holds one record per deletion an operator asked
 	// (DeleteChains), written before it: <time>-<random>.json.
 	deletionDir = "etcdkit/deletions"
+	// bundleDir holds the restore bundles (bundle.go), sealed with age:
+	// Full-<start>-<last>-<unix>-<digest>.tar.age.
+	bundleDir = "etcdkit/bundles"
 	// probeDir holds the objects that ask whether a store refuses deletes:
 	// <unix>-<random>, a line of text, deleted at once where nothing locks.
 	probeDir = "etcdkit/lock-probe"

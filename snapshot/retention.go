@@ -403,6 +403,9 @@ type GCResult struct {
 	// Deletions counts the records of deletions operators asked
 	// (DeleteChains) on the store.
 	Deletions int
+	// BundlesDeleted counts the restore bundles deleted: those no kept
+	// full takes, but the newest.
+	BundlesDeleted int
 }
 
 // SetAside is a full snapshot retention does not count, and why.
@@ -458,6 +461,9 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	if res.DrillsDeleted, err = pruneDrills(ctx, st); err != nil {
+		return res, fmt.Errorf("gc: %w", err)
+	}
+	if res.BundlesDeleted, err = pruneBundles(ctx, st, res.Kept); err != nil {
 		return res, fmt.Errorf("gc: %w", err)
 	}
 	deletions, err := st.List(ctx, deletionDir+"/")

@@ -2,8 +2,10 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -17,6 +19,8 @@ import (
 	"github.com/etcdkit/etcdkit/compact"
 	"github.com/etcdkit/etcdkit/member"
 	"github.com/etcdkit/etcdkit/restore"
+	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 )
 
 // target is the --timeline, --revision and --time flags.
@@ -98,6 +102,8 @@ type restoreRun struct {
 	tn       tenantFlags
 	etcdutl  etcdutlFlags
 	ifNeeded bool
+	// bundle is the directory the chain's restore bundle goes into.
+	bundle string
 }
 
 func restoreCmd(g *globals) *cobra.Command {
@@ -144,6 +150,7 @@ etcdbrctl restore's flags instead ("etcd-backup restore --storage-provider= --he
 	f.DurationVar(&r.opts.Read.UnknownLeaseTTL, "unknown-lease-ttl", time.Hour,
 		"the TTL granted to leases of keys put after the full whose deltas do not record it (etcd-backup-restore's, older etcdkit's); 0: restore those keys without a lease")
 	cli.KeepMovedAside(f, &r.opts.KeepMovedAside)
+	f.StringVar(&r.bundle, "bundle", "", "also write the restore bundle of the chain restored (serve --bundle: the kube-apiserver's encryption keys, the PKI) into this directory, empty or new, by the paths they were taken from")
 	f.BoolVar(&r.ifNeeded, "if-needed", false, "restore only when the member's start-up would: the data dir is missing or damaged and the store holds backups (an init container's step); "+
 		"a valid data dir, or no backups, is left as it is and the command exits 0")
 	f.BoolVar(&r.follow.on, "follow", false, "keep a warm standby: replay each new delta as it lands, and build the data dir on SIGTERM")
@@ -214,6 +221,10 @@ func (r *restoreRun) run(cmd *cobra.Command, g *globals) error {
 	if err != nil {
 		return err
 	}
+	bundleDir, err := r.bundles()
+	if err != nil {
+		return err
+	}
 	var res restore.Result
 	if r.follow.on {
 		// The standby follows the first site, and each poll reads the
@@ -235,12 +246,62 @@ func (r *restoreRun) run(cmd *cobra.Command, g *globals) error {
 			"name", r.opts.Member.Name, "peer-urls", strings.Join(r.opts.Member.PeerURLs, ","), "initial-cluster-token", r.opts.Member.Token)
 	}
 	out := restoreResultOf(r.opts, res)
+	if r.bundle != "" {
+		if out.Bundle, err = r.extractBundle(ctx, st, bundleDir, res); err != nil {
+			return fmt.Errorf("the data dir is restored; its bundle is not: %w", err)
+		}
+	}
 	return g.print(out, out.table)
+}
+
+// bundles checks, before anything is restored, that --bundle can be
+// written: an empty or new directory, not with --follow or a prefix.
+func (r *restoreRun) bundles() (string, error) {
+	if r.bundle == "" {
+		return "", nil
+	}
+	if r.follow.on || r.opts.Prefix != "" {
+		return "", cli.Usage(errors.New("--bundle goes with a whole restore, not --follow or --prefix"))
+	}
+	entries, err := os.ReadDir(r.bundle)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return "", fmt.Errorf("--bundle: %w", err)
+	case len(entries) > 0:
+		return "", cli.Usage(fmt.Errorf("--bundle %s holds files: give an empty or new directory, then put the files in place", r.bundle))
+	}
+	return r.bundle, nil
+}
+
+// extractBundle writes the bundle the restored chain's full takes.
+func (r *restoreRun) extractBundle(ctx context.Context, st store.Store, dir string, res restore.Result) (*bundleView, error) {
+	bundles, err := snapshot.ListBundles(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	b, ok := snapshot.BundleFor(bundles, res.Chain.Full)
+	if !ok {
+		return nil, fmt.Errorf("no restore bundle was written beside %s or before it (serve --bundle writes them)", res.Chain.Full.Key)
+	}
+	files, err := snapshot.ExtractBundle(ctx, st, b, r.opts.Read.Codec, dir)
+	if err != nil {
+		return nil, err
+	}
+	return &bundleView{Key: b.Key, Dir: dir, Files: files}, nil
+}
+
+// bundleView is the restore bundle a restore wrote.
+type bundleView struct {
+	Key   string   `json:"key"`
+	Dir   string   `json:"dir"`
+	Files []string `json:"files"`
 }
 
 // restoreResult is what restore prints.
 type restoreResult struct {
 	AuthRestored         bool              `json:"auth_restored"`
+	Bundle               *bundleView       `json:"bundle,omitempty"`
 	Beyond               []timelineEndView `json:"beyond"`
 	DataDir              string            `json:"data_dir"`
 	Deltas               int               `json:"deltas"`
@@ -322,6 +383,9 @@ func (o restoreResult) tableNotes(w *tabwriter.Writer) {
 	}
 	if res.MovedAside != "" {
 		fmt.Fprintf(w, "old data dir\t%s\n", res.MovedAside)
+	}
+	if b := o.Bundle; b != nil {
+		fmt.Fprintf(w, "bundle\t%d files from %s into %s: put them in place before the kube-apiserver starts\n", len(b.Files), b.Key, b.Dir)
 	}
 	if res.WALMovedAside != "" {
 		fmt.Fprintf(w, "old WAL\t%s\n", res.WALMovedAside)

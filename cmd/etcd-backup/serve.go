@@ -95,6 +95,7 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 	defragFlags(cmd, &r.o.Defrag.Options)
 	f.StringVar(&g.secondURL, "secondary-store", "", "a second site: the uploader copies each snapshot there too, with the retention of --secondary-retention (cloud credentials: add ?env-prefix=SECONDARY_ to read SECONDARY_… variables)")
 	f.StringVar(&r.secondaryRetention, "secondary-retention", "same", secondaryRetentionHelp)
+	f.StringSliceVar(&r.o.Backups.Bundle, "bundle", nil, "a file or directory written after each full, when it changed, into a restore bundle sealed to --encrypt-to (the kube-apiserver's EncryptionConfiguration and keys, /etc/kubernetes/pki); repeatable; restore --bundle DIR gives them back")
 	f.DurationVar(&r.o.Backups.SecondaryPeriod, "secondary-sync-period", time.Hour, "with --secondary-store: how often the second site is checked for snapshots it lacks, besides after each snapshot")
 	f.BoolVar(&r.profiling, "enable-profiling", false, "serve Go's runtime profiles at /debug/pprof/, behind the API's token or client certificate")
 	f.BoolVar(&r.o.Backups.Snapshots.AllowNewChain, "allow-new-chain", false, "when the store's latest chain is another cluster's, start a new chain under the same prefix instead of refusing to back up")

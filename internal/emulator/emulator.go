@@ -309,7 +309,9 @@ func (s *Server) start(ctx context.Context) error {
 		case <-exited:
 			return fmt.Errorf("emulator %s exited at start (%w): %s", s.Kind, waitErr, logs)
 		case <-ctx.Done():
-			s.Stop()
+			// Halted, not stopped: its directory stays for the next
+			// attempt on another port.
+			s.halt()
 			return fmt.Errorf("emulator %s: no answer on port %d: %w: %s", s.Kind, s.Port, ctx.Err(), logs)
 		case <-time.After(50 * time.Millisecond):
 		}

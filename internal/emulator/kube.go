@@ -33,6 +33,9 @@ type KubeOptions struct {
 	// Dir holds its certificates, keys and token file; "": a temporary
 	// directory, removed by Stop.
 	Dir string
+	// Args are more of kube-apiserver's flags
+	// (--encryption-provider-config=…).
+	Args []string
 }
 
 // KubeAPI is what a client of the API server needs.
@@ -156,6 +159,7 @@ func (k *KubeAPI) args(port int) []string {
 	if k.o.EtcdCert != "" {
 		args = append(args, "--etcd-certfile="+k.o.EtcdCert, "--etcd-keyfile="+k.o.EtcdKey)
 	}
+	args = append(args, k.o.Args...)
 	// Written once the URL is known; a restart keeps the port.
 	_ = k.WriteKubeconfig(k.Kubeconfig, k.Token)
 	return args
