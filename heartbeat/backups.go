@@ -308,11 +308,13 @@ type EtcdSnapshotStatus struct {
 	Latest        bool         `json:"latest"`
 	ReadyToUse    bool         `json:"readyToUse"`
 	Problem       string       `json:"problem"`
-	LockedUntil   *metav1.Time `json:"lockedUntil,omitempty"`
+	// LockedUntil and Pin are null when there is none: the status is a
+	// merge patch, where a field left out would stay as it was.
+	LockedUntil *metav1.Time `json:"lockedUntil"`
 	// Pinned: an operator pinned the chain (etcd-backup pin); Pin says
 	// with which label, by whom and when.
 	Pinned     bool               `json:"pinned"`
-	Pin        *PinStatus         `json:"pin,omitempty"`
+	Pin        *PinStatus         `json:"pin"`
 	Verified   *Verification      `json:"verified,omitempty"`
 	Conditions []metav1.Condition `json:"conditions"`
 }

@@ -98,6 +98,22 @@ func TestBackupObjects(t *testing.T) {
 		return len(s) == 1 && s[0].Status.LastRevision >= rev && s[0].Status.Deltas > 0
 	})
 
+	// A pin shows on the object (a delta brings the objects in step),
+	// and goes with unpin.
+	ok(t, nil, "pin", "--store", storeURL, first.Spec.Key, "--label", "before-upgrade")
+	etcdtest.Eventually(t, "the EtcdSnapshot says it is pinned", time.Minute, func() bool {
+		putKeys(t, c.Client(t), 1)
+		s := snapshots()
+		return len(s) == 1 && s[0].Status.Pinned && s[0].Status.Pin != nil && s[0].Status.Pin.Label == "before-upgrade"
+	})
+	t.Logf("kubectl get etcdsnapshots, pinned:\n%s", k.kubectl(nil, "get", "etcdsnapshots", "--namespace=etcd"))
+	ok(t, nil, "unpin", "--store", storeURL, first.Spec.Key)
+	etcdtest.Eventually(t, "the EtcdSnapshot says it is not pinned", time.Minute, func() bool {
+		putKeys(t, c.Client(t), 1)
+		s := snapshots()
+		return len(s) == 1 && !s[0].Status.Pinned && s[0].Status.Pin == nil
+	})
+
 	// Two fulls asked for: with two kept, the first full goes, and its
 	// object with it.
 	for i := range 2 {
