@@ -12,14 +12,23 @@ import (
 // prefix of a fleet keeps its own minute across restarts, and the
 // fleet's fulls spread over the splay instead of all coming due at once.
 func Splayed(schedule cron.Schedule, key string, splay time.Duration) cron.Schedule {
-	// Whole seconds: a cron schedule's own grain.
+	offset := SplayOffset(key, splay)
+	if offset == 0 {
+		return schedule
+	}
+	return splayed{schedule, offset}
+}
+
+// SplayOffset is key's offset in [0, splay), in whole seconds (a cron
+// schedule's own grain): the same for every call with the same key.
+func SplayOffset(key string, splay time.Duration) time.Duration {
 	seconds := uint64(splay / time.Second)
 	if seconds == 0 {
-		return schedule
+		return 0
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
-	return splayed{schedule, time.Duration(h.Sum64()%seconds) * time.Second}
+	return time.Duration(h.Sum64()%seconds) * time.Second
 }
 
 type splayed struct {

@@ -28,6 +28,9 @@ func TestSplayed(t *testing.T) {
 		if offset < 0 || offset >= 10*time.Minute || first.Sub(at) > time.Hour || !first.After(at) {
 			t.Fatalf("%s: next after %s is %s", key, at, first)
 		}
+		if o := capture.SplayOffset(key, 10*time.Minute); o != offset {
+			t.Fatalf("%s: offset %s, the schedule's %s", key, o, offset)
+		}
 		if again := capture.Splayed(hourly, key, 10*time.Minute).Next(at); !again.Equal(first) {
 			t.Fatalf("%s: %s, then %s", key, first, again)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkit/etcdkit/capture"
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/drill"
 	"github.com/etcdkit/etcdkit/fleet"
@@ -169,6 +170,7 @@ func fleetServeCmd(g *globals) *cobra.Command {
 // fleetDrill is fleet drill's flags and what it does with them.
 type fleetDrill struct {
 	bandwidth cli.Bandwidth
+	splay     time.Duration
 	prefix    string
 	sample    int
 	index     int
@@ -197,6 +199,7 @@ Exit 3 when the backup does not match its recorded digest.`,
 	cmd.Flags().IntVar(&d.index, "index", 0, "which of the sample (default: $JOB_COMPLETION_INDEX)")
 	cmd.Flags().StringVar(&d.work, "work-dir", "", "where the chain is replayed (default: the system's temporary directory)")
 	d.bandwidth.Flags(cmd.Flags(), false)
+	cmd.Flags().DurationVar(&d.splay, "splay", 0, "wait an offset below this, fixed by the prefix, before the drill starts, so the drills a Job starts at once do not all download at once (0: none)")
 	return cmd
 }
 
@@ -214,7 +217,8 @@ func (d *fleetDrill) run(cmd *cobra.Command, g *globals) error {
 			d.index = n
 		}
 	}
-	if err := errors.Join(cli.AtLeast("sample", int64(d.sample), 0), cli.AtLeast("index", int64(d.index), 0)); err != nil {
+	if err := errors.Join(cli.AtLeast("sample", int64(d.sample), 0), cli.AtLeast("index", int64(d.index), 0),
+		cli.Durations{{"splay", d.splay, true}}.Check()); err != nil {
 		return err
 	}
 	g.limits = d.bandwidth.Limits()
@@ -230,6 +234,14 @@ func (d *fleetDrill) run(cmd *cobra.Command, g *globals) error {
 	st, err := store.WithPrefix(bucket, d.prefix)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("--prefix: %w", err))
+	}
+	if wait := capture.SplayOffset(fmt.Sprint(st), d.splay); wait > 0 {
+		g.log.Info("fleet drill: splayed", "prefix", d.prefix, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
 	}
 	codec, err := g.snapshotCodec()
 	if err != nil {
