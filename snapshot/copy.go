@@ -95,8 +95,23 @@ func Copy(ctx context.Context, src, dst store.Store, o CopyOptions) (CopyResult,
 	}
 	kept := func(Snapshot) bool { return true }
 	if o.Retention != nil {
+		// Planned over what the target will hold, its own objects and
+		// the source's: its GC then keeps all that is copied (fewer
+		// objects only let it keep more), where a plan over the source
+		// alone could copy what the target's objects push out of its
+		// retention, again at every copy.
+		all := slices.Clone(cat.all)
+		copied := map[string]bool{}
+		for _, s := range cat.all {
+			copied[targetKey(s)] = true
+		}
+		for _, s := range there.all {
+			if !copied[s.Key] {
+				all = append(all, s)
+			}
+		}
 		keep := map[string]bool{}
-		for _, k := range o.Retention.Plan(cat, o.Now(), o.Pins).Kept {
+		for _, k := range o.Retention.Plan(newCatalog(all, cat.Timelines), o.Now(), o.Pins).Kept {
 			keep[k.Snapshot.Key] = true
 		}
 		kept = func(s Snapshot) bool { return keep[s.Key] }

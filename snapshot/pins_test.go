@@ -67,14 +67,24 @@ func TestPinKeepsItsChain(t *testing.T) {
 			t.Errorf("%+v kept %s, want %s", r, keys(kept), keys(want))
 		}
 	}
-	// A second site's GC keeps the first site's pins (and, with no
-	// DeltaRetention, the deltas after the expired third full, which
-	// continue the pinned chain to the newest).
+	// A second site's GC keeps the first site's pins; the deltas of the
+	// third full, expired, go with it even with no DeltaRetention: a pin
+	// keeps its own chain, not every delta after it, and the chain it
+	// keeps restores whole.
 	second := store.NewMem()
 	putAll(ctx, t, second, snaps)
 	res, err := snapshot.GC(ctx, second, snapshot.Retention{Policy: snapshot.LimitBased, MaxFulls: 1}, snapshot.GCOptions{Now: func() time.Time { return now }, Pins: pins})
-	if err != nil || keys(res.Deleted) != keys(append(slices.Clone(snaps[:3]), snaps[6])) {
+	if err != nil || keys(res.Deleted) != keys(append(slices.Clone(snaps[:3]), snaps[6:9]...)) {
 		t.Fatalf("the second site's GC with the first's pins deleted %s, %v", keys(res.Deleted), err)
+	}
+	after, err := snapshot.List(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range after.Chains() {
+		if _, err := c.Check(); err != nil {
+			t.Fatalf("after GC, the chain of %s: %v", c.Full.Key, err)
+		}
 	}
 	if err := snapshot.Unpin(ctx, st, cat, snaps[5].Key); err != nil {
 		t.Fatal(err)

@@ -146,6 +146,7 @@ func (r Retention) Plan(cat Catalog, now time.Time, pins Pins) Plan {
 		}
 		rules := r.keptFulls(fulls, now, t.ID == newest)
 		var kept []Snapshot
+		// pinned are the pinned fulls, true for those the pin alone keeps.
 		pinned := map[string]bool{}
 		for i, s := range fulls {
 			if bySize[s.Key] {
@@ -153,8 +154,8 @@ func (r Retention) Plan(cat Catalog, now time.Time, pins Pins) Plan {
 			}
 			var pin *Pin
 			if p, ok := pins[s.Key]; ok {
+				pinned[s.Key], pin = len(rules[i]) == 0, &p
 				rules[i] = append(rules[i], p.rule())
-				pinned[s.Key], pin = true, &p
 			}
 			if len(rules[i]) > 0 {
 				kept = append(kept, s)
@@ -307,19 +308,24 @@ func (r Retention) keptBySize(cat Catalog) map[string]bool {
 // its timeline below it), kept or not: kept fulls keep their own chains,
 // not those of expired fulls after them. Under the other policies it is
 // in the chain of the newest kept full below it, which serves
-// point-in-time restores through expired fulls. Either way, a pinned
-// full's own deltas stay; a chain with no full kept goes; the newest kept
-// full's stays; another's lives DeltaRetention (0: forever) past the next
-// kept full.
+// point-in-time restores through expired fulls, unless the pin alone
+// keeps that full. A pinned full keeps its own deltas whatever the
+// policy; a chain with no full kept goes; the newest kept full's stays;
+// another's lives DeltaRetention (0: forever) past the next kept full.
 func (r Retention) deltaKept(d Snapshot, fulls, kept []Snapshot, pinned map[string]bool, now time.Time) (Snapshot, bool) {
 	i, j := ownerIndex(kept, d), ownerIndex(fulls, d)
 	switch {
-	case j >= 0 && pinned[fulls[j].Key]:
+	case j >= 0 && inMap(pinned, fulls[j].Key):
 		// A pinned chain is kept whole: its own deltas.
 		return fulls[j], true
 	case i < 0:
 		return Snapshot{}, false
-	case r.policy() == Calendar && fulls[j].Key != kept[i].Key:
+	case fulls[j].Key != kept[i].Key && (r.policy() == Calendar || pinned[kept[i].Key]):
+		// A delta of an expired full: Calendar keeps its fulls' own
+		// chains alone, and a pin keeps its own chain, not the deltas
+		// of every full after it that expires (which would grow without
+		// end behind an old pin, and could not be replayed from it
+		// across those fulls).
 		return Snapshot{}, false
 	case i == len(kept)-1, r.DeltaRetention == 0:
 		return kept[i], true
@@ -455,7 +461,7 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 	}
 	// Expiry depends only on the kept snapshots, so a GC interrupted here
 	// leaves nothing the next run would keep.
-	d, err := deleteSnapshots(ctx, st, cat, plan.Expired, log, "snapshot deleted by retention", "policy", r.policy())
+	d, err := deleteSnapshots(ctx, st, cat, plan.Expired, log, "snapshot deleted by retention", "policy", r.policy(), "store", fmt.Sprint(st))
 	res.Deleted, res.Locked, res.KeptForLock = d.Deleted, d.Locked, d.KeptForLock
 	if err != nil {
 		return res, fmt.Errorf("gc: %w", err)
@@ -475,7 +481,7 @@ func GC(ctx context.Context, st store.Store, r Retention, opts GCOptions) (GCRes
 		// Once a run, not once a snapshot: on a bucket locked for days
 		// every run meets the same ones.
 		log.Info("retention: expired snapshots are locked (write-once); kept, and asked again on the next run",
-			"locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
+			"store", fmt.Sprint(st), "locked", len(res.Locked), "oldest", res.Locked[0].Key, "kept_with_their_full", len(res.KeptForLock))
 	}
 	return res, nil
 }
@@ -591,6 +597,12 @@ func checkFull(ctx context.Context, st store.Store, full Snapshot, opts GCOption
 	}
 	defer done()
 	return holdsItsName(full, path)
+}
+
+// inMap says whether m has key, whatever its value.
+func inMap[V any](m map[string]V, key string) bool {
+	_, ok := m[key]
+	return ok
 }
 
 // ownDeltas maps each full's key to the deltas of its own chain: those

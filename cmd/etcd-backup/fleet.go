@@ -218,7 +218,7 @@ func (d *fleetDrill) run(cmd *cobra.Command, g *globals) error {
 		}
 	}
 	if err := errors.Join(cli.AtLeast("sample", int64(d.sample), 0), cli.AtLeast("index", int64(d.index), 0),
-		cli.Durations{{"splay", d.splay, true}}.Check()); err != nil {
+		cli.Durations{{"splay", d.splay, true}}.Check(), d.bandwidth.Check()); err != nil {
 		return err
 	}
 	g.limits = d.bandwidth.Limits()

@@ -105,11 +105,16 @@ func siteRetention(flag, spec string) (r *snapshot.Retention, keepAll bool, err 
 	if err := set("retention-policy", policy); err != nil {
 		return nil, false, err
 	}
+	given := map[string]bool{}
 	for pair := range strings.SplitSeq(pairs, ",") {
 		if pair == "" {
 			continue
 		}
 		name, value, _ := strings.Cut(pair, "=")
+		if given[name] {
+			return nil, false, cli.Usage(fmt.Errorf("--%s %q: %s is given twice", flag, spec, name))
+		}
+		given[name] = true
 		if name == "retention-policy" {
 			return nil, false, cli.Usage(fmt.Errorf("--%s %q: the policy comes first, before the colon", flag, spec))
 		}

@@ -183,6 +183,9 @@ func (g *globals) limited(st store.Store) store.Store {
 	if st == nil {
 		return nil
 	}
+	if _, local := store.AsLocal(st); local && g.limits != nil {
+		g.log.Info("bandwidth limits: not applied to a store on the local file system", "store", st)
+	}
 	return store.Limited(st, g.limits)
 }
 

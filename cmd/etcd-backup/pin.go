@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -40,6 +41,9 @@ fleet and the backup objects show it with its label.`,
 			if err != nil {
 				return err
 			}
+			if strings.IndexFunc(label, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+				return cli.Usage(fmt.Errorf("--label %q: printable characters only", label))
+			}
 			p, err := snapshot.PinChain(ctx, st, cat, args[0], label, who())
 			if err != nil {
 				return err
@@ -69,8 +73,17 @@ func unpinCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			pins, err := snapshot.ReadPins(ctx, st)
+			if err != nil {
+				return err
+			}
+			before := len(pins)
 			if err := snapshot.Unpin(ctx, st, cat, args[0]); err != nil {
 				return err
+			}
+			if after, err := snapshot.ReadPins(ctx, st); err == nil && len(after) == before {
+				g.log.Info("unpin: the chain was not pinned", "snapshot", args[0])
+				return nil
 			}
 			g.log.Info("chain unpinned", "snapshot", args[0], "by", who())
 			return nil
@@ -91,7 +104,7 @@ full), and with --before every chain whose newest object was written before TIME
 a date, or unix seconds). It never deletes the newest chain (the one a restore uses) nor a
 pinned one: a named one is refused, and then nothing is deleted; one older than --before is
 spared and listed. A record of who deleted what is written under etcdkit/deletions/ first,
-each delete is logged, and serve counts them in etcdkit_snapshots_deleted_total{by="operator"}.
+each delete is logged, and serve counts the records in etcdkit_operator_deletions.
 It asks before deleting when it runs on a terminal; elsewhere give --yes. --dry-run lists
 what would go and deletes nothing.`,
 		RunE: func(cmd *cobra.Command, args []string) error {

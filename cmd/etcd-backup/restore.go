@@ -288,7 +288,11 @@ func (r *restoreRun) extractBundle(ctx context.Context, st store.Store, dir stri
 	if err != nil {
 		return nil, err
 	}
-	return &bundleView{Key: b.Key, Dir: dir, Files: files}, nil
+	v := &bundleView{Key: b.Key, Dir: dir, Files: files}
+	if !b.Full.Created.Equal(res.Chain.Full.Created) || b.Full.LastRevision != res.Chain.Full.LastRevision {
+		v.WrittenBefore = b.Full.Name()
+	}
+	return v, nil
 }
 
 // bundleView is the restore bundle a restore wrote.
@@ -296,6 +300,9 @@ type bundleView struct {
 	Key   string   `json:"key"`
 	Dir   string   `json:"dir"`
 	Files []string `json:"files"`
+	// WrittenBefore is the earlier full the bundle was written beside,
+	// "" when it is the restored chain's own.
+	WrittenBefore string `json:"written_before,omitempty"`
 }
 
 // restoreResult is what restore prints.
@@ -386,6 +393,9 @@ func (o restoreResult) tableNotes(w *tabwriter.Writer) {
 	}
 	if b := o.Bundle; b != nil {
 		fmt.Fprintf(w, "bundle\t%d files from %s into %s: put them in place before the kube-apiserver starts\n", len(b.Files), b.Key, b.Dir)
+		if b.WrittenBefore != "" {
+			fmt.Fprintf(w, "bundle's age\twritten beside %s, before the full restored: the fulls since found the files unchanged, or failed to write theirs (the sidecar's etcdkit_snapshot_failures_total{kind=\"bundle\"} and log say which)\n", b.WrittenBefore)
+		}
 	}
 	if res.WALMovedAside != "" {
 		fmt.Fprintf(w, "old WAL\t%s\n", res.WALMovedAside)

@@ -123,6 +123,9 @@ func (r *serveRun) flags(cmd *cobra.Command, g *globals) {
 }
 
 func (r *serveRun) run(ctx context.Context, g *globals) error {
+	if err := errors.Join(r.bandwidth.Check(), cli.Durations{{"full-splay", r.o.Backups.Snapshots.FullSplay, true}}.Check()); err != nil {
+		return err
+	}
 	g.limits = r.bandwidth.Limits()
 	st, err := g.openStore(ctx)
 	if err != nil {

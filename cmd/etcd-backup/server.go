@@ -341,7 +341,7 @@ func (b *brServer) run(cmd *cobra.Command, g *globals, fs *pflag.FlagSet) error 
 	if b.configFile != "" {
 		return cli.Usage(errors.New("--config-file: etcd-backup server takes etcd-backup-restore's flags, not its configuration file; pass the file's settings as flags"))
 	}
-	if err := (cli.Durations{{"full-splay", b.fullSplay, true}}).Check(); err != nil {
+	if err := errors.Join(b.bandwidth.Check(), cli.Durations{{"full-splay", b.fullSplay, true}}.Check()); err != nil {
 		return err
 	}
 	g.limits = b.bandwidth.Limits()
