@@ -24,12 +24,9 @@ import (
 	"github.com/etcdkit/etcdkit/store/storetest"
 )
 
-// fleetBench scans a bucket of -prefixes clusters' backups on S3
-// (versitygw), each as its sidecar leaves them, against listing the
-// bucket alone: what a fleet scan adds to the one listing it cannot do
-// without, and how many requests.
-func fleetBench(ctx context.Context, cfg config) ([]row, error) {
-	dir := filepath.Join(cfg.dir, "fleet")
+// s3Bucket starts the S3 emulator with its data in dir and makes bucket;
+// the caller stops it.
+func s3Bucket(ctx context.Context, dir, bucket string) (*emulator.Server, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
@@ -37,12 +34,26 @@ func fleetBench(ctx context.Context, cfg config) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Stop()
 	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("seed")}); err != nil {
+	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		srv.Stop()
 		return nil, err
 	}
+	return srv, nil
+}
+
+// fleetBench scans a bucket of -prefixes clusters' backups on S3
+// (versitygw), each as its sidecar leaves them, against listing the
+// bucket alone: what a fleet scan adds to the one listing it cannot do
+// without, and how many requests.
+func fleetBench(ctx context.Context, cfg config) ([]row, error) {
+	dir := filepath.Join(cfg.dir, "fleet")
+	srv, err := s3Bucket(ctx, dir, "seed")
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
 	wire := &storetest.Wire{}
 	st, err := s3.New(ctx, s3.Config{Bucket: "seed", Endpoint: srv.Endpoint, PathStyle: true,
 		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, Options: store.Options{Transport: wire}})

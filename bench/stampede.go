@@ -3,17 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/robfig/cron/v3"
 
 	"github.com/etcdkit/etcdkit/capture"
-	"github.com/etcdkit/etcdkit/internal/emulator"
 	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/store/s3"
 )
@@ -59,19 +54,11 @@ func stampedeBench(ctx context.Context, cfg config) ([]row, error) {
 			stampedeSplay, spread, stampede)}}
 
 	dir := filepath.Join(cfg.dir, "stampede")
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, err
-	}
-	srv, err := emulator.Start(ctx, emulator.S3, emulator.Options{Dir: dir})
+	srv, err := s3Bucket(ctx, dir, "capped")
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Stop()
-	raw := awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(srv.AccessKey, srv.SecretKey, "")})
-	if _, err := raw.CreateBucket(ctx, &awss3.CreateBucketInput{Bucket: aws.String("capped")}); err != nil {
-		return nil, err
-	}
 	plain, err := s3.New(ctx, s3.Config{Bucket: "capped", Endpoint: srv.Endpoint, PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey})
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ func TestGuardMarksAHungMemberSilent(t *testing.T) {
 // Endpoints that reach members of two clusters stop every upload, naming
 // both: the events and fulls received may be either's.
 func TestGuardRefusesTwoClusters(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	a := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	b := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})

@@ -231,6 +231,9 @@ type Sidecar struct {
 	// compactions asks Run's compaction loop for one (the chain passed
 	// its threshold).
 	compactions chan struct{}
+	// bundles hands Run's bundle loop the newest full to write the
+	// restore bundle beside (Backups.Bundle).
+	bundles chan snapshot.Snapshot
 }
 
 // observed is what the member last said of itself, and whether its
@@ -278,7 +281,8 @@ func New(o Options) (*Sidecar, error) {
 		o.Registry = prometheus.NewRegistry()
 		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs(), chain: &chainState{}, compactions: make(chan struct{}, 1)}
+	s := &Sidecar{opts: o, log: o.Logger, registry: o.Registry, jobs: newJobs(), chain: &chainState{}, compactions: make(chan struct{}, 1),
+		bundles: make(chan snapshot.Snapshot, 1)}
 	var err error
 	if s.peers, err = o.API.PeerTLS.NewClient(o.Logger); err != nil {
 		return nil, fmt.Errorf("sidecar: the other sidecars' TLS: %w", err)
@@ -375,6 +379,9 @@ func (s *Sidecar) snapshotOptions() capture.Options {
 func (s *Sidecar) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.compactLoop(ctx) })
+	if len(s.opts.Backups.Bundle) > 0 {
+		wg.Go(func() { s.bundleLoop(ctx) })
+	}
 	if s.defrag != nil {
 		wg.Go(func() { s.defragLoop(ctx) })
 	}
@@ -577,7 +584,13 @@ func (s *Sidecar) result(r capture.Result) {
 	}
 	s.up.succeeded()
 	if r.Op == capture.OpFull && len(s.opts.Backups.Bundle) > 0 {
-		s.writeBundle(r.Snapshot)
+		// The newest full replaces one still waiting: the files are
+		// read when the bundle is written.
+		select {
+		case <-s.bundles:
+		default:
+		}
+		s.bundles <- r.Snapshot
 	}
 	if s.second != nil && r.Snapshot.Key != "" {
 		s.second.written()
@@ -594,10 +607,23 @@ func (s *Sidecar) result(r capture.Result) {
 	}
 }
 
+// bundleLoop writes the restore bundle beside each full result hands
+// it, until ctx ends.
+func (s *Sidecar) bundleLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case full := <-s.bundles:
+			s.writeBundle(ctx, full)
+		}
+	}
+}
+
 // writeBundle writes the restore bundle beside full when its files
 // changed; a failure is logged and counted, and the backups go on.
-func (s *Sidecar) writeBundle(full snapshot.Snapshot) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+func (s *Sidecar) writeBundle(ctx context.Context, full snapshot.Snapshot) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	b, wrote, err := snapshot.WriteBundle(ctx, s.opts.Backups.Store, full, s.opts.Backups.Bundle, s.opts.Backups.Snapshots.Codec)
 	switch {

@@ -84,17 +84,20 @@ func PinChain(ctx context.Context, st store.Store, cat Catalog, key, label, by s
 	return p, err
 }
 
-// Unpin takes the pin off the chain of snapshot key. A chain without a
-// pin is no error.
-func Unpin(ctx context.Context, st store.Store, cat Catalog, key string) error {
+// Unpin takes the pin off the chain of snapshot key, and says whether it
+// had one. A chain without a pin is no error.
+func Unpin(ctx context.Context, st store.Store, cat Catalog, key string) (bool, error) {
 	full, err := chainFull(cat, key)
 	if err != nil {
-		return err
+		return false, err
+	}
+	if _, ok, err := getJSON[Pin](ctx, st, pinKey(full)); err != nil || !ok {
+		return false, err
 	}
 	if err := st.Delete(ctx, pinKey(full)); err != nil {
-		return fmt.Errorf("unpin %s: %w", full.Key, err)
+		return false, fmt.Errorf("unpin %s: %w", full.Key, err)
 	}
-	return nil
+	return true, nil
 }
 
 // chainFull is the full of the chain snapshot key is in.

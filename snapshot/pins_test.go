@@ -86,8 +86,11 @@ func TestPinKeepsItsChain(t *testing.T) {
 			t.Fatalf("after GC, the chain of %s: %v", c.Full.Key, err)
 		}
 	}
-	if err := snapshot.Unpin(ctx, st, cat, snaps[5].Key); err != nil {
-		t.Fatal(err)
+	if was, err := snapshot.Unpin(ctx, st, cat, snaps[5].Key); err != nil || !was {
+		t.Fatalf("unpin: %v, %v", was, err)
+	}
+	if was, err := snapshot.Unpin(ctx, st, cat, snaps[5].Key); err != nil || was {
+		t.Fatalf("unpin again: %v, %v", was, err)
 	}
 	if pins, err := snapshot.ReadPins(ctx, st); err != nil || len(pins) != 0 {
 		t.Fatalf("after unpin: %+v, %v", pins, err)

@@ -314,10 +314,13 @@ func (r Retention) keptBySize(cat Catalog) map[string]bool {
 // another's lives DeltaRetention (0: forever) past the next kept full.
 func (r Retention) deltaKept(d Snapshot, fulls, kept []Snapshot, pinned map[string]bool, now time.Time) (Snapshot, bool) {
 	i, j := ownerIndex(kept, d), ownerIndex(fulls, d)
+	if j >= 0 {
+		if _, ok := pinned[fulls[j].Key]; ok {
+			// A pinned chain is kept whole: its own deltas.
+			return fulls[j], true
+		}
+	}
 	switch {
-	case j >= 0 && inMap(pinned, fulls[j].Key):
-		// A pinned chain is kept whole: its own deltas.
-		return fulls[j], true
 	case i < 0:
 		return Snapshot{}, false
 	case fulls[j].Key != kept[i].Key && (r.policy() == Calendar || pinned[kept[i].Key]):
@@ -597,12 +600,6 @@ func checkFull(ctx context.Context, st store.Store, full Snapshot, opts GCOption
 	}
 	defer done()
 	return holdsItsName(full, path)
-}
-
-// inMap says whether m has key, whatever its value.
-func inMap[V any](m map[string]V, key string) bool {
-	_, ok := m[key]
-	return ok
 }
 
 // ownDeltas maps each full's key to the deltas of its own chain: those

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/etcdkit/etcdkit/cmd/internal/cli"
 	"github.com/etcdkit/etcdkit/sidecar/api"
 	"github.com/etcdkit/etcdkit/snapshot"
+	"github.com/etcdkit/etcdkit/store"
 	"github.com/etcdkit/etcdkit/view"
 )
 
@@ -33,11 +35,7 @@ fleet and the backup objects show it with its label.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			cat, err := snapshot.List(ctx, st)
+			st, cat, err := g.catalog(ctx)
 			if err != nil {
 				return err
 			}
@@ -65,27 +63,18 @@ func unpinCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			st, err := g.openStore(ctx)
+			st, cat, err := g.catalog(ctx)
 			if err != nil {
 				return err
 			}
-			cat, err := snapshot.List(ctx, st)
-			if err != nil {
+			switch was, err := snapshot.Unpin(ctx, st, cat, args[0]); {
+			case err != nil:
 				return err
-			}
-			pins, err := snapshot.ReadPins(ctx, st)
-			if err != nil {
-				return err
-			}
-			before := len(pins)
-			if err := snapshot.Unpin(ctx, st, cat, args[0]); err != nil {
-				return err
-			}
-			if after, err := snapshot.ReadPins(ctx, st); err == nil && len(after) == before {
+			case !was:
 				g.log.Info("unpin: the chain was not pinned", "snapshot", args[0])
-				return nil
+			default:
+				g.log.Info("chain unpinned", "snapshot", args[0], "by", who())
 			}
-			g.log.Info("chain unpinned", "snapshot", args[0], "by", who())
 			return nil
 		},
 	}
@@ -153,6 +142,16 @@ what would go and deletes nothing.`,
 	f.BoolVar(&dryRun, "dry-run", false, "list what would be deleted, delete nothing")
 	f.BoolVar(&yes, "yes", false, "delete without asking (where no terminal is there to ask on)")
 	return cmd
+}
+
+// catalog opens --store and lists its catalog.
+func (g *globals) catalog(ctx context.Context) (store.Store, snapshot.Catalog, error) {
+	st, err := g.openStore(ctx)
+	if err != nil {
+		return nil, snapshot.Catalog{}, err
+	}
+	cat, err := snapshot.List(ctx, st)
+	return st, cat, err
 }
 
 // deleteResult is what delete prints.

@@ -194,7 +194,7 @@ func TestKeepingOnALockedBucket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := snapshot.Unpin(ctx, st, cat, snaps[3].Key); !errors.Is(err, store.ErrLocked) {
+	if _, err := snapshot.Unpin(ctx, st, cat, snaps[3].Key); !errors.Is(err, store.ErrLocked) {
 		t.Fatalf("unpin on a locked bucket: %v, want ErrLocked", err)
 	}
 }
