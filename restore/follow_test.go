@@ -3,6 +3,7 @@ package restore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -147,22 +148,36 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	opts := restore.Options{Member: member.Spec{DataDir: dataDir, Name: "standby", PeerURLs: []string{peer.String()}}, Read: restore.ReadOptions{Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}}
 	f := follow(ctx, t, st, opts)
 
-	// Under load, every delta is in the standby within a delta period and
-	// a second of landing.
-	load := etcdtest.StartLoad(t, cli)
-	time.Sleep(4 * period)
-	load.Check(t)
-	if _, err := s.TakeDelta(ctx); err != nil {
-		t.Fatal(err)
+	// flush writes the events since the last delta and returns the newest
+	// delta: the loop's own delta period may have written them first.
+	flush := func() snapshot.Snapshot {
+		t.Helper()
+		d, err := s.TakeDelta(ctx)
+		if errors.Is(err, capture.ErrNoEvents) {
+			return s.Status().LastDelta
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
+
+	// Under load, the standby holds every delta soon after it lands. How
+	// soon is the bench's "standby: follow lag" row; here the bound only
+	// tells following from a rebuild.
+	load := etcdtest.StartLoad(t, cli)
+	etcdtest.Eventually(t, "three deltas land under the load", 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(landed) >= 3
+	})
+	load.Check(t)
+	flush()
 	f.reaches(t, s.Status().LastRevision)
 	mu.Lock()
-	if len(landed) < 3 {
-		t.Fatalf("%d deltas landed under the load", len(landed))
-	}
 	for rev, at := range landed {
 		got, ok := f.when(rev)
-		if !ok || got.Sub(at) > period+time.Second {
+		if !ok || got.Sub(at) > 10*time.Second {
 			t.Errorf("delta to revision %d landed at %v, the standby held it %v later", rev, at.Format(time.StampMilli), got.Sub(at))
 		}
 	}
@@ -183,9 +198,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 200, Seed: 32, TxnPercent: 20, DeletePercent: 15}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TakeDelta(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	f.reaches(t, s.Status().LastRevision)
 	compacted, err := compact.Compact(ctx, st, compact.Options{Full: snapshot.FullOptions{Codec: codec}})
 	if err != nil {
@@ -194,9 +207,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 33, DeletePercent: 20}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TakeDelta(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	f.reaches(t, s.Status().LastRevision)
 	if l := f.last(); l.CatchUps != 1 || l.Full != compacted.Snapshot.Key {
 		t.Fatalf("standby %+v after the full %s and the compaction %s: want no second build, following the compaction", l, full.Key, compacted.Snapshot.Key)
@@ -214,9 +225,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 34, TxnPercent: 10}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TakeDelta(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	f = follow(ctx, t, st, opts)
 	f.reaches(t, s.Status().LastRevision)
 	if l := f.last(); !l.Resumed || l.CatchUps != 0 {
@@ -231,10 +240,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 50, Seed: 35}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	lost, err := s.TakeDelta(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lost := flush()
 	if err := st.Delete(ctx, lost.Key); err != nil {
 		t.Fatal(err)
 	}
@@ -244,9 +250,7 @@ func TestFollowKeepsAWarmStandby(t *testing.T) {
 	if _, err := (etcdtest.Workload{Ops: 100, Seed: 36, TxnPercent: 20, LeasePercent: 10}).Run(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TakeDelta(ctx); err != nil {
-		t.Fatal(err)
-	}
+	flush()
 	// Stopped before it would build again (an hour), the follower still
 	// makes the data dir of the store's newest revision, as a plain
 	// restore would: its last look at the store builds it at once.
