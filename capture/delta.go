@@ -394,7 +394,14 @@ func (c *capture) upload(ctx context.Context, snap snapshot.Snapshot, events []s
 	return snap, a, nil
 }
 
-// annotate asks etcd what a delta ending at revision last adds.
+// askTimeout bounds annotate's questions together.
+const askTimeout = 10 * time.Second
+
+// annotate asks etcd what a delta ending at revision last adds. What it
+// adds is recorded with a later delta when etcd does not answer, so the
+// questions never take the time the write itself needs: at most
+// askTimeout, and half of what ctx has left (a stop without quorum has
+// only its own deadline to write what was received).
 func (c *capture) annotate(ctx context.Context, last int64) snapshot.Annotations {
 	var a snapshot.Annotations
 	if c.src.Kind() == snapshot.SourceEtcdAPI {
@@ -402,6 +409,12 @@ func (c *capture) annotate(ctx context.Context, last int64) snapshot.Annotations
 		// learns of a revocation by its keys' deletions alone.
 		return a
 	}
+	bound := askTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		bound = min(bound, time.Until(deadline)/2)
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
 	var err error
 	if a.Revoked, err = c.leases.revoked(ctx, c.cli, last); err != nil {
 		c.log.Debug("delta: leases not listed; revocations are recorded with a later delta", "error", err)

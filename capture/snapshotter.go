@@ -96,7 +96,9 @@ type Options struct {
 	// Default 5 s; Off: no probes.
 	ProbeInterval time.Duration
 	// StopTimeout bounds the flush of pending events when Run's context
-	// ends. Default 30 s.
+	// ends: half of it for catching up with the cluster, the rest, when
+	// that fails (no quorum), for writing the events received. Default
+	// 30 s.
 	StopTimeout time.Duration
 	// Logger: nil discards.
 	Logger *slog.Logger
@@ -360,6 +362,11 @@ type loop struct {
 	// again; retryReason is why the retry came early ("" when it did not).
 	probe       *time.Timer
 	retryReason string
+	// answered: this outage's probe said once that everything answers
+	// again. A store that lists but refuses writes answers every probe;
+	// the retry that follows fails again, and saying it each time would
+	// read as a recovery each time.
+	answered bool
 	// uploads reports the background delta upload, at most one at a time.
 	uploads   chan upload
 	uploading bool
@@ -876,7 +883,12 @@ func (l *loop) stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.opts.StopTimeout)
 	defer cancel()
-	r := l.delta(ctx, "stop")
+	// Catching up asks the cluster for its revision first, and without a
+	// quorum that question waits out its whole deadline: it has half the
+	// time, and writing what was received keeps the rest.
+	catchUp, caught := context.WithTimeout(ctx, l.opts.StopTimeout/2)
+	r := l.delta(catchUp, "stop")
+	caught()
 	if refused := RefusalOf(r.Err); refused != "" {
 		// Refused only now: the attempt before ended with Run's context.
 		l.log.Warn("stopping without a last delta: the backups are refused", "refused", refused, "err", r.Err)
@@ -884,11 +896,18 @@ func (l *loop) stop() error {
 	}
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
 		// etcd may be stopping too: write at least what was received.
-		l.log.Warn("catching up before stop failed; writing what was received", "err", r.Err)
+		caughtUp := r.Err
 		l.capture.stop()
 		var s snapshot.Snapshot
-		if s, r.Err = l.capture.flush(ctx); r.Err == nil {
+		s, r.Err = l.capture.flush(ctx)
+		switch {
+		case r.Err == nil:
+			l.log.Warn("catching up before stop failed; wrote what was received", "err", caughtUp, "last_revision", s.LastRevision)
 			l.wrote(Result{Op: OpDelta, Reason: "stop", Snapshot: s})
+		case errors.Is(r.Err, ErrNoEvents):
+			l.log.Warn("catching up before stop failed, and nothing was received past the chain: the next run continues from the chain's end", "err", caughtUp)
+		default:
+			l.log.Warn("catching up before stop failed, and writing what was received failed too", "err", caughtUp, "write_err", r.Err)
 		}
 	}
 	if r.Err != nil && !errors.Is(r.Err, ErrNoEvents) {
@@ -901,7 +920,7 @@ func (l *loop) succeed() {
 	if l.failures > 0 {
 		l.log.Info("snapshots succeed again", "failures", l.failures, "failing_since", l.Status().FailingSince)
 	}
-	l.failures = 0
+	l.failures, l.answered = 0, false
 	l.probe.Stop()
 	l.setStatus(func(st *Status) { st.Failures, st.FailingSince, st.LastError, st.Refused = 0, time.Time{}, "", "" })
 }
@@ -931,8 +950,9 @@ func (l *loop) fail(op Operation, reason string, err error, began time.Time) {
 	if errors.Is(err, ErrReplaced) {
 		// What the capture holds may be the other past's: dropped, and
 		// the backups placed again (the watch resumes from the chain).
-		l.log.Warn("the cluster was replaced under the backups: placing them again", "err", err)
 		l.capture.stop()
+		l.log.Warn("the cluster was replaced under the backups: placing them again; the events received since the last delta are dropped, since they may be the other cluster's",
+			"err", err, "dropped_events", len(l.capture.pending))
 		l.capture.reset()
 		l.started, l.needFull, l.chained = false, "", false
 		l.setStatus(func(st *Status) { st.Placed = false })
@@ -956,7 +976,12 @@ func (l *loop) probed(ctx context.Context) {
 		l.probe.Reset(l.opts.ProbeInterval)
 		return
 	}
-	l.log.Info("the store and the member answer again: retrying now")
+	level := slog.LevelInfo
+	if l.answered {
+		level = slog.LevelDebug
+	}
+	l.answered = true
+	l.log.Log(ctx, level, "the store and the member answer again: retrying now")
 	l.retryReason = "answers again"
 	l.retry.Reset(0)
 }

@@ -457,16 +457,18 @@ func TestSnapshotterStopsWhenSuperseded(t *testing.T) {
 	}
 }
 
-// down fails every call while it is down, as a store in an outage does.
+// down fails every call while it is down, as a store in an outage does,
+// and only writes while it is read-only, as a bucket whose policy lost
+// its write grant does.
 type down struct {
 	store.Store
-	out atomic.Bool
+	out, readOnly atomic.Bool
 }
 
 var errDown = errors.New("store unavailable (outage)")
 
 func (d *down) Put(ctx context.Context, key string, r io.Reader) error {
-	if d.out.Load() {
+	if d.out.Load() || d.readOnly.Load() {
 		return errDown
 	}
 	return d.Store.Put(ctx, key, r)
@@ -482,7 +484,9 @@ func (d *down) List(ctx context.Context, prefix string) ([]store.Object, error) 
 // After an outage long enough for the backoff to grow, the backups resume
 // as soon as the store answers again, not when the backoff ends: the
 // store is probed meanwhile, and the delta that lands is the probe's
-// retry. The outage is one warning, not one per attempt.
+// retry. The outage is one warning, not one per attempt; a store that
+// lists but refuses writes answers every probe, and is said to answer
+// again once, not once per probe.
 func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	ctx := ctxT(t)
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
@@ -515,11 +519,27 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 			break
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n := strings.Count(logs.String(), "level=WARN msg=\"snapshot failed"); n != 1 {
-		t.Fatalf("the outage was logged %d times as a warning, want once:\n%s", n, logs.String())
+	text := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
 	}
+	said := func(what string) int { return strings.Count(text(), what) }
+	if n := said("level=WARN msg=\"snapshot failed"); n != 1 {
+		t.Fatalf("the outage was logged %d times as a warning, want once:\n%s", n, text())
+	}
+
+	answered := said("answer again")
+	st.readOnly.Store(true)
+	if _, err := cli.Put(ctx, "/read-only", "x"); err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "probes and retries against a read-only store", 30*time.Second, func() bool { return r.Status().Failures >= 6 })
+	if n := said("answer again") - answered; n != 1 {
+		t.Fatalf("a read-only store was said to answer again %d times, want once:\n%s", n, text())
+	}
+	// Writable again before the stop, which writes the last delta.
+	st.readOnly.Store(false)
 }
 
 type writerFunc func([]byte) (int, error)
@@ -778,4 +798,40 @@ func TestAClockSteppedBackDelaysNoDelta(t *testing.T) {
 		t.Fatalf("the delta after the clock stepped back: %s, want revision %d", d.Snapshot.Key, resp.Header.Revision)
 	}
 	r.Stop(t)
+}
+
+// A snapshotter stopped after its cluster lost quorum cannot catch up
+// (the cluster does not answer its revision), and still writes the
+// events it received, which exist nowhere else once the member is gone.
+func TestStopWithoutQuorumWritesWhatWasReceived(t *testing.T) {
+	ctx := ctxT(t)
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
+	cli := c.Members[0].Client(t)
+	st := newStore(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	}), nil))
+	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour, StopTimeout: 6 * time.Second, Logger: log})
+	r.Await(t, capture.OpFull)
+	put, err := cli.Put(ctx, "/received", "before the quorum went")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcdtest.Eventually(t, "the put received", 30*time.Second, func() bool { return r.Status().PendingEvents > 0 })
+	c.Members[1].Kill()
+	c.Members[2].Kill()
+	r.Stop(t)
+	chain := chaintest.Latest(t, st)
+	if got := chain.LastRevision(); got < put.Header.Revision {
+		t.Fatalf("the chain ends at revision %d, before the put at %d that was received", got, put.Header.Revision)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "catching up before stop failed; wrote what was received") {
+		t.Fatalf("the stop did not say it wrote what was received:\n%s", logs.String())
+	}
 }
