@@ -89,6 +89,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{[]string{"mode=node", "etcd.tls.secretName="}, "kubeadm's etcd takes clients with certificates only"},
 		{[]string{"mode=node", "api.port=2380"}, "/api/port"},
 		{[]string{"api.port=80"}, "/api/port"},
+		{[]string{"workDir.sizeLimit=0"}, "/workDir/sizeLimit"},
+		{[]string{"workDir.sizeLimit=0Gi"}, "/workDir/sizeLimit"},
+		{[]string{"workDir.sizeLimit=ten"}, "/workDir/sizeLimit"},
 	} {
 		out, err := render(t, "testdata/external.yaml", c.set...)
 		if err == nil || !strings.Contains(out, c.want) {
