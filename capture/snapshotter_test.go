@@ -492,13 +492,7 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{UnsafeNoFsync: true})
 	cli := c.Client(t)
 	st := &down{Store: newStore(t)}
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(b)
-	}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log, text := logged()
 	r := start(t, cli, st, capture.Options{DeltaPeriod: 50 * time.Millisecond, Logger: log,
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Minute, ProbeInterval: 20 * time.Millisecond})
 	r.Await(t, capture.OpFull)
@@ -519,11 +513,6 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 			break
 		}
 	}
-	text := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.String()
-	}
 	said := func(what string) int { return strings.Count(text(), what) }
 	if n := said("level=WARN msg=\"snapshot failed"); n != 1 {
 		t.Fatalf("the outage was logged %d times as a warning, want once:\n%s", n, text())
@@ -540,6 +529,24 @@ func TestSnapshotterResumesWhenTheStoreAnswers(t *testing.T) {
 	}
 	// Writable again before the stop, which writes the last delta.
 	st.readOnly.Store(false)
+}
+
+// logged is a logger at level info and what it has written so far.
+func logged() (*slog.Logger, func() string) {
+	var (
+		mu   sync.Mutex
+		logs strings.Builder
+	)
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.Write(b)
+	}), nil))
+	return log, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logs.String()
+	}
 }
 
 type writerFunc func([]byte) (int, error)
@@ -808,13 +815,7 @@ func TestStopWithoutQuorumWritesWhatWasReceived(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 3, UnsafeNoFsync: true})
 	cli := c.Members[0].Client(t)
 	st := newStore(t)
-	var logs strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return logs.Write(b)
-	}), nil))
+	log, text := logged()
 	r := start(t, cli, st, capture.Options{DeltaPeriod: time.Hour, StopTimeout: 6 * time.Second, Logger: log})
 	r.Await(t, capture.OpFull)
 	put, err := cli.Put(ctx, "/received", "before the quorum went")
@@ -829,9 +830,7 @@ func TestStopWithoutQuorumWritesWhatWasReceived(t *testing.T) {
 	if got := chain.LastRevision(); got < put.Header.Revision {
 		t.Fatalf("the chain ends at revision %d, before the put at %d that was received", got, put.Header.Revision)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "catching up before stop failed; wrote what was received") {
-		t.Fatalf("the stop did not say it wrote what was received:\n%s", logs.String())
+	if !strings.Contains(text(), "catching up before stop failed; wrote what was received") {
+		t.Fatalf("the stop did not say it wrote what was received:\n%s", text())
 	}
 }
